@@ -1,0 +1,42 @@
+# make demo : the guided tour (creates .venv and installs what it needs first)
+# make test : the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install opencl-runtime bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[all]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# PoCL (a CPU OpenCL implementation) when the machine has no OpenCL platform yet.
+opencl-runtime: $(STAMP)
+	@if $(BIN)/python -c "import pyopencl as cl, sys; sys.exit(0 if cl.get_platforms() else 1)" >/dev/null 2>&1; then \
+	  echo "OpenCL platform found."; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "No OpenCL platform: installing PoCL (pocl-opencl-icd) with apt-get."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd) >/dev/null \
+	    || echo "apt-get could not install PoCL: OpenCL parts will be skipped."; \
+	else \
+	  echo "No OpenCL platform and no root apt-get: OpenCL parts will be skipped."; \
+	fi
+
+demo: opencl-runtime
+	$(BIN)/tensorlayout demo
+
+test: opencl-runtime
+	$(BIN)/python -m pytest -q
+
+bench: opencl-runtime
+	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis gallery

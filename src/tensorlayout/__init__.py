@@ -1,0 +1,47 @@
+"""tensorlayout: where every element of a neural-network tensor lives.
+
+CPU runtime buffers (NCHW, OIHW, MIHW, 1-D), MACE's OpenCL RGBA images, Sophgo
+NPU local memory, and Winograd convolution, all described by one layout core
+(:class:`tensorlayout.core.Layout`).  Public names are imported lazily so that
+``import tensorlayout`` stays cheap and optional dependencies stay optional.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    # errors
+    "LayoutError": "errors", "ShapeError": "errors", "RankError": "errors", "DTypeError": "errors",
+    "IndexOutOfRange": "errors", "DeviceLimitError": "errors", "AddressError": "errors",
+    "AlignmentError": "errors", "StrideError": "errors", "ModeError": "errors",
+    "OverlapError": "errors", "FootprintError": "errors", "ConvolutionError": "errors",
+    "AlgorithmError": "errors", "OpenCLUnavailable": "errors",
+    # the core
+    "Layout": "core",
+    # CPU buffers
+    "BUFFER_FORMATS": "buffer", "buffer_layout": "buffer", "convert": "buffer",
+    # OpenCL images
+    "ImageType": "image", "image_shape": "image", "image_layout": "image", "to_image": "image",
+    "from_image": "image", "pixel_of": "image", "element_at": "image",
+    "check_image_limits": "image", "DEFAULT_MAX_IMAGE_SIZE": "image",
+    # convolution
+    "conv2d": "winograd",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'tensorlayout' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"tensorlayout.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

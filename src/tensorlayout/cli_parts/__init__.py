@@ -1,0 +1,1 @@
+"""One module per subsystem: ``register(sub)`` adds its subcommands, ``demo(tour)`` its part of the tour."""

@@ -1,0 +1,174 @@
+"""Errors raised by tensorlayout, and the input checks every public call shares.
+
+Every error is a :class:`LayoutError` (itself a :class:`ValueError`), and every
+message names the argument, the value it had and the rule it broke, for example::
+
+    shape[2] = 0 is not allowed: every dimension must be a positive integer
+
+The checks live here so that each module validates its input the same way,
+before anything is computed or written.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "LayoutError",
+    "ShapeError",
+    "RankError",
+    "DTypeError",
+    "IndexOutOfRange",
+    "DeviceLimitError",
+    "AddressError",
+    "AlignmentError",
+    "StrideError",
+    "ModeError",
+    "OverlapError",
+    "FootprintError",
+    "ConvolutionError",
+    "AlgorithmError",
+    "OpenCLUnavailable",
+    "check_shape",
+    "check_positive_int",
+    "check_nonneg_int",
+    "check_choice",
+    "check_array",
+]
+
+
+class LayoutError(ValueError):
+    """Base class of every error tensorlayout raises for bad input."""
+
+
+class ShapeError(LayoutError):
+    """A shape, or an array's shape, breaks a rule (non-positive, non-integer, mismatch)."""
+
+
+class RankError(ShapeError):
+    """A shape or array has the wrong number of dimensions."""
+
+
+class DTypeError(LayoutError):
+    """A data type the layout, image or mode cannot hold."""
+
+
+class IndexOutOfRange(LayoutError):
+    """An element index or a physical location outside the tensor or the storage."""
+
+
+class DeviceLimitError(LayoutError):
+    """An image or buffer larger than the device allows."""
+
+
+class AddressError(LayoutError):
+    """An address outside memory."""
+
+
+class AlignmentError(AddressError):
+    """An address that is not aligned as its layout requires."""
+
+
+class StrideError(LayoutError):
+    """Strides that are not positive integers, or break a rule of the copy (W stride 1)."""
+
+
+class ModeError(LayoutError):
+    """A storage mode used with a data type or tensor it does not apply to."""
+
+
+class OverlapError(LayoutError):
+    """Two tensors in local memory that would share bytes."""
+
+
+class FootprintError(LayoutError):
+    """A tensor whose footprint runs past the end of its memory."""
+
+
+class ConvolutionError(LayoutError):
+    """Convolution arguments that do not agree (channels, groups, padding, shapes)."""
+
+
+class AlgorithmError(ConvolutionError):
+    """An algorithm asked to do what it cannot (stride 2 Winograd, wrong kernel size)."""
+
+
+class OpenCLUnavailable(LayoutError):
+    """No OpenCL platform, or the device lacks a capability that was asked for."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def check_positive_int(name: str, value) -> int:
+    """Return ``value`` as an int, or raise ShapeError if it is not an integer >= 1."""
+    if not _is_int(value):
+        raise ShapeError(f"{name} = {value!r} is not allowed: it must be a positive integer")
+    if value < 1:
+        raise ShapeError(f"{name} = {value} is not allowed: it must be a positive integer")
+    return int(value)
+
+
+def check_nonneg_int(name: str, value) -> int:
+    """Return ``value`` as an int, or raise LayoutError if it is not an integer >= 0."""
+    if not _is_int(value) or value < 0:
+        raise LayoutError(f"{name} = {value!r} is not allowed: it must be a non-negative integer")
+    return int(value)
+
+
+def check_shape(name: str, shape, rank: int | Sequence[int] | None = None) -> tuple[int, ...]:
+    """Validate a shape: a sequence of positive integers, of the given rank(s).
+
+    >>> check_shape("shape", (1, 2, 3, 4), rank=4)
+    (1, 2, 3, 4)
+    """
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise ShapeError(f"{name} = {shape!r} is not allowed: it must be a sequence of positive integers")
+    shape = tuple(shape)
+    if rank is not None:
+        ranks = (rank,) if isinstance(rank, int) else tuple(rank)
+        if len(shape) not in ranks:
+            want = " or ".join(str(r) for r in ranks)
+            raise RankError(
+                f"{name} = {shape!r} has {len(shape)} dimensions: this needs exactly {want}"
+            )
+    for i, d in enumerate(shape):
+        check_positive_int(f"{name}[{i}]", d)
+    return tuple(int(d) for d in shape)
+
+
+def check_choice(name: str, value, choices: Iterable):
+    """Raise LayoutError unless ``value`` is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise LayoutError(
+            f"{name} = {value!r} is not allowed: it must be one of {', '.join(repr(c) for c in choices)}"
+        )
+    return value
+
+
+def check_array(name: str, array, shape: Sequence[int] | None = None, rank: int | None = None,
+                dtypes: Iterable | None = None) -> np.ndarray:
+    """Validate an array argument's rank, shape and dtype; return it as an ndarray (no copy)."""
+    if not isinstance(array, np.ndarray):
+        try:
+            array = np.asarray(array)
+        except Exception as exc:  # noqa: BLE001 - re-raised as a LayoutError naming the argument
+            raise ShapeError(f"{name} could not be read as an array: {exc}") from exc
+    if rank is not None and array.ndim != rank:
+        raise RankError(
+            f"{name} has shape {array.shape} ({array.ndim} dimensions): this needs exactly {rank}"
+        )
+    if shape is not None and tuple(array.shape) != tuple(shape):
+        raise ShapeError(f"{name} has shape {tuple(array.shape)}: expected {tuple(shape)}")
+    if dtypes is not None:
+        allowed = tuple(np.dtype(d) for d in dtypes)
+        if array.dtype not in allowed:
+            raise DTypeError(
+                f"{name} has dtype {array.dtype}: allowed are {', '.join(str(d) for d in allowed)}"
+            )
+    return array
