@@ -53,6 +53,10 @@ def _check_format(name: str, fmt: str) -> str:
     return fmt.upper()
 
 
+def _article(word: str) -> str:
+    return ("an " if word[0] in "aeiou" else "a ") + word
+
+
 def kind_of(fmt: str) -> str:
     """The kind of tensor a format holds: activation, filter, depthwise or argument."""
     return BUFFER_FORMATS[_check_format("format", fmt)][0]
@@ -88,7 +92,8 @@ def convert(array, src: str, dst: str) -> np.ndarray:
     dst = _check_format("dst", dst)
     if kind_of(src) != kind_of(dst):
         raise LayoutError(
-            f"src = {src!r} holds a {kind_of(src)} tensor and dst = {dst!r} a {kind_of(dst)} tensor: "
+            f"src = {src!r} holds {_article(kind_of(src))} tensor and dst = {dst!r} "
+            f"{_article(kind_of(dst))} tensor: "
             "conversion needs two formats of the same kind"
         )
     array = check_array("array", array, rank=len(src))

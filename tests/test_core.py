@@ -1,0 +1,275 @@
+"""The layout core against per-element loops written from its defining formula.
+
+A location is ``base + sum(digit * stride)`` with ``digit_k = ((d + offset) // div_k) % radix_k``;
+the helper ``ref_locate`` below computes exactly that with plain Python ints.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tensorlayout import _copy, errors
+from tensorlayout.core import Layout, _interval_boxes
+
+
+def ref_locate(shape, digits, offsets, base, index, dims):
+    loc = base
+    for name, d in zip(dims, index):
+        spec = digits[name]
+        j = d + offsets.get(name, 0)
+        if isinstance(spec, int):
+            loc += j * spec
+            continue
+        div = 1
+        for radix, stride in spec:
+            v = j // div
+            if radix is not None:
+                v %= radix
+                div *= radix
+            loc += v * stride
+        # (the outermost digit keeps j // div with no modulo)
+    return loc
+
+
+def npu_like(N=2, C=5, H=2, W=3, X=4, Q=3, base=7, owned=("n", "h", "w")):
+    """Channels spread over X lanes starting at lane Q; the lanes before Q are foreign."""
+    rows = -(-(Q + C) // X)
+    lane = 64  # slots per lane
+    digits = {"n": rows * H * W, "c": [(X, lane), (None, H * W)], "h": W, "w": 1}
+    return Layout("npu", ("n", "c", "h", "w"), (N, C, H, W), (X, lane), digits,
+                  offsets={"c": Q}, base=base, owned_padding=owned), digits
+
+
+def test_locate_and_element_at_match_the_formula_with_offsets():
+    lay, digits = npu_like()
+    seen = {}
+    for idx in itertools.product(*(range(s) for s in lay.shape)):
+        loc = ref_locate(lay.shape, digits, {"c": 3}, 7, idx, lay.dims)
+        assert lay.locate_flat(idx) == loc
+        assert lay.locate(idx) == divmod(loc, 64)
+        assert loc not in seen
+        seen[loc] = idx
+    for loc in range(lay.physical_size):
+        got = lay.element_at(divmod(loc, 64))
+        assert got == seen.get(loc)
+    # Vectorised forms agree with the scalar ones.
+    grid = np.indices(lay.shape).reshape(4, -1)
+    flat = lay.locate_flat(tuple(grid))
+    assert flat.tolist() == [seen_loc for seen_loc in sorted(seen, key=lambda l: seen[l])]
+    index, valid = lay.element_at_flat(np.arange(lay.physical_size))
+    assert valid.sum() == lay.count
+
+
+def test_pack_touches_only_element_slots_when_padding_is_foreign():
+    lay, digits = npu_like()
+    src = np.arange(1, lay.count + 1, dtype=np.float32).reshape(lay.shape)
+    sentinel = np.full(lay.physical_shape, -5.0, dtype=np.float32)
+    out = lay.pack(src, out=sentinel.copy())
+    expected = sentinel.copy().reshape(-1)
+    for idx in itertools.product(*(range(s) for s in lay.shape)):
+        expected[ref_locate(lay.shape, digits, {"c": 3}, 7, idx, lay.dims)] = src[idx]
+    # The c padding (lanes before Q and after Q + C) is foreign: untouched.  n, h, w have none.
+    np.testing.assert_array_equal(out.reshape(-1), expected)
+    np.testing.assert_array_equal(lay.unpack(out), src)
+    assert lay.mask().sum() == lay.count
+
+
+def test_pack_fills_owned_padding_with_zero_and_leaves_the_rest():
+    # RGBA-style: c split by 4 lanes; the padded lanes of the last pixel are owned.
+    C, W = 5, 3
+    lay = Layout("img", ("w", "c"), (W, C), (1, 2 * W + 1, 4),
+                 {"w": 4, "c": [(4, 1), (None, W * 4)]})
+    src = np.arange(1, W * C + 1, dtype=np.float64).reshape(W, C)
+    buf = np.full(lay.physical_shape, 9.0)
+    lay.pack(src, out=buf)
+    flat = buf.reshape(-1)
+    for w in range(W):
+        for c in range(8):
+            loc = w * 4 + (c // 4) * W * 4 + c % 4
+            assert flat[loc] == (src[w, c] if c < C else 0.0)
+    # The last pixel (x = 6) is outside the grid: never written.
+    assert np.all(buf[0, 6] == 9.0)
+    buf2 = np.full(lay.physical_shape, -9.0)
+    lay.pack(src, out=buf2, fill_padding=False)
+    assert np.sum(buf2 == -9.0) == buf2.size - lay.count
+    fresh = lay.pack(src)
+    assert fresh.dtype == np.float64 and np.sum(fresh != 0) == lay.count
+
+
+def test_non_nested_strides_use_the_dense_inverse():
+    # Locations 4a + 3b: not decodable greedily, but injective on a < 2, b < 4.
+    lay = Layout("skew", ("a", "b"), (2, 4), (14,), {"a": 4, "b": 3})
+    assert not lay._nested
+    table = {4 * a + 3 * b: (a, b) for a in range(2) for b in range(4)}
+    for loc in range(14):
+        assert lay.element_at((loc,)) == table.get(loc)
+    index, valid = lay.element_at_flat(np.arange(14))
+    assert valid.sum() == 8
+    src = np.arange(1, 9, dtype=np.int64).reshape(2, 4)
+    packed = lay.pack(src)
+    for (a, b), v in np.ndenumerate(src):
+        assert packed[4 * a + 3 * b] == v
+    np.testing.assert_array_equal(lay.unpack(packed), src)
+
+
+@settings(max_examples=200, deadline=None)
+@given(radices=st.lists(st.integers(1, 6), min_size=0, max_size=3), data=st.data())
+def test_interval_boxes_cover_exactly_the_interval(radices, data):
+    radices = radices + [None]
+    span = math.prod(r for r in radices if r is not None) * data.draw(st.integers(1, 4))
+    a = data.draw(st.integers(0, span - 1))
+    b = data.draw(st.integers(a + 1, span))
+    divs = [1]
+    for r in radices[:-1]:
+        divs.append(divs[-1] * r)
+    covered = []
+    for ranges, start in _interval_boxes(a, b, radices):
+        assert len(ranges) == len(radices)
+        values = []
+        for digits in itertools.product(*(range(lo, hi) for lo, hi in ranges)):
+            for r, (lo, hi) in zip(radices, ranges):
+                assert 0 <= lo < hi and (r is None or hi <= r)
+            values.append(sum(d * div for d, div in zip(digits, divs)))
+        values.sort()
+        # Each box is a contiguous run of values starting at ``start``.
+        assert values == list(range(start, start + len(values)))
+        covered += values
+    assert sorted(covered) == list(range(a, b))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_random_split_layouts_round_trip(data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    dims = tuple("abc"[: len(shape)])
+    # Each dim: an offset and a radix (or none); strides laid out densely, outermost first.
+    specs, grid = {}, []
+    for name, extent in zip(dims, shape):
+        off = data.draw(st.integers(0, 3))
+        radix = data.draw(st.sampled_from([None, 2, 3, 4]))
+        span = off + extent
+        if radix is None:
+            grid.append((name, None, span))
+        else:
+            grid.append((name, radix, -(-span // radix)))
+        specs[name] = (off, radix)
+    order = data.draw(st.permutations([(n, part) for n, r, _ in grid for part in (["in", "out"] if r else ["one"])]))
+    extent_of = {}
+    for name, radix, outer in grid:
+        if radix:
+            extent_of[(name, "in")] = radix
+            extent_of[(name, "out")] = outer
+        else:
+            extent_of[(name, "one")] = outer
+    stride, strides = 1, {}
+    for key in reversed(order):
+        strides[key] = stride
+        stride *= extent_of[key]
+    digits = {}
+    for name, radix, _ in grid:
+        digits[name] = [(radix, strides[(name, "in")]), (None, strides[(name, "out")])] if radix \
+            else strides[(name, "one")]
+    offsets = {n: o for n, (o, _) in specs.items()}
+    lay = Layout("rand", dims, shape, (stride,), digits, offsets=offsets)
+    src = np.arange(1, lay.count + 1, dtype=np.int64).reshape(shape)
+    packed = lay.pack(src)
+    expected = np.zeros(stride, dtype=np.int64)
+    for idx in itertools.product(*(range(s) for s in shape)):
+        expected[ref_locate(shape, digits, offsets, 0, idx, dims)] = src[idx]
+    np.testing.assert_array_equal(packed, expected)
+    np.testing.assert_array_equal(lay.unpack(packed), src)
+
+
+def test_properties_and_repr():
+    lay, _ = npu_like()
+    assert lay.ndim == 4 and lay.count == 60 and lay.physical_size == 256
+    assert lay.padding_waste == pytest.approx(1 - 60 / 256)
+    assert [d.radix for d in lay.digits_of("c")] == [4, None]
+    assert "npu" in repr(lay)
+    assert lay.footprint == math.prod(lay.grid_shape)
+
+
+def test_strided_copy_casts_like_copyto():
+    dst = np.zeros((3, 4), dtype=np.float16)
+    src = np.arange(12, dtype=np.float64).reshape(4, 3).T + 0.25
+    _copy.strided_copy(dst, src)
+    np.testing.assert_array_equal(dst, src.astype(np.float16))
+
+
+@pytest.mark.parametrize("shape, strides_of", [
+    ((64, 33, 5), lambda a: a[:, ::-1, :]),
+    ((7, 300, 4), lambda a: a.transpose(1, 0, 2)),
+    ((40, 40, 40), lambda a: a.transpose(2, 0, 1)[:, 3:, ::2]),
+    ((3, 200, 200), lambda a: a.transpose(1, 2, 0)),
+    ((1, 1, 1), lambda a: a),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.uint8])
+def test_strided_copy_equals_elementwise_assignment(shape, strides_of, dtype):
+    rng = np.random.default_rng(1)
+    base = (rng.standard_normal(shape) * 100).astype(dtype)
+    src = strides_of(base)
+    big = np.full((src.size * 3 + 8,), 7, dtype=dtype)
+    dst = np.lib.stride_tricks.as_strided(big[3:], shape=src.shape,
+                                          strides=tuple(s * big.itemsize * 3 for s in
+                                                        np.cumprod((1,) + src.shape[:0:-1])[::-1]))
+    _copy.strided_copy(dst, src)
+    for idx in itertools.islice(np.ndindex(src.shape), 0, None, 37):
+        assert dst[idx] == src[idx]
+    np.testing.assert_array_equal(dst, src)
+    # Only every third slot after the first three is written.
+    untouched = np.ones(big.size, bool)
+    untouched[3:3 + src.size * 3:3] = False
+    assert np.all(big[untouched] == 7)
+
+
+# --------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("make, exc, pattern", [
+    (lambda: Layout("x", ("a",), (0,), (4,), {"a": 1}), errors.ShapeError, r"x shape\[0\] = 0"),
+    (lambda: Layout("x", ("a", "b"), (2,), (4,), {"a": 1}), errors.RankError, r"x shape = \(2,\)"),
+    (lambda: Layout("x", ("a",), (2,), (4,), {"z": 1, "a": 1}), errors.LayoutError, r"unknown dimensions \['z'\]"),
+    (lambda: Layout("x", ("a", "b"), (2, 2), (4,), {"a": 2}), errors.LayoutError, r"'b' has no stride"),
+    (lambda: Layout("x", ("a",), (2,), (4,), {"a": -1}), errors.LayoutError, r"stride of 'a' = -1"),
+    (lambda: Layout("x", ("a",), (2,), (4,), {"a": 1}, offsets={"a": -1}), errors.LayoutError,
+     r"offset of 'a' = -1"),
+    (lambda: Layout("x", ("a",), (5,), (4,), {"a": 1}), errors.FootprintError, r"reaches location 4"),
+    (lambda: Layout("x", ("a",), (2,), (4,), {"a": 1}, base=3), errors.FootprintError, r"base 3"),
+    (lambda: Layout("x", ("a",), (6,), (8,), {"a": [(None, 1), (4, 4)]}), errors.LayoutError,
+     r"only the outermost digit"),
+])
+def test_construction_errors(make, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        make()
+
+
+def test_use_errors_leave_memory_alone():
+    lay, _ = npu_like()
+    mem = np.full(lay.physical_shape, 3.0)
+    with pytest.raises(errors.ShapeError, match=r"array has shape \(2, 5, 2\)"):
+        lay.pack(np.zeros((2, 5, 2)), out=mem)
+    with pytest.raises(errors.ShapeError, match=r"out has shape \(4, 63\)"):
+        lay.pack(np.zeros(lay.shape), out=np.zeros((4, 63)))
+    with pytest.raises(errors.ShapeError, match=r"out has shape"):
+        lay.pack(np.zeros(lay.shape), out=np.zeros((64, 4)).T)
+    assert np.all(mem == 3.0)
+    with pytest.raises(errors.ShapeError, match=r"physical array has shape \(3,\)"):
+        lay.unpack(np.zeros(3))
+    with pytest.raises(errors.ShapeError, match=r"out has shape \(1,\)"):
+        lay.unpack(mem, out=np.zeros(1))
+    with pytest.raises(errors.IndexOutOfRange, match=r"index c = 5"):
+        lay.locate((0, 5, 0, 0))
+    with pytest.raises(errors.IndexOutOfRange, match=r"location 256 is outside"):
+        lay.element_at_flat(256)
+    with pytest.raises(errors.IndexOutOfRange, match=r"axis 1 = 64"):
+        lay.element_at((0, 64))
+    with pytest.raises(errors.RankError, match=r"location = \(0,\) has 1 components"):
+        lay.element_at((0,))
+    with pytest.raises(errors.RankError, match=r"last axis 3"):
+        lay.locate_flat(np.zeros((2, 3), dtype=int))
+    with pytest.raises(errors.ShapeError, match=r"index n = 'a'"):
+        lay.locate(("a", 0, 0, 0))
