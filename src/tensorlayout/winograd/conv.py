@@ -184,7 +184,7 @@ class ConvPlan:
 
     >>> w = np.ones((16, 16, 3, 3), np.float32)
     >>> plan = plan_conv2d((1, 16, 8, 8), w, padding=1, algorithm="winograd:2")
-    >>> plan.info.name, plan(np.ones((1, 16, 8, 8), np.float32))[0, 0, 3, 3]
+    >>> plan.info.name, float(plan(np.ones((1, 16, 8, 8), np.float32))[0, 0, 3, 3])
     ('winograd F(2,3)', 144.0)
     """
 
@@ -217,6 +217,11 @@ class ConvPlan:
             raise DTypeError(f"x has dtype {x.dtype} but the weights have {self.w.dtype}: "
                              "they must match (float32 or float64)")
         x = np.ascontiguousarray(x)
+        # Non-finite values are handled explicitly (see below); NumPy need not warn on the way.
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._run(x)
+
+    def _run(self, x):
         alg = self.info.algorithm
         if alg == "winograd":
             y, ok = _winograd(self, x)
