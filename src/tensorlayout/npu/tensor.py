@@ -1,0 +1,635 @@
+"""Tensors in NPU local memory: strides, layouts, storage modes and queries.
+
+Everything here follows seed 003 and REFERENCE.md section 2.  A tensor of shape
+``(N, C, H, W)`` starting at NPU ``Q`` with offset ``R`` puts element
+``(n, c, h, w)`` (element size ``e``, element strides ``ns, cs, hs, ws``) in NPU
+``(Q + c) % X`` at byte::
+
+    R + e * (n*ns + ((Q + c) // X)*cs + h*hs + w*ws)
+
+The C stride steps ``c`` to ``c + X``.  In the 4N / 2N / 2IC modes ``k`` = 4, 2, 2
+consecutive ``n`` share one packed unit of ``u = k*e`` bytes and the strides count
+those units::
+
+    R + u * ((n // k)*ns + ((Q + c) // X)*cs + h*hs + w*ws) + e * (n % k)
+
+Each tensor is a core :class:`~tensorlayout.core.Layout` over the physical
+space ``(X, S)`` of local-memory bytes with logical dimensions ``(n, c, h, w, b)``,
+``b`` being the byte inside an element: ``c`` is shifted by ``Q`` and split into
+``[(X, S), (None, cs*u)]`` (its padding, the other NPUs' blocks, is *foreign*
+and never written), ``n`` is split into ``[(k, e), (None, ns*u)]`` in the modes
+(its padding, the dummies, is owned and written as 0), and the base is ``R``.
+
+The seed's aligned fp32 example, ``(2, 3, 4, 5)`` on 4 NPUs of 1024 bytes
+starting at NPU 2::
+
+    >>> from tensorlayout.npu import Chip
+    >>> t = tensor_layout(Chip(4, 1024, 128), 2048, (2, 3, 4, 5))
+    >>> t.stride, t.start_npu, t.locate((0, 2, 0, 0))
+    ((64, 32, 5, 1), 2, (0, 128))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import Layout
+from ..errors import (
+    AlignmentError,
+    DTypeError,
+    FootprintError,
+    IndexOutOfRange,
+    LayoutError,
+    ModeError,
+    RankError,
+    ShapeError,
+    StrideError,
+    check_choice,
+    check_positive_int,
+    check_shape,
+)
+from .chip import Chip
+
+__all__ = [
+    "DTYPES",
+    "MODES",
+    "NpuTensor",
+    "as_dtype",
+    "channels_per_npu",
+    "feature_block",
+    "aligned_stride",
+    "compact_stride",
+    "continuous_stride",
+    "packed_shape",
+    "tensor_layout",
+    "matrix_layout",
+    "locate",
+]
+
+#: The data type names OKKernel uses, and the NumPy dtypes they mean.
+DTYPES = {
+    "fp32": np.dtype(np.float32),
+    "fp16": np.dtype(np.float16),
+    "int32": np.dtype(np.int32),
+    "uint32": np.dtype(np.uint32),
+    "int16": np.dtype(np.int16),
+    "uint16": np.dtype(np.uint16),
+    "int8": np.dtype(np.int8),
+    "uint8": np.dtype(np.uint8),
+}
+_NAMES = {v: k for k, v in DTYPES.items()}
+
+#: Storage modes: how many consecutive n (or i) share a packed unit, and the dtypes allowed.
+MODES = {
+    "4N": (4, ("int8", "uint8")),
+    "2N": (2, ("int16", "uint16")),
+    "2IC": (2, ("fp32",)),
+}
+
+LAYOUTS = ("aligned", "compact", "stride")
+
+
+def as_dtype(dtype) -> np.dtype:
+    """A data type name ("fp32", "int8", ...) or a NumPy dtype -> the NumPy dtype.
+
+    >>> as_dtype("fp16"), as_dtype(np.uint8)
+    (dtype('float16'), dtype('uint8'))
+    """
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or dt.newbyteorder("=") not in _NAMES or dt.byteorder not in "=|" and dt != dt.newbyteorder("="):
+        raise DTypeError(
+            f"dtype = {dtype!r} is not allowed: it must be one of {', '.join(DTYPES)} "
+            "(or the matching NumPy dtype)"
+        )
+    return dt.newbyteorder("=")
+
+
+def dtype_name(dtype) -> str:
+    """The OKKernel name of a dtype: ``dtype_name(np.float32) == 'fp32'``."""
+    return _NAMES[as_dtype(dtype)]
+
+
+def _check_mode(mode, dtype: np.dtype) -> int:
+    """Validate a storage mode against the dtype; return k (1 when mode is None)."""
+    if mode is None:
+        return 1
+    check_choice("mode", mode, (None, *MODES))
+    k, allowed = MODES[mode]
+    if dtype_name(dtype) not in allowed:
+        raise ModeError(
+            f"mode = {mode!r} is not allowed with dtype {dtype_name(dtype)}: "
+            f"{mode} mode holds {' or '.join(allowed)} data only"
+        )
+    return k
+
+
+def _check_chip(chip) -> Chip:
+    if not isinstance(chip, Chip):
+        raise LayoutError(f"chip = {chip!r} is not allowed: it must be a tensorlayout.npu.Chip")
+    return chip
+
+
+def _check_start(chip: Chip, start_npu) -> int:
+    if isinstance(start_npu, bool) or not hasattr(start_npu, "__index__") \
+            or not 0 <= int(start_npu) < chip.npus:
+        raise LayoutError(
+            f"start_npu = {start_npu!r} is not allowed: it must be an integer in [0, {chip.npus})"
+        )
+    return int(start_npu)
+
+
+def _shape4(shape, name="shape") -> tuple[int, int, int, int]:
+    return check_shape(name, shape, rank=4)
+
+
+def packed_shape(shape, mode=None) -> tuple[int, int, int, int]:
+    """The shape against the packed data type: ``(ceil(N / k), C, H, W)`` in the 4N/2N/2IC modes.
+
+    The seed's 4N example: ``(6, 5, 4, 5)`` int8 becomes ``(2, 5, 4, 5)`` of int8x4.
+
+    >>> packed_shape((6, 5, 4, 5), "4N"), packed_shape((3, 5, 4, 5), "2N")
+    ((2, 5, 4, 5), (2, 5, 4, 5))
+    """
+    n, c, h, w = _shape4(shape)
+    if mode is None:
+        return (n, c, h, w)
+    check_choice("mode", mode, (None, *MODES))
+    k = MODES[mode][0]
+    return (-(-n // k), c, h, w)
+
+
+def channels_per_npu(chip: Chip, start_npu: int, channels: int) -> int:
+    """Channels per NPU for ``channels`` channels starting at NPU ``start_npu``: ``ceil((Q + C) / X)``.
+
+    The seed's scatter cases on X = 4 NPUs (C = X - 1 at NPU 0 and 1, C = X + 2 at NPU 0 and X - 1):
+
+    >>> chip = Chip(4, 1024, 128)
+    >>> [channels_per_npu(chip, q, c) for q, c in ((0, 3), (1, 3), (0, 6), (3, 6))]
+    [1, 1, 2, 3]
+    """
+    chip = _check_chip(chip)
+    q = _check_start(chip, start_npu)
+    c = check_positive_int("channels", channels)
+    return max(1, -(-(q + c) // chip.npus))
+
+
+def feature_block(chip: Chip, start_npu: int, channels: int, n: int, c: int) -> tuple[int, int]:
+    """Where feature ``(n, c)`` is: ``(npu, block_row)`` with ``npu = (Q + c) % X`` and
+    ``block_row = n * channels_per_npu + (Q + c) // X`` (rows counted from the tensor's start).
+
+    Seed: C = X + 2 at NPU 0 puts features (*, X) and (*, X + 1) in NPU 0 and 1 of the second row.
+
+    >>> chip = Chip(4, 1024, 128)
+    >>> feature_block(chip, 0, 6, 0, 4), feature_block(chip, 0, 6, 0, 5), feature_block(chip, 0, 6, 1, 0)
+    ((0, 1), (1, 1), (0, 2))
+    """
+    cpn = channels_per_npu(chip, start_npu, channels)
+    q = int(start_npu)
+    for name, v, ext in (("n", n, None), ("c", c, channels)):
+        if isinstance(v, bool) or not hasattr(v, "__index__") or v < 0 or (ext is not None and v >= ext):
+            rule = "a non-negative integer" if ext is None else f"an integer in [0, {ext})"
+            raise IndexOutOfRange(f"{name} = {v!r} is not allowed: it must be {rule}")
+    return (q + c) % chip.npus, n * cpn + (q + c) // chip.npus
+
+
+def _unit_bytes(dtype: np.dtype, mode) -> int:
+    k = 1 if mode is None else MODES[mode][0]
+    return dtype.itemsize * k
+
+
+def aligned_stride(chip: Chip, shape, start_npu: int, dtype="fp32", mode=None) -> tuple[int, int, int, int]:
+    """Strides (n, c, h, w), in elements, of the aligned layout on ``chip``.
+
+    W stride 1, H stride W, C stride ``H*W`` rounded up to ``align_bytes / unit`` elements,
+    N stride = C stride x channels per NPU.  In the 4N/2N/2IC modes the unit is the packed
+    32-bit (64-bit for 2IC) word and the strides count those words.  The seed's example,
+    ``(2, 3, 4, 5)`` fp32 on 4 NPUs, starting at NPU 0 and at NPU 2:
+
+    >>> chip = Chip(4, 1024, 128)
+    >>> aligned_stride(chip, (2, 3, 4, 5), 0, "fp32"), aligned_stride(chip, (2, 3, 4, 5), 2, "fp32")
+    ((32, 32, 5, 1), (64, 32, 5, 1))
+    """
+    chip = _check_chip(chip)
+    dt = as_dtype(dtype)
+    _check_mode(mode, dt)
+    m, c, h, w = packed_shape(shape, mode)
+    u = _unit_bytes(dt, mode)
+    step = math.lcm(chip.align_bytes, u) // u  # elements per alignment step
+    cs = -(-(h * w) // step) * step
+    return (cs * channels_per_npu(chip, start_npu, c), cs, w, 1)
+
+
+def compact_stride(chip: Chip, shape, start_npu: int, mode=None) -> tuple[int, int, int, int]:
+    """Strides (n, c, h, w), in elements, of the compact layout: ``(H*W*cpn, H*W, W, 1)``.
+
+    The seed's compact example ``(2, 3, 4, 5)`` on 4 NPUs, at NPU 0 and NPU 2:
+
+    >>> chip = Chip(4, 1024, 128)
+    >>> compact_stride(chip, (2, 3, 4, 5), 0), compact_stride(chip, (2, 3, 4, 5), 2)
+    ((20, 20, 5, 1), (40, 20, 5, 1))
+    """
+    chip = _check_chip(chip)
+    _, c, h, w = packed_shape(shape, mode)
+    return (h * w * channels_per_npu(chip, start_npu, c), h * w, w, 1)
+
+
+def continuous_stride(shape) -> tuple[int, int, int, int]:
+    """Strides (n, c, h, w) of the continuous system-memory layout: ``(C*H*W, H*W, W, 1)``.
+
+    >>> continuous_stride((2, 3, 4, 5))
+    (60, 20, 5, 1)
+    """
+    _, c, h, w = _shape4(shape)
+    return (c * h * w, h * w, w, 1)
+
+
+def _check_stride(stride, name="stride") -> tuple[int, int, int, int]:
+    if isinstance(stride, (str, bytes)) or not hasattr(stride, "__iter__"):
+        raise StrideError(f"{name} = {stride!r} is not allowed: it must be 4 positive integers (n, c, h, w)")
+    stride = tuple(stride)
+    if len(stride) != 4:
+        raise StrideError(f"{name} = {stride!r} has {len(stride)} entries: it must be 4 positive integers (n, c, h, w)")
+    for i, s in zip("nchw", stride):
+        if isinstance(s, bool) or not hasattr(s, "__index__") or int(s) < 1:
+            raise StrideError(f"{name} {i} = {s!r} is not allowed: every stride must be a positive integer")
+    return tuple(int(s) for s in stride)
+
+
+# ------------------------------------------------------------------ the tensor
+@dataclass(frozen=True, eq=False)
+class NpuTensor:
+    """A tensor placed in NPU local memory (make one with :func:`tensor_layout` or :func:`matrix_layout`).
+
+    ``shape`` is the original ``(N, C, H, W)`` (for a matrix, its 4-D view
+    ``(rows, ceil(cols / W), 1, W)``); ``stride`` counts elements, or packed units
+    in the 4N/2N/2IC modes; ``layout`` is the core :class:`~tensorlayout.core.Layout`
+    over the ``(X, S)`` bytes of local memory with dimensions ``(n, c, h, w, b)``
+    (``(row, col, b)`` for a matrix).
+    """
+
+    chip: Chip
+    address: int
+    shape: tuple[int, int, int, int]
+    stride: tuple[int, int, int, int]
+    dtype: np.dtype
+    mode: str | None
+    layout_name: str
+    start_npu: int
+    offset: int
+    layout: Layout = field(repr=False)
+    matrix_shape: tuple[int, int] | None = None
+    cols_per_channel: int | None = None
+    _elements: Layout = field(default=None, repr=False)
+
+    # ------------------------------------------------------------- derived
+    @property
+    def unit_bytes(self) -> int:
+        """Bytes of one stride unit: the element, or the packed int8x4 / int16x2 / fp32x2 word."""
+        return _unit_bytes(self.dtype, self.mode)
+
+    @property
+    def packed_shape(self) -> tuple[int, int, int, int]:
+        """The shape against the packed unit (equal to ``shape`` without a mode)."""
+        return packed_shape(self.shape, self.mode)
+
+    @property
+    def channels_per_npu(self) -> int:
+        return channels_per_npu(self.chip, self.start_npu, self.shape[1])
+
+    @property
+    def is_matrix(self) -> bool:
+        return self.matrix_shape is not None
+
+    @property
+    def span(self) -> int:
+        """Bytes from the tensor's offset to its last byte in the fullest NPU."""
+        m, _, h, w = self.packed_shape
+        ns, cs, hs, ws = self.stride
+        return self.unit_bytes * ((m - 1) * ns + (self.channels_per_npu - 1) * cs
+                                  + (h - 1) * hs + (w - 1) * ws + 1)
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last byte used in the fullest NPU: ``offset + span`` (at most S)."""
+        return self.offset + self.span
+
+    # ------------------------------------------------------------- queries
+    def _layout_index(self, index):
+        index = tuple(index)
+        if len(index) != 4:
+            raise RankError(f"index = {index!r} has {len(index)} components: it must be (n, c, h, w)")
+        for name, v, ext in zip("nchw", index, self.shape):
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise IndexOutOfRange(f"index {name} = {v!r} is not allowed: indices must be integers")
+            if not 0 <= int(v) < ext:
+                raise IndexOutOfRange(f"index {name} = {v} is out of range: it must be in [0, {ext})")
+        n, c, h, w = (int(v) for v in index)
+        if self.is_matrix:
+            col = c * self.cols_per_channel + w
+            if col >= self.matrix_shape[1]:
+                raise IndexOutOfRange(
+                    f"index (c, w) = ({c}, {w}) is column {col}: the matrix has only "
+                    f"{self.matrix_shape[1]} columns"
+                )
+            return (n, col, 0)
+        return (n, c, h, w, 0)
+
+    def locate(self, index) -> tuple[int, int]:
+        """Element ``(n, c, h, w)`` -> ``(npu, byte_offset)`` of its first byte.
+
+        Seed stride example: (2, 5, 3, 4) fp32 at NPU 0 with strides (120, 56, 16, 2):
+
+        >>> t = tensor_layout(Chip(4, 1024, 128), 0, (2, 5, 3, 4), stride=(120, 56, 16, 2))
+        >>> t.locate((1, 4, 2, 3))     # NPU 0, byte 4 * (120 + 56 + 32 + 6)
+        (0, 856)
+        """
+        return tuple(int(v) for v in self.layout.locate(self._layout_index(index)))
+
+    def matrix_locate(self, row: int, col: int) -> tuple[int, int]:
+        """Matrix element ``(row, col)`` -> ``(npu, byte_offset)`` (matrix tensors only)."""
+        self._need_matrix()
+        return tuple(int(v) for v in self.layout.locate((row, col, 0)))
+
+    def element_at(self, npu, byte_offset):
+        """``(npu, byte_offset)`` -> the ``(n, c, h, w)`` whose bytes include it, or None.
+
+        None means the byte holds nothing of this tensor (or a 4N/2N/2IC dummy).
+
+        >>> t = tensor_layout(Chip(4, 1024, 128), 0, (2, 5, 3, 4), stride=(120, 56, 16, 2))
+        >>> t.element_at(0, 859), t.element_at(0, 860)
+        ((1, 4, 2, 3), None)
+        """
+        got = self.layout.element_at((npu, byte_offset))
+        if got is None:
+            return None
+        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], np.ndarray):
+            index, valid = got
+            if self.is_matrix:
+                r, col = index[0], index[1]
+                W = self.cols_per_channel
+                return (r, col // W, np.zeros_like(col), col % W), valid
+            return tuple(index[:4]), valid
+        if self.is_matrix:
+            r, col, _ = got
+            return (r, col // self.cols_per_channel, 0, col % self.cols_per_channel)
+        return got[:4]
+
+    def matrix_element_at(self, npu, byte_offset):
+        """``(npu, byte_offset)`` -> matrix ``(row, col)``, or None (matrix tensors only)."""
+        self._need_matrix()
+        got = self.layout.element_at((npu, byte_offset))
+        return None if got is None else got[:2]
+
+    def _need_matrix(self):
+        if not self.is_matrix:
+            raise LayoutError("this tensor is not a matrix: use locate / element_at with (n, c, h, w)")
+
+    def byte_map(self) -> np.ndarray:
+        """Int64 array ``(X, S)``: for each local byte, the flat row-major index of the element
+        it belongs to, -1 where it holds nothing of this tensor, -2 where it holds a dummy.
+
+        The index is into the original shape ``(N, C, H, W)`` (for a matrix: ``row * cols + col``).
+
+        >>> t = tensor_layout(Chip(4, 1024, 128), 1, (1, 2, 1, 1), stride=(1, 1, 1, 1), dtype="int8")
+        >>> t.byte_map()[:, :2].tolist()
+        [[-1, 0], [-1, 1], [-1, -1], [-1, -1]]
+        """
+        lay = self.layout
+        m = np.full(lay.physical_size, -1, dtype=np.int64)
+        dummy = None
+        if self.mode is not None:
+            lay.pack(np.broadcast_to(np.int64(-3), lay.shape), out=m, fill_padding=True)
+            dummy = m == 0
+        logical = lay.shape[:-1]
+        idx = np.arange(math.prod(logical), dtype=np.int64).reshape(logical)[..., None]
+        lay.pack(np.broadcast_to(idx, lay.shape), out=m, fill_padding=False)
+        if dummy is not None:
+            m[dummy] = -2
+        return m.reshape(lay.physical_shape)
+
+    def _channel_bytes(self) -> np.ndarray:
+        """Bytes each channel holds (elements and dummies)."""
+        m, c, h, w = self.packed_shape
+        if self.is_matrix:
+            rows, cols = self.matrix_shape
+            W = self.cols_per_channel
+            per = np.minimum(W, cols - W * np.arange(c))
+            return per * rows * self.dtype.itemsize
+        return np.full(c, m * h * w * self.unit_bytes, dtype=np.int64)
+
+    def bytes_per_npu(self) -> np.ndarray:
+        """Bytes of each NPU that hold this tensor's elements (and dummies), shape (X,).
+
+        >>> tensor_layout(Chip(4, 1024, 128), 0, (2, 6, 1, 1), dtype="fp32").bytes_per_npu().tolist()
+        [16, 16, 8, 8]
+        """
+        c = self.shape[1]
+        npu = (self.start_npu + np.arange(c)) % self.chip.npus
+        return np.bincount(npu, weights=self._channel_bytes(), minlength=self.chip.npus).astype(np.int64)
+
+    def empty_blocks(self) -> int:
+        """Feature-sized blocks inside the tensor's block rows that hold nothing of it.
+
+        Per batch row that is ``channels_per_npu * X - C``; the seed's worst case, C = X + 2
+        starting at NPU X - 1, has 2 (X - 1) per batch.  Counted for the whole tensor
+        (times N, or ceil(N / k) in the modes).
+
+        >>> chip = Chip(4, 1024, 128)
+        >>> tensor_layout(chip, 3 * 1024, (1, 6, 1, 1)).empty_blocks()
+        6
+        """
+        m, c, _, _ = self.packed_shape
+        return (self.channels_per_npu * self.chip.npus - c) * m
+
+    def npu_ranges(self) -> list[tuple[int, int] | None]:
+        """Per NPU, the byte range ``[lo, hi)`` from the tensor's first to last byte there, or None."""
+        m, c, h, w = self.packed_shape
+        ns, cs, hs, ws = self.stride
+        u, X, q = self.unit_bytes, self.chip.npus, self.start_npu
+        inner = (m - 1) * ns + (h - 1) * hs + (w - 1) * ws
+        out = []
+        for p in range(X):
+            first = (p - q) % X  # first channel in NPU p
+            if first >= c:
+                out.append(None)
+                continue
+            last = first + ((c - 1 - first) // X) * X
+            r0, r1 = (q + first) // X, (q + last) // X
+            out.append((self.offset + u * r0 * cs, self.offset + u * (r1 * cs + inner + 1)))
+        return out
+
+    # ---------------------------------------------------- copies (fast path)
+    def _word_views(self, memory: np.ndarray):
+        e = self.dtype.itemsize
+        flat = memory.reshape(-1)
+        return flat.view(np.dtype(f"u{e}")) if e > 1 else flat
+
+    def _check_array(self, array) -> np.ndarray:
+        array = np.asarray(array)
+        want = self.matrix_shape if self.is_matrix else self.shape
+        if array.shape != tuple(want):
+            raise ShapeError(f"array has shape {array.shape}: this tensor needs {tuple(want)}")
+        if array.dtype.itemsize != self.dtype.itemsize or array.dtype.kind not in "fiu":
+            raise DTypeError(f"array has dtype {array.dtype}: this tensor holds {dtype_name(self.dtype)}")
+        return array
+
+    def pack_into(self, memory: np.ndarray, array) -> None:
+        """Write ``array`` into the ``(X, S)`` uint8 ``memory`` (dummies as 0; nothing else touched)."""
+        array = self._check_array(array)
+        e = self.dtype.itemsize
+        src = array.view(np.dtype(f"u{e}")) if e > 1 else array.view(np.uint8)
+        self._elements.pack(src, out=self._word_views(memory), fill_padding=True)
+
+    def unpack_from(self, memory: np.ndarray) -> np.ndarray:
+        """Read the tensor (original shape, its dtype) out of the ``(X, S)`` uint8 ``memory``."""
+        e = self.dtype.itemsize
+        want = self.matrix_shape if self.is_matrix else self.shape
+        out = np.empty(want, dtype=self.dtype)
+        self._elements.unpack(self._word_views(memory),
+                              out=out.view(np.dtype(f"u{e}")) if e > 1 else out.view(np.uint8))
+        return out
+
+
+# ------------------------------------------------------------- constructors
+def _check_address_alignment(chip, address, need, layout_name):
+    if address % need:
+        raise AlignmentError(
+            f"address = {address} is not allowed: the {layout_name} layout needs an address "
+            f"divisible by {need}"
+        )
+
+
+def _check_footprint(chip, offset, span, what):
+    if offset + span > chip.lmem_bytes:
+        raise FootprintError(
+            f"{what} at offset {offset} spans {span} bytes per NPU: offset + span = "
+            f"{offset + span} runs past the end of the NPU's {chip.lmem_bytes} bytes"
+        )
+
+
+def _check_injective(lay: Layout, what: str):
+    if lay._nested:
+        return
+    if lay.count > 1 << 22:
+        raise StrideError(f"{what}: the strides interleave elements in a way that cannot be checked for overlap")
+    idx = np.indices(lay.shape).reshape(lay.ndim, -1)
+    locs = lay.locate_flat(tuple(idx))
+    if np.unique(locs).size != locs.size:
+        raise StrideError(f"{what}: the strides make two elements share bytes")
+
+
+def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mode=None,
+                  layout: str = "aligned") -> NpuTensor:
+    """Place an ``(N, C, H, W)`` tensor at local ``address`` and describe where each byte goes.
+
+    ``layout`` is "aligned" (address divisible by the chip's alignment), "compact" (address
+    divisible by 4) or "stride" (the given ``stride``; address divisible by the element size,
+    up to 4).  Giving ``stride`` means "stride" whatever ``layout`` says.  ``mode`` is None,
+    "4N" (int8/uint8), "2N" (int16/uint16) or "2IC" (fp32, shape [I, O, H, W]); strides then
+    count packed units.  Everything is checked before anything is returned.
+
+    The seed's 4N example, ``(6, 5, 4, 5)`` int8 aligned on 4 NPUs:
+
+    >>> t = tensor_layout(Chip(4, 1024, 128), 0, (6, 5, 4, 5), dtype="int8", mode="4N")
+    >>> t.packed_shape, t.stride, t.locate((5, 0, 0, 0))
+    ((2, 5, 4, 5), (64, 32, 5, 1), (0, 257))
+    """
+    chip = _check_chip(chip)
+    dt = as_dtype(dtype)
+    k = _check_mode(mode, dt)
+    shape = _shape4(shape)
+    address = chip.check_address(address)
+    q, r = address // chip.lmem_bytes, address % chip.lmem_bytes
+    u = dt.itemsize * k
+    if stride is not None:
+        stride = _check_stride(stride)
+        name, need = "stride", min(u, 4)
+    else:
+        check_choice("layout", layout, LAYOUTS)
+        if layout == "stride":
+            raise StrideError("layout = 'stride' needs stride = (n, c, h, w)")
+        if layout == "aligned":
+            stride, need = aligned_stride(chip, shape, q, dt, mode), chip.align_bytes
+        else:
+            stride, need = compact_stride(chip, shape, q, mode), 4
+        name = layout
+    _check_address_alignment(chip, address, need, name)
+    m = packed_shape(shape, mode)[0]
+    n, c, h, w = shape
+    ns, cs, hs, ws = stride
+    X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
+    cpn = channels_per_npu(chip, q, c)
+    span = u * ((m - 1) * ns + (cpn - 1) * cs + (h - 1) * hs + (w - 1) * ws + 1)
+    _check_footprint(chip, r, span, f"tensor {shape}")
+    ndig = ns * u if k == 1 else [(k, e), (None, ns * u)]
+    byte_layout = Layout(
+        f"npu-{name}", ("n", "c", "h", "w", "b"), (n, c, h, w, e), (X, S),
+        digits={"n": ndig, "c": [(X, S), (None, cs * u)], "h": hs * u, "w": ws * u, "b": 1},
+        offsets={"c": q}, base=r, owned_padding=("n", "h", "w", "b"), physical_axes=("npu", "byte"))
+    _check_injective(byte_layout, f"stride = {stride}")
+    ndig_e = ns * k if k == 1 else [(k, 1), (None, ns * k)]
+    elements = Layout(
+        f"npu-{name}-elements", ("n", "c", "h", "w"), (n, c, h, w), (X, S // e),
+        digits={"n": ndig_e, "c": [(X, S // e), (None, cs * k)], "h": hs * k, "w": ws * k},
+        offsets={"c": q}, base=r // e, owned_padding=("n", "h", "w"), physical_axes=("npu", "element"))
+    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, byte_layout, _elements=elements)
+
+
+def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_channel: int,
+                  dtype="fp32") -> NpuTensor:
+    """Place a ``rows x cols`` matrix in the matrix layout with ``cols_per_channel`` (W) columns per channel.
+
+    It is the aligned 4-D tensor ``(rows, ceil(cols / W), 1, W)`` whose last channel holds
+    only ``cols - W * floor(cols / W)`` columns when W does not divide cols.  The seed's
+    2 x 40 fp32 matrix with W = 15 on 4 NPUs:
+
+    >>> t = matrix_layout(Chip(4, 1024, 128), 0, 2, 40, 15)
+    >>> t.shape, t.stride, t.matrix_locate(1, 39), t.matrix_element_at(2, 128 + 36)
+    ((2, 3, 1, 15), (32, 32, 15, 1), (2, 164), (1, 39))
+    """
+    chip = _check_chip(chip)
+    dt = as_dtype(dtype)
+    rows = check_positive_int("rows", rows)
+    cols = check_positive_int("cols", cols)
+    W = check_positive_int("cols_per_channel", cols_per_channel)
+    if W > cols:
+        raise ShapeError(f"cols_per_channel = {W} is not allowed: it must be in [1, cols = {cols}]")
+    address = chip.check_address(address)
+    q, r = address // chip.lmem_bytes, address % chip.lmem_bytes
+    shape = (rows, -(-cols // W), 1, W)
+    stride = aligned_stride(chip, shape, q, dt)
+    _check_address_alignment(chip, address, chip.align_bytes, "matrix")
+    X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
+    ns, cs = stride[0], stride[1]
+    cpn = channels_per_npu(chip, q, shape[1])
+    span = e * ((rows - 1) * ns + (cpn - 1) * cs + W)
+    _check_footprint(chip, r, span, f"matrix {rows}x{cols}")
+    byte_layout = Layout(
+        "npu-matrix", ("row", "col", "b"), (rows, cols, e), (X, S),
+        digits={"row": ns * e, "col": [(W, e), (X, S), (None, cs * e)], "b": 1},
+        offsets={"col": q * W}, base=r, owned_padding=("row", "b"), physical_axes=("npu", "byte"))
+    elements = Layout(
+        "npu-matrix-elements", ("row", "col"), (rows, cols), (X, S // e),
+        digits={"row": ns, "col": [(W, 1), (X, S // e), (None, cs)]},
+        offsets={"col": q * W}, base=r // e, owned_padding=("row",), physical_axes=("npu", "element"))
+    return NpuTensor(chip, address, shape, stride, dt, None, "matrix", q, r, byte_layout,
+                     matrix_shape=(rows, cols), cols_per_channel=W, _elements=elements)
+
+
+def locate(chip: Chip, address: int, shape, stride, dtype, index, mode=None) -> tuple[int, int]:
+    """Element ``index = (n, c, h, w)`` -> ``(npu, byte_offset)``; ``stride=None`` means aligned.
+
+    The seed's second stride example: (2, 3, 1, 10) fp32 at NPU 1, W stride 2, N stride 120:
+
+    >>> locate(Chip(4, 1024, 128), 1024, (2, 3, 1, 10), (120, 20, 20, 2), "fp32", (1, 2, 0, 9))
+    (3, 552)
+    """
+    return tensor_layout(chip, address, shape, stride, dtype, mode).locate(index)
