@@ -1,0 +1,220 @@
+"""Buffer <-> OpenCL image for the nine MACE image types, on a real device.
+
+The sizes and the element -> pixel map come from :func:`tensorlayout.image.image_layout`,
+the same description the NumPy path packs with, so the two paths agree by construction;
+the kernels (``transfer.cl``) only decode a pixel with the digits of that layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, LayoutError, ShapeError, check_array, check_shape
+from ..image import (
+    ImageType,
+    _image_dtype,
+    _kind,
+    _winograd_filter_weights,
+    buffer_format,
+    image_layout,
+    winograd_filter_values,
+)
+from ._device import cl, context_of
+
+__all__ = ["to_cl_image", "from_cl_image", "empty_image", "image_dtype", "pixel_digits"]
+
+_UNUSED = (1 << 30, 1, 0, 0)
+LOCAL_SIZE = (16, 4)
+
+
+def pixel_digits(lay):
+    """The kernels' decoding of a layout: up to 3 digits on x, 3 on y, the lane dimension.
+
+    Returns ``(dx, dy, lane_stride, lane_len)``; each digit is ``(stride, extent,
+    buffer stride, lane weight)`` with strides in pixels (x) or rows (y), outermost first.
+    """
+    height, width, _ = lay.physical_shape
+    row = width * 4
+    strides = [int(np.prod(lay.shape[i + 1:])) for i in range(lay.ndim)]  # C-order buffer
+    lane = None
+    xs, ys = [], []
+    for i, name in enumerate(lay.dims):
+        for dig in lay.digits_of(name):
+            if dig.stride == 1 and dig.radix == 4:
+                lane = i
+                continue
+            if dig.extent <= 1:
+                continue
+            src = dig.div * strides[i]
+            if dig.stride < row:
+                if dig.stride % 4 or dig.stride * dig.extent > row:
+                    raise LayoutError(f"{lay.name}: digit of {name!r} straddles image rows")  # pragma: no cover
+                xs.append([dig.stride // 4, dig.extent, src, i])
+            else:
+                if dig.stride % row:
+                    raise LayoutError(f"{lay.name}: digit of {name!r} is not whole rows")  # pragma: no cover
+                ys.append([dig.stride // row, dig.extent, src, i])
+    if lane is None or len(xs) > 3 or len(ys) > 3:  # pragma: no cover - all nine types fit
+        raise LayoutError(f"{lay.name}: layout does not fit the transfer kernels")
+
+    def finish(ds):
+        ds.sort(key=lambda d: -d[0])
+        out = [(s, e, src, (lay.digits_of(lay.dims[i])[-1].div if i == lane else 0))
+               for s, e, src, i in ds]
+        return out + [_UNUSED] * (3 - len(out))
+
+    return finish(xs), finish(ys), strides[lane], lay.shape[lane]
+
+
+def image_dtype(image) -> np.dtype:
+    """float32 or float16: the channel type of a pyopencl image."""
+    pcl = cl()
+    ct = image.format.channel_data_type
+    if ct == pcl.channel_type.FLOAT:
+        return np.dtype(np.float32)
+    if ct == pcl.channel_type.HALF_FLOAT:
+        return np.dtype(np.float16)
+    raise DTypeError(f"image has channel type {ct}: tensorlayout images are CL_FLOAT or CL_HALF_FLOAT")
+
+
+def empty_image(queue, width: int, height: int, dtype=np.float32):
+    """An uninitialised CL_RGBA image of ``width`` x ``height`` pixels, checked against the device."""
+    pcl = cl()
+    cctx = context_of(queue)
+    dt = _image_dtype(dtype)
+    cctx.check_image(width, height, dt)
+    ctype = pcl.channel_type.FLOAT if dt == np.float32 else pcl.channel_type.HALF_FLOAT
+    fmt = pcl.ImageFormat(pcl.channel_order.RGBA, ctype)
+    make = getattr(pcl, "create_image", None) or pcl.Image
+    return make(cctx.context, pcl.mem_flags.READ_WRITE, fmt, shape=(width, height))
+
+
+def _int4(v):
+    return np.array(tuple(int(t) for t in v), dtype=cl().cltypes.int4)
+
+
+def _round_up(n, k):
+    return (n + k - 1) // k * k
+
+
+def _launch(queue, kernel, width, height, *args):
+    lx, ly = LOCAL_SIZE
+    gsize = (_round_up(width, lx), _round_up(height, ly))
+    return kernel(queue, gsize, (lx, ly), *args)
+
+
+def _kernel_args(lay):
+    dx, dy, ls, ll = pixel_digits(lay)
+    height, width, _ = lay.physical_shape
+    return (np.int32(width), np.int32(height), *[_int4(d) for d in dx], *[_int4(d) for d in dy],
+            np.int32(ls), np.int32(ll))
+
+
+def _prepare(array, kind, dtype, layout, filter_format, tile):
+    kind = _kind(kind)
+    fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
+    array = check_array("array", array, rank=len(fmt))
+    if array.dtype.kind != "f":
+        raise DTypeError(f"array has dtype {array.dtype}: an image is built from floating-point data")
+    out_dtype = _image_dtype(dtype if dtype is not None else
+                             (np.float16 if array.dtype == np.float16 else np.float32))
+    lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
+    return kind, array, out_dtype, lay
+
+
+def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_format="OIHW",
+                tile=None, wait=True):
+    """Write a buffer tensor into a new CL_RGBA image on the queue's device; returns a ``pyopencl.Image``.
+
+    ``array`` is in the kind's buffer format, as for :func:`tensorlayout.to_image`
+    (NHWC activations or NCHW with ``layout="NCHW"``, OIHW or HWOI conv filters, MIHW or
+    HWIM depthwise, OIHW weights, a 1-D argument, 3x3 OIHW weights for WINOGRAD_FILTER
+    with ``tile`` 2, 4 or 6).  ``dtype`` float32 gives a CL_FLOAT image, float16 a
+    CL_HALF_FLOAT one (rounded to nearest even).  The image is byte-identical to
+    ``to_image(array, kind, ...)``; padding lanes are 0.  A size past the device's
+    CL_DEVICE_IMAGE2D_MAX_WIDTH/HEIGHT raises DeviceLimitError before any allocation.
+
+    >>> import numpy as np
+    >>> from tensorlayout.opencl import get_context, to_cl_image, from_cl_image
+    >>> q = get_context().queue                                   # doctest: +SKIP
+    >>> img = to_cl_image(q, np.arange(1, 6, dtype=np.float32), "ARGUMENT")  # doctest: +SKIP
+    >>> img.shape, from_cl_image(q, img, "ARGUMENT", (5,)).tolist()        # doctest: +SKIP
+    ((2, 1), [1.0, 2.0, 3.0, 4.0, 5.0])
+    """
+    pcl = cl()
+    cctx = context_of(queue)
+    if isinstance(queue, type(cctx)):
+        queue = cctx.queue
+    kind, array, out_dtype, lay = _prepare(array, kind, dtype, layout, filter_format, tile)
+    height, width, _ = lay.physical_shape
+    cctx.check_image(width, height, out_dtype)
+    if kind == ImageType.WINOGRAD_FILTER:
+        array = winograd_filter_values(array, tile)
+    if array.dtype not in (np.float16, np.float32):
+        # float64 (or wider): one correctly rounded conversion on the host, as the NumPy
+        # path does; float32 -> half is rounded by the kernel, to nearest even.
+        array = array.astype(out_dtype)
+    src = np.ascontiguousarray(array)
+    cctx.check_buffer(src.nbytes)
+    if src.size >= 2 ** 31:
+        raise ShapeError(f"array has {src.size} elements: the kernels index with 32-bit integers")
+    buf_half = src.dtype == np.float16
+    img_half = out_dtype == np.float16
+    kern = cctx.kernel("transfer.cl", "buffer_to_image",
+                       (f"-DBUF_HALF={int(buf_half)}", f"-DIMG_HALF={int(img_half)}"))
+    image = empty_image(queue, width, height, out_dtype)
+    mf = pcl.mem_flags
+    dev_src = pcl.Buffer(cctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
+    ev = _launch(queue, kern, width, height, dev_src, image, *_kernel_args(lay))
+    if wait:
+        ev.wait()
+        dev_src.release()
+    return image
+
+
+def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format="OIHW", tile=None):
+    """Read the buffer tensor of ``shape`` back out of a CL_RGBA image; returns a NumPy array.
+
+    The inverse of :func:`to_cl_image` and byte-identical to
+    :func:`tensorlayout.from_image` of the same image's pixels.  The result has the
+    image's channel type (float32 or float16).  For WINOGRAD_FILTER, ``shape`` is the
+    3x3 OIHW weights' shape and they are recovered from U on the host.  An image whose
+    size or type does not match ``kind`` and ``shape`` raises ShapeError.
+
+    >>> from tensorlayout.opencl import get_context, to_cl_image, from_cl_image
+    >>> q = get_context().queue                                                # doctest: +SKIP
+    >>> x = np.arange(30, dtype=np.float32).reshape(1, 2, 3, 5)               # NHWC
+    >>> img = to_cl_image(q, x, "IN_OUT_CHANNEL")                               # doctest: +SKIP
+    >>> np.array_equal(from_cl_image(q, img, "IN_OUT_CHANNEL", x.shape), x)    # doctest: +SKIP
+    True
+    """
+    pcl = cl()
+    cctx = context_of(queue)
+    if isinstance(queue, type(cctx)):
+        queue = cctx.queue
+    kind = _kind(kind)
+    fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
+    shape = check_shape("shape", shape, rank=len(fmt))
+    lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
+    if not isinstance(image, pcl.Image):
+        raise LayoutError(f"image = {image!r} is not allowed: it must be a pyopencl.Image")
+    height, width, _ = lay.physical_shape
+    got = tuple(image.shape)
+    if got != (width, height):
+        raise ShapeError(
+            f"image is {got[0]} x {got[1]} pixels: a {kind.name} image of a tensor of shape "
+            f"{shape} is [{width}, {height}] (width, height)")
+    if image.format.channel_order != pcl.channel_order.RGBA:
+        raise DTypeError("image channel order is not CL_RGBA: tensorlayout images are RGBA")
+    dt = image_dtype(image)
+    out = np.empty(lay.shape, dtype=dt)
+    cctx.check_buffer(out.nbytes)
+    kern = cctx.kernel("transfer.cl", "image_to_buffer", (f"-DBUF_HALF={int(dt == np.float16)}",
+                                                           f"-DIMG_HALF={int(dt == np.float16)}"))
+    dev_dst = pcl.Buffer(cctx.context, pcl.mem_flags.WRITE_ONLY, size=max(out.nbytes, 1))
+    _launch(queue, kern, width, height, image, dev_dst, *_kernel_args(lay))
+    pcl.enqueue_copy(queue, out, dev_dst).wait()
+    dev_dst.release()
+    if kind == ImageType.WINOGRAD_FILTER:
+        return _winograd_filter_weights(out, tile).astype(dt)
+    return out
