@@ -8,6 +8,7 @@ and a byte-exact simulated local memory with GDMA-style copies and an allocator.
 """
 
 from .chip import BM1684, BM1684X, BM1688, CHIPS, Chip, get_chip
+from .memory import LocalMemory
 from .tensor import (
     DTYPES,
     MODES,
@@ -28,5 +29,5 @@ __all__ = [
     "Chip", "BM1684", "BM1684X", "BM1688", "CHIPS", "get_chip",
     "DTYPES", "MODES", "NpuTensor", "as_dtype", "channels_per_npu", "feature_block",
     "aligned_stride", "compact_stride", "continuous_stride", "packed_shape",
-    "tensor_layout", "matrix_layout", "locate",
+    "tensor_layout", "matrix_layout", "locate", "LocalMemory",
 ]

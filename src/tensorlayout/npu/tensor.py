@@ -17,8 +17,10 @@ Each tensor is a core :class:`~tensorlayout.core.Layout` over the physical
 space ``(X, S)`` of local-memory bytes with logical dimensions ``(n, c, h, w, b)``,
 ``b`` being the byte inside an element: ``c`` is shifted by ``Q`` and split into
 ``[(X, S), (None, cs*u)]`` (its padding, the other NPUs' blocks, is *foreign*
-and never written), ``n`` is split into ``[(k, e), (None, ns*u)]`` in the modes
-(its padding, the dummies, is owned and written as 0), and the base is ``R``.
+and never written), ``n`` is split into ``[(k, e), (None, ns*u)]`` in the modes,
+and the base is ``R``.  The dummies of the last packed unit (``k - N % k`` of
+them when ``k`` does not divide ``N``) are one more small layout, written as 0
+by every copy into local memory.
 
 The seed's aligned fp32 example, ``(2, 3, 4, 5)`` on 4 NPUs of 1024 bytes
 starting at NPU 2::
@@ -288,6 +290,8 @@ class NpuTensor:
     matrix_shape: tuple[int, int] | None = None
     cols_per_channel: int | None = None
     _elements: Layout = field(default=None, repr=False)
+    # (bytes, elements) layouts of the 4N/2N/2IC dummies, or None when there are none
+    _dummies: tuple[Layout, Layout] | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------- derived
     @property
@@ -404,15 +408,12 @@ class NpuTensor:
         """
         lay = self.layout
         m = np.full(lay.physical_size, -1, dtype=np.int64)
-        dummy = None
-        if self.mode is not None:
-            lay.pack(np.broadcast_to(np.int64(-3), lay.shape), out=m, fill_padding=True)
-            dummy = m == 0
         logical = lay.shape[:-1]
         idx = np.arange(math.prod(logical), dtype=np.int64).reshape(logical)[..., None]
         lay.pack(np.broadcast_to(idx, lay.shape), out=m, fill_padding=False)
-        if dummy is not None:
-            m[dummy] = -2
+        if self._dummies is not None:
+            dl = self._dummies[0]
+            dl.pack(np.broadcast_to(np.int64(-2), dl.shape), out=m, fill_padding=False)
         return m.reshape(lay.physical_shape)
 
     def _channel_bytes(self) -> np.ndarray:
@@ -486,13 +487,21 @@ class NpuTensor:
         array = self._check_array(array)
         e = self.dtype.itemsize
         src = array.view(np.dtype(f"u{e}")) if e > 1 else array.view(np.uint8)
-        self._elements.pack(src, out=self._word_views(memory), fill_padding=True)
+        flat = self._word_views(memory)
+        self._elements.pack(src, out=flat, fill_padding=False)
+        if self._dummies is not None:
+            dl = self._dummies[1]
+            dl.pack(np.broadcast_to(flat.dtype.type(0), dl.shape), out=flat, fill_padding=False)
 
-    def unpack_from(self, memory: np.ndarray) -> np.ndarray:
-        """Read the tensor (original shape, its dtype) out of the ``(X, S)`` uint8 ``memory``."""
+    def unpack_from(self, memory: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Read the tensor (original shape, its dtype) out of the ``(X, S)`` uint8 ``memory``.
+
+        ``out``, if given, is any array of that shape and element size (a strided view is fine).
+        """
         e = self.dtype.itemsize
-        want = self.matrix_shape if self.is_matrix else self.shape
-        out = np.empty(want, dtype=self.dtype)
+        if out is None:
+            want = self.matrix_shape if self.is_matrix else self.shape
+            out = np.empty(want, dtype=self.dtype)
         self._elements.unpack(self._word_views(memory),
                               out=out.view(np.dtype(f"u{e}")) if e > 1 else out.view(np.uint8))
         return out
@@ -580,7 +589,20 @@ def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mo
         f"npu-{name}-elements", ("n", "c", "h", "w"), (n, c, h, w), (X, S // e),
         digits={"n": ndig_e, "c": [(X, S // e), (None, cs * k)], "h": hs * k, "w": ws * k},
         offsets={"c": q}, base=r // e, owned_padding=("n", "h", "w"), physical_axes=("npu", "element"))
-    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, byte_layout, _elements=elements)
+    dummies = None
+    if n % k:
+        # The dummies after the last n: k - N % k slots in the last packed unit of every (c, h, w).
+        d, first = k - n % k, (m - 1) * ns * u + (n % k) * e
+        dummies = (
+            Layout(f"npu-{name}-dummies", ("d", "c", "h", "w", "b"), (d, c, h, w, e), (X, S),
+                   digits={"d": e, "c": [(X, S), (None, cs * u)], "h": hs * u, "w": ws * u, "b": 1},
+                   offsets={"c": q}, base=r + first, owned_padding=("d", "h", "w", "b")),
+            Layout(f"npu-{name}-dummy-elements", ("d", "c", "h", "w"), (d, c, h, w), (X, S // e),
+                   digits={"d": 1, "c": [(X, S // e), (None, cs * k)], "h": hs * k, "w": ws * k},
+                   offsets={"c": q}, base=(r + first) // e, owned_padding=("d", "h", "w")),
+        )
+    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, byte_layout,
+                     _elements=elements, _dummies=dummies)
 
 
 def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_channel: int,

@@ -1,0 +1,419 @@
+"""A byte-exact simulated local memory with system memory, GDMA-style copies and an allocator.
+
+``LocalMemory(chip)`` holds ``X x S`` bytes of local memory (NPU ``q`` owns row
+``q``) and a flat system memory.  Every copy is the core layout's pack or unpack
+on a view of those bytes; every argument is checked before the first byte is
+written, so a failed call leaves both memories exactly as they were.
+
+The seed's 4N example, written and read back::
+
+    >>> import numpy as np
+    >>> from tensorlayout.npu import Chip
+    >>> mem = LocalMemory(Chip(4, 1024, 128))
+    >>> x = (np.arange(6 * 5 * 4 * 5) // 100).astype(np.int8).reshape(6, 5, 4, 5)  # x[n] = n
+    >>> t = mem.s2l(0, x, mode="4N")
+    >>> mem.local[0, 256:260].tolist()   # int8x4 word (1, 0, 0, 0): n = 4, 5 and two dummies
+    [4, 5, 0, 0]
+    >>> bool((mem.l2s(0, x.shape, "int8", mode="4N") == x).all())
+    True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import (
+    AddressError,
+    AlignmentError,
+    DTypeError,
+    FootprintError,
+    LayoutError,
+    OverlapError,
+    ShapeError,
+    StrideError,
+    check_nonneg_int,
+    check_positive_int,
+)
+from .chip import Chip
+from .tensor import (
+    NpuTensor,
+    _check_chip,
+    _check_stride,
+    _shape4,
+    as_dtype,
+    continuous_stride,
+    dtype_name,
+    matrix_layout,
+    tensor_layout,
+)
+
+__all__ = ["LocalMemory"]
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def _uint(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dtype.itemsize}") if dtype.itemsize > 1 else np.dtype(np.uint8)
+
+
+class LocalMemory:
+    """Simulated local memory of ``chip`` (``X x S`` bytes) plus ``system_bytes`` of system memory.
+
+    >>> mem = LocalMemory(Chip(4, 1024, 128), system_bytes=4096)
+    >>> mem.local.shape, mem.system.shape
+    ((4, 1024), (4096,))
+    """
+
+    def __init__(self, chip: Chip, system_bytes: int = 1 << 20):
+        self.chip = _check_chip(chip)
+        system_bytes = check_positive_int("system_bytes", system_bytes)
+        self._local = np.zeros((chip.npus, chip.lmem_bytes), dtype=np.uint8)
+        self._system = np.zeros(system_bytes, dtype=np.uint8)
+        self._allocations: list[tuple[NpuTensor, bool]] = []
+
+    # ---------------------------------------------------------------- views
+    @property
+    def local(self) -> np.ndarray:
+        """The local memory bytes, read-only, shape ``(X, S)``."""
+        return _readonly(self._local)
+
+    @property
+    def system(self) -> np.ndarray:
+        """The system memory bytes, read-only, flat."""
+        return _readonly(self._system)
+
+    def reset(self, byte: int = 0, system: bool = False) -> None:
+        """Set every local byte (and, with ``system=True``, every system byte) to ``byte``."""
+        if isinstance(byte, bool) or not isinstance(byte, (int, np.integer)) or not 0 <= byte <= 255:
+            raise LayoutError(f"byte = {byte!r} is not allowed: it must be an integer in [0, 256)")
+        self._local[...] = byte
+        if system:
+            self._system[...] = byte
+
+    # ---------------------------------------------------------------- checks
+    def _local_tensor(self, address, shape, dtype, stride, mode, what) -> NpuTensor:
+        t = tensor_layout(self.chip, address, shape, stride, dtype, mode)
+        if t.stride[3] != 1:
+            raise StrideError(f"{what} stride w = {t.stride[3]} is not allowed: a copy needs W stride 1")
+        return t
+
+    def _system_view(self, address, shape, dtype, stride, what, write: bool) -> np.ndarray:
+        """A typed strided view of system memory, after checking address, strides and reach."""
+        dt = as_dtype(dtype)
+        shape = _shape4(shape)
+        if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
+            raise AddressError(f"{what} address = {address!r} is not allowed: it must be an integer")
+        address = int(address)
+        size = self._system.size
+        if not 0 <= address < size:
+            raise AddressError(
+                f"{what} address = {address} is outside system memory: it must be in [0, {size})"
+            )
+        e = dt.itemsize
+        if address % e:
+            raise AlignmentError(
+                f"{what} address = {address} is not allowed: {dtype_name(dt)} data needs an address "
+                f"divisible by {e}"
+            )
+        stride = continuous_stride(shape) if stride is None else _check_stride(stride, f"{what} stride")
+        if stride[3] != 1:
+            raise StrideError(f"{what} stride w = {stride[3]} is not allowed: a copy needs W stride 1")
+        reach = address + e * (sum((d - 1) * s for d, s in zip(shape, stride)) + 1)
+        if reach > size:
+            raise FootprintError(
+                f"{what} tensor {shape} with stride {stride} at address {address} ends at byte "
+                f"{reach}: past the end of system memory ({size} bytes)"
+            )
+        if write:
+            _check_no_alias(shape, stride, f"{what} stride")
+        return np.ndarray(shape, dtype=dt, buffer=self._system, offset=address,
+                          strides=tuple(s * e for s in stride))
+
+    # ---------------------------------------------- host arrays <-> local
+    def s2l(self, address: int, array, stride=None, mode=None) -> NpuTensor:
+        """Copy a host ``(N, C, H, W)`` array into local memory at ``address``; return its placement.
+
+        ``stride=None`` means the aligned layout; 4N/2N modes write dummies as 0.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> t = mem.s2l(1024, np.ones((1, 2, 1, 3), np.float32))
+        >>> t.start_npu, mem.local[2, :4].view(np.float32).tolist()
+        (1, [1.0])
+        """
+        array = np.asarray(array)
+        if array.ndim != 4:
+            raise ShapeError(f"array has shape {array.shape}: s2l needs a 4-D (N, C, H, W) array")
+        t = self._local_tensor(address, array.shape, array.dtype, stride, mode, "local")
+        t.pack_into(self._local, array)
+        return t
+
+    def l2s(self, address: int, shape, dtype, stride=None, mode=None) -> np.ndarray:
+        """Read an ``(N, C, H, W)`` tensor at local ``address`` into a new host array.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> _ = mem.s2l(128, np.arange(6, dtype=np.int16).reshape(1, 3, 1, 2))
+        >>> mem.l2s(128, (1, 3, 1, 2), "int16").ravel().tolist()
+        [0, 1, 2, 3, 4, 5]
+        """
+        t = self._local_tensor(address, shape, dtype, stride, mode, "local")
+        return t.unpack_from(self._local)
+
+    def store(self, tensor: NpuTensor, array) -> None:
+        """Write ``array`` to a placed tensor (from :func:`tensor_layout`, :meth:`alloc`, ...)."""
+        self._own(tensor)
+        tensor.pack_into(self._local, array)
+
+    def load(self, tensor: NpuTensor) -> np.ndarray:
+        """Read a placed tensor back into a new host array."""
+        self._own(tensor)
+        return tensor.unpack_from(self._local)
+
+    def _own(self, tensor):
+        if not isinstance(tensor, NpuTensor) or tensor.chip != self.chip:
+            raise LayoutError(f"tensor = {tensor!r} is not allowed: it must be an NpuTensor on {self.chip.name}")
+
+    def matrix_s2l(self, address: int, matrix, cols_per_channel: int) -> NpuTensor:
+        """Copy a host ``rows x cols`` matrix into the matrix layout at ``address``.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> t = mem.matrix_s2l(0, np.arange(80, dtype=np.float32).reshape(2, 40), 15)
+        >>> float(mem.local[2, 128:132].view(np.float32)[0])   # row 1, column 30
+        70.0
+        """
+        matrix = np.asarray(matrix)
+        if matrix.ndim != 2:
+            raise ShapeError(f"matrix has shape {matrix.shape}: matrix_s2l needs a 2-D array")
+        t = matrix_layout(self.chip, address, *matrix.shape, cols_per_channel, matrix.dtype)
+        t.pack_into(self._local, matrix)
+        return t
+
+    def matrix_l2s(self, address: int, rows: int, cols: int, cols_per_channel: int, dtype) -> np.ndarray:
+        """Read a ``rows x cols`` matrix in the matrix layout at ``address``.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> _ = mem.matrix_s2l(0, np.eye(3, dtype=np.int32), 2)
+        >>> mem.matrix_l2s(0, 3, 3, 2, "int32").tolist()
+        [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+        """
+        return matrix_layout(self.chip, address, rows, cols, cols_per_channel, dtype).unpack_from(self._local)
+
+    # ------------------------------------------------------------- system
+    def write_system(self, address: int, array, stride=None) -> None:
+        """Put a host ``(N, C, H, W)`` array into system memory (continuous unless ``stride``)."""
+        array = np.asarray(array)
+        if array.ndim != 4:
+            raise ShapeError(f"array has shape {array.shape}: system tensors are 4-D (N, C, H, W)")
+        view = self._system_view(address, array.shape, array.dtype, stride, "system", write=True)
+        np.copyto(view, array, casting="no")
+
+    def read_system(self, address: int, shape, dtype, stride=None) -> np.ndarray:
+        """Read an ``(N, C, H, W)`` tensor out of system memory into a new host array.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128), system_bytes=64)
+        >>> mem.write_system(8, np.array([1, 2, 3], np.uint8).reshape(1, 1, 1, 3))
+        >>> mem.read_system(8, (1, 1, 1, 3), "uint8").ravel().tolist()
+        [1, 2, 3]
+        """
+        return self._system_view(address, shape, dtype, stride, "system", write=False).copy()
+
+    # ------------------------------------------------------- GDMA copies
+    def gdma_s2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
+                 mode=None) -> NpuTensor:
+        """System ``src`` -> local ``dst``: a tensor copy with a shape and strides on each side.
+
+        Missing strides: aligned on the local side, continuous on the system side.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128), system_bytes=256)
+        >>> mem.write_system(0, np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2))
+        >>> t = mem.gdma_s2l(0, 0, (1, 2, 2, 2), "fp32")
+        >>> mem.local[1, :16].view(np.float32).tolist()
+        [4.0, 5.0, 6.0, 7.0]
+        """
+        t = self._local_tensor(dst, shape, dtype, dst_stride, mode, "dst")
+        view = self._system_view(src, shape, dtype, src_stride, "src", write=False)
+        t.pack_into(self._local, view)
+        return t
+
+    def gdma_l2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
+                 mode=None) -> None:
+        """Local ``src`` -> system ``dst`` (strides: local aligned, system continuous when omitted)."""
+        t = self._local_tensor(src, shape, dtype, src_stride, mode, "src")
+        view = self._system_view(dst, shape, dtype, dst_stride, "dst", write=True)
+        t.unpack_from(self._local, out=view)
+
+    def gdma_l2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
+                 mode=None) -> NpuTensor:
+        """Local ``src`` -> local ``dst`` (aligned on a side whose stride is omitted).
+
+        The source is read completely before the destination is written, so the two may overlap.
+        """
+        s = self._local_tensor(src, shape, dtype, src_stride, mode, "src")
+        d = self._local_tensor(dst, shape, dtype, dst_stride, mode, "dst")
+        d.pack_into(self._local, s.unpack_from(self._local))
+        return d
+
+    def gdma_s2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None) -> None:
+        """System ``src`` -> system ``dst`` (continuous on a side whose stride is omitted)."""
+        sv = self._system_view(src, shape, dtype, src_stride, "src", write=False)
+        dv = self._system_view(dst, shape, dtype, dst_stride, "dst", write=True)
+        np.copyto(dv, sv.copy() if np.may_share_memory(sv, dv) else sv, casting="no")
+
+    def _matrix_system_view(self, address, rows, cols, dtype, row_stride, what, write):
+        rows = check_positive_int("rows", rows)
+        cols = check_positive_int("cols", cols)
+        if row_stride is None:
+            row_stride = cols
+        row_stride = check_positive_int(f"{what} row_stride", row_stride)
+        if rows > 1 and row_stride < cols and write:
+            raise StrideError(
+                f"{what} row_stride = {row_stride} is not allowed: rows of {cols} columns would overlap"
+            )
+        view = self._system_view(address, (1, 1, rows, cols), dtype, (1, 1, row_stride, 1), what, write=False)
+        return view[0, 0]
+
+    def gdma_matrix_s2l(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
+                        dtype, src_row_stride=None) -> NpuTensor:
+        """System matrix (row stride ``src_row_stride``, default cols) -> local matrix layout."""
+        t = matrix_layout(self.chip, dst, rows, cols, cols_per_channel, dtype)
+        view = self._matrix_system_view(src, rows, cols, dtype, src_row_stride, "src", write=False)
+        t.pack_into(self._local, view)
+        return t
+
+    def gdma_matrix_l2s(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
+                        dtype, dst_row_stride=None) -> None:
+        """Local matrix layout -> system matrix (row stride ``dst_row_stride``, default cols)."""
+        t = matrix_layout(self.chip, src, rows, cols, cols_per_channel, dtype)
+        view = self._matrix_system_view(dst, rows, cols, dtype, dst_row_stride, "dst", write=True)
+        t.unpack_from(self._local, out=view)
+
+    # ------------------------------------------------------------- fills
+    @staticmethod
+    def _constant(value, dtype):
+        dt = as_dtype(dtype)
+        try:
+            with np.errstate(all="raise"):
+                v = np.array(value, dtype=dt)
+            exact = np.array(value).astype(np.float64) == v.astype(np.float64) or dt.kind == "f"
+        except (OverflowError, ValueError, TypeError, FloatingPointError):
+            exact = False
+            v = None
+        if v is None or v.ndim != 0 or not exact:
+            raise DTypeError(f"value = {value!r} is not allowed: it must be a scalar that {dtype_name(dt)} holds exactly")
+        return v
+
+    def fill_local(self, address: int, shape, dtype, value, stride=None, mode=None) -> NpuTensor:
+        """Set every element of a local tensor to ``value`` (4N/2N dummies to 0).
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> _ = mem.fill_local(0, (1, 5, 1, 1), "uint8", 7)
+        >>> mem.local[:, 0].tolist(), int(mem.local[0, 128])  # channel 4: NPU 0, one C stride on
+        ([7, 7, 7, 7], 7)
+        """
+        t = self._local_tensor(address, shape, dtype, stride, mode, "local")
+        v = self._constant(value, t.dtype)
+        want = t.matrix_shape if t.is_matrix else t.shape
+        t.pack_into(self._local, np.broadcast_to(v, want))
+        return t
+
+    def fill_system(self, address: int, shape, dtype, value, stride=None) -> None:
+        """Set every element of a system tensor to ``value``."""
+        view = self._system_view(address, shape, dtype, stride, "system", write=True)
+        view[...] = self._constant(value, view.dtype)
+
+    # ---------------------------------------------------------- allocator
+    @property
+    def allocations(self) -> tuple[NpuTensor, ...]:
+        """Tensors currently allocated, in allocation order."""
+        return tuple(t for t, _ in self._allocations)
+
+    def _conflict(self, t: NpuTensor, exact: bool):
+        for other, _ in self._allocations:
+            if exact:
+                for p, (a, b) in enumerate(zip(t.npu_ranges(), other.npu_ranges())):
+                    if a and b and a[0] < b[1] and b[0] < a[1]:
+                        return other, p, (max(a[0], b[0]), min(a[1], b[1]))
+            elif t.offset < other.end_offset and other.offset < t.end_offset:
+                lo, hi = max(t.offset, other.offset), min(t.end_offset, other.end_offset)
+                return other, None, (lo, hi)
+        return None
+
+    def alloc(self, shape, dtype="fp32", *, mode=None, layout="aligned", stride=None,
+              address=None, start_npu: int = 0, reuse_empty_blocks: bool = False) -> NpuTensor:
+        """Place a tensor in local memory where it overlaps no other allocation; return it.
+
+        Without ``address``, the lowest free offset in NPU ``start_npu`` is taken.  By default a
+        tensor claims bytes ``[offset, offset + span)`` in *every* NPU, its empty blocks
+        included, so nothing else lands there; ``reuse_empty_blocks=True`` compares only the
+        bytes each NPU really holds (both tensors' own ranges), which the seed warns against.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> a = mem.alloc((1, 3, 4, 5))
+        >>> b = mem.alloc((2, 3, 4, 5))
+        >>> a.offset, a.end_offset, b.offset
+        (0, 80, 128)
+        """
+        exact = bool(reuse_empty_blocks)
+        if address is not None:
+            t = tensor_layout(self.chip, address, shape, stride, dtype, mode, layout)
+            hit = self._conflict(t, exact)
+            if hit:
+                other, p, (lo, hi) = hit
+                where = f"NPU {p}" if p is not None else "every NPU"
+                raise OverlapError(
+                    f"address = {t.address} is not allowed: the tensor {t.shape} would share bytes "
+                    f"[{lo}, {hi}) of {where} with the tensor {other.shape} at address {other.address}"
+                    + ("" if exact else " (its empty blocks included; pass reuse_empty_blocks=True "
+                       "to allow them)")
+                )
+        else:
+            start_npu = check_nonneg_int("start_npu", start_npu)
+            if start_npu >= self.chip.npus:
+                raise LayoutError(f"start_npu = {start_npu} is not allowed: it must be in [0, {self.chip.npus})")
+            S = self.chip.lmem_bytes
+            step = self.chip.align_bytes if stride is None and layout == "aligned" else 4
+            candidates = sorted({0, *(-(-o.end_offset // step) * step for o, _ in self._allocations)})
+            t = None
+            for off in candidates:
+                if off >= S:
+                    continue
+                try:
+                    cand = tensor_layout(self.chip, start_npu * S + off, shape, stride, dtype, mode, layout)
+                except FootprintError:
+                    continue
+                if not self._conflict(cand, exact):
+                    t = cand
+                    break
+            if t is None:
+                # validates the arguments themselves (raises their own error) before saying "full"
+                tensor_layout(self.chip, start_npu * S, shape, stride, dtype, mode, layout)
+                raise FootprintError(
+                    f"shape = {tuple(shape)} does not fit: no free range of local memory starting "
+                    f"at NPU {start_npu} holds it next to {len(self._allocations)} allocated tensors"
+                )
+        self._allocations.append((t, exact))
+        return t
+
+    def free(self, tensor: NpuTensor) -> None:
+        """Release an allocated tensor."""
+        for i, (t, _) in enumerate(self._allocations):
+            if t is tensor:
+                del self._allocations[i]
+                return
+        raise LayoutError(f"tensor = {tensor!r} is not allowed: it is not allocated in this memory")
+
+
+def _check_no_alias(shape, stride, what):
+    """Raise StrideError if strides make two elements of a destination share an address."""
+    dims = sorted((s, d) for d, s in zip(shape, stride) if d > 1)
+    reach = 0
+    for s, d in dims:
+        if s <= reach:
+            raise StrideError(
+                f"{what} = {tuple(stride)} is not allowed with shape {tuple(shape)}: "
+                "two elements of the destination would share an address"
+            )
+        reach += (d - 1) * s
