@@ -59,6 +59,7 @@ AXIS_W = 46
 PIXEL_W = 100
 LANE_H = 15
 PIXEL_PAD = 3
+LANE_LEFT = 16
 PIXEL_H = 4 * LANE_H + 2 * PIXEL_PAD
 GAP = 30
 
@@ -130,7 +131,7 @@ def image_figure(kind, shape, *, layout=None, filter_format="OIHW", tile=None,
 
     grid = svg.group(cls="image-grid", data={
         "width": width, "height": height, "pixel-width": PIXEL_W, "pixel-height": PIXEL_H,
-        "lane-height": LANE_H, "lane-top": PIXEL_PAD, "dims": dims})
+        "lane-height": LANE_H, "lane-top": PIXEL_PAD, "lane-left": LANE_LEFT, "dims": dims})
     x0 = MARGIN + AXIS_W
     col_x, gx = {}, x0
     col_gaps = []
@@ -189,13 +190,13 @@ def image_figure(kind, shape, *, layout=None, filter_format="OIHW", tile=None,
                     fill, label = DUMMY_FILL, "padding 0"
                     data["kind"] = "padding"
                     tip = f"pixel ({x}, {yy}) lane {LANES[k]}: padding, written as 0"
-                svg.rect(px + 16, ly, PIXEL_W - 20, LANE_H, fill=fill, stroke="#666666", stroke_width=0.6,
+                svg.rect(px + LANE_LEFT, ly, PIXEL_W - LANE_LEFT - 4, LANE_H, fill=fill, stroke="#666666", stroke_width=0.6,
                          cls="lane", data=data, tooltip=tip, parent=lanes)
                 svg.text(px + 9, ly + LANE_H - 4, LANES[k], size=9, anchor="middle", weight="bold",
                          fill="#444444", parent=lanes)
-                fs = fit_size(label, PIXEL_W - 20, 9.5)
+                fs = fit_size(label, PIXEL_W - LANE_LEFT - 4, 9.5)
                 if fs:
-                    svg.text(px + 16 + (PIXEL_W - 20) / 2, ly + LANE_H - 4, label, size=fs, anchor="middle",
+                    svg.text(px + LANE_LEFT + (PIXEL_W - LANE_LEFT - 4) / 2, ly + LANE_H - 4, label, size=fs, anchor="middle",
                              mono=True, parent=lanes)
 
     # The buffer beside the image.
