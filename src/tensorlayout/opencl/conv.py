@@ -321,7 +321,11 @@ def conv2d(x, w, bias=None, padding=0, algorithm="winograd", tile=None, dtype=np
             tile = _pick_tile(cctx, shape, O, (ph, pw), dt)
         sizes = winograd_image_shapes(shape, O, tile, (ph, pw))
         for name, (iw, ih) in sizes.items():
-            cctx.check_image(iw, ih, dt)
+            try:
+                cctx.check_image(iw, ih, dt)
+            except DeviceLimitError as exc:
+                raise DeviceLimitError(f"Winograd tile {tile}: the {name} image {(iw, ih)} does not "
+                                       f"fit: {exc}; use a smaller tile or algorithm='direct'") from None
     else:
         if tile is not None:
             raise LayoutError(f"tile = {tile!r} is not allowed with algorithm='direct'")
