@@ -195,8 +195,9 @@ def draw_sheet(svg: Svg, *, npus: int, lmem: int, block_bytes: int, per_row: int
         if lx + 22 + text_width(text, 10.5, mono=False) > width - MARGIN and lx > MARGIN + AXIS_W:
             lx = MARGIN + AXIS_W
             y += 20
-        svg.rect(lx, y, 16, 13, fill=fill, stroke=EMPTY_STROKE if fill == EMPTY_FILL else "#555555",
-                 cls="legend")
+        if fill is not None:
+            svg.rect(lx, y, 16, 13, fill=fill, stroke=EMPTY_STROKE if fill == EMPTY_FILL else "#555555",
+                     cls="legend")
         svg.text(lx + 21, y + 10.5, text, size=10.5)
         lx += 21 + text_width(text, 10.5, mono=False) + 18
     y += 20 if legend else 0

@@ -119,7 +119,7 @@ def image_figure(kind, shape, *, layout=None, filter_format="OIHW", tile=None,
     if heading:
         title.append(heading)
     fmt_s = "(" + ", ".join(f"{a} = {v}" for a, v in zip(fmt, shape_t)) + ")"
-    title.append(f"{kind.name} image (MACE type {int(kind)}) of a {fmt} buffer {fmt_s}"
+    title.append(f"{kind.name} image (MACE type {int(kind)}) of a buffer in {fmt} format, {fmt_s}"
                  + (f", Winograd tile {tile}" if tile else ""))
     title.append(f"image [width, height] = {_IMAGE_SIZES[kind]} = [{width}, {height}] RGBA pixels; "
                  f"lane k of pixel (x, y) holds {IMAGE_FORMULAS[kind]}")

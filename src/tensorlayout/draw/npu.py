@@ -142,6 +142,7 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
     mode = getattr(tensor, "mode", None)
     group = _MODE_GROUP.get(str(mode), 1) if mode else 1
     ncols = int(tensor.shape[1])
+    itemsize = int(np.dtype(tensor.dtype).itemsize)
 
     blocks = {}
     colours = {}
@@ -175,14 +176,14 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
         any_dummy |= bool(dummies)
         if label == "feature":
             text, sub = _tup(feat), ""
-        elif len(elems) == 1:
-            text, sub = _tup(elems[0]), ""
-        elif group > 1:
+        elif group > 1:  # the packed int8x4 / int16x2 / fp32x2 element and what it holds here
             packed = (elems[0][0] // group,) + elems[0][1:]
             text = _tup(packed) + f"\u00d7{group}"
-            sub = "n " + ",".join(str(e[0]) for e in elems)
+            sub = ("i " if mode == "2IC" else "n ") + ",".join(str(e[0]) for e in elems)
             if dummies:
-                sub += f" +{len(dummies)}d"
+                sub += f" +{len(dummies) // itemsize} dummy"
+        elif len(elems) == 1:
+            text, sub = _tup(elems[0]), ""
         else:
             text, sub = _tup(elems[0]), "\u2026" + _tup(elems[-1])
         blocks[(q, b + lo // BLOCK_BYTES)] = Block(
@@ -196,9 +197,12 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
 
     legend = []
     for feat, fill in sorted(colours.items())[:8]:
-        legend.append((fill, f"feature {_tup(feat)}"))
+        if getattr(tensor, "matrix_shape", None) is not None:
+            legend.append((fill, f"row {feat[0]}, channel {feat[1]}"))
+        else:
+            legend.append((fill, f"{'packed feature' if group > 1 else 'feature'} {_tup(feat)}"))
     if len(colours) > 8:
-        legend.append(("#ffffff", f"\u2026 {len(colours)} features, {len(PALETTE)} colours in turn"))
+        legend.append((None, f"\u2026 {len(colours)} features in all: the {len(PALETTE)} colours repeat"))
     if any_empty:
         legend.append((EMPTY_FILL, "empty: holds nothing of this tensor"))
     if any_dummy:
