@@ -282,3 +282,19 @@ def test_device_choice_by_index_name_and_environment(cctx, monkeypatch):
         get_context("no-such-device-anywhere")
     with pytest.raises(LayoutError, match="indices"):
         get_context(len(infos))
+
+
+@pytest.mark.parametrize("kind,shape,kw", [
+    ("IN_OUT_CHANNEL", (1, 130, 64, 127), {"layout": "NCHW"}),
+    ("CONV2D_FILTER", (260, 509, 3, 3), {}),
+], ids=["act-NCHW", "filter"])
+def test_large_tensors_use_the_specialised_kernel_and_match(cctx, kind, shape, kw):
+    from tensorlayout.opencl import from_cl_image, to_cl_image
+    from tensorlayout.opencl.transfer import SPECIALIZE_MIN
+
+    assert np.prod(shape) >= SPECIALIZE_MIN
+    a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    for dtype in (np.float32, np.float16):
+        img = to_cl_image(cctx.queue, a, kind, dtype=dtype, **kw)
+        assert same_bytes(read_pixels(cctx.queue, img), to_image(a, kind, dtype=dtype, **kw))
+        assert same_bytes(from_cl_image(cctx.queue, img, kind, shape, **kw), a.astype(dtype))

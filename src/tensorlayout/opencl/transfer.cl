@@ -59,14 +59,30 @@ inline float4 half_rte4(float4 v)
     return (float4)(half_rte(v.x), half_rte(v.y), half_rte(v.z), half_rte(v.w));
 }
 
-#define DIGIT(d, rem, off, lv, ok)            \
-    {                                         \
-        int q_ = (rem) / (d).x;               \
-        (rem) -= q_ * (d).x;                  \
-        (ok) &= q_ < (d).y;                   \
-        (off) += q_ * (d).z;                  \
-        (lv) += q_ * (d).w;                   \
+/* Unused digits have extent 0 and are skipped; a stride-1 digit takes the rest
+ * without a division (integer division is the costliest step on CPUs). */
+#define DIGIT(d, rem, off, lv, ok)                       \
+    if ((d).y > 0) {                                     \
+        int q_ = (d).x == 1 ? (rem) : (rem) / (d).x;     \
+        (rem) -= q_ * (d).x;                             \
+        (ok) &= q_ < (d).y;                              \
+        (off) += q_ * (d).z;                             \
+        (lv) += q_ * (d).w;                              \
     }
+
+#ifdef SPEC   /* the digits as compile-time constants: divisions by constants */
+#define dx0 ((int4)(SPEC_DX0))
+#define dx1 ((int4)(SPEC_DX1))
+#define dx2 ((int4)(SPEC_DX2))
+#define dy0 ((int4)(SPEC_DY0))
+#define dy1 ((int4)(SPEC_DY1))
+#define dy2 ((int4)(SPEC_DY2))
+#define lane_stride (SPEC_LS)
+#define lane_len (SPEC_LL)
+#define DIGIT_ARGS int4 dx0_, int4 dx1_, int4 dx2_, int4 dy0_, int4 dy1_, int4 dy2_, int ls_, int ll_
+#else
+#define DIGIT_ARGS int4 dx0, int4 dx1, int4 dx2, int4 dy0, int4 dy1, int4 dy2, int lane_stride, int lane_len
+#endif
 
 #define DECODE(x, y)                                                   \
     int off = 0, lv = 0, ok = 1, rx = (x), ry = (y);                   \
@@ -78,8 +94,7 @@ inline float4 half_rte4(float4 v)
 
 __kernel void buffer_to_image(__global const BUF_T *src, __write_only image2d_t img,
                               int width, int height,
-                              int4 dx0, int4 dx1, int4 dx2, int4 dy0, int4 dy1, int4 dy2,
-                              int lane_stride, int lane_len)
+                              DIGIT_ARGS)
 {
     const int x = get_global_id(0), y = get_global_id(1);
     if (x >= width || y >= height)
@@ -104,8 +119,7 @@ __kernel void buffer_to_image(__global const BUF_T *src, __write_only image2d_t 
 
 __kernel void image_to_buffer(__read_only image2d_t img, __global BUF_T *dst,
                               int width, int height,
-                              int4 dx0, int4 dx1, int4 dx2, int4 dy0, int4 dy1, int4 dy2,
-                              int lane_stride, int lane_len)
+                              DIGIT_ARGS)
 {
     const int x = get_global_id(0), y = get_global_id(1);
     if (x >= width || y >= height)

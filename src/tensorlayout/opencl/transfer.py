@@ -21,9 +21,10 @@ from ..image import (
 )
 from ._device import cl, context_of
 
-__all__ = ["to_cl_image", "from_cl_image", "empty_image", "image_dtype", "pixel_digits"]
+__all__ = ["to_cl_image", "from_cl_image", "enqueue_buffer_to_image", "enqueue_image_to_buffer",
+           "empty_image", "image_dtype", "pixel_digits"]
 
-_UNUSED = (1 << 30, 1, 0, 0)
+_UNUSED = (1, 0, 0, 0)   # extent 0: skipped by the kernels
 LOCAL_SIZE = (16, 4)
 
 
@@ -110,6 +111,77 @@ def _kernel_args(lay):
             np.int32(ls), np.int32(ll))
 
 
+#: Tensors of at least this many elements get a kernel compiled for their exact
+#: layout (constant divisors), built once per layout and process.
+SPECIALIZE_MIN = 1 << 20
+
+
+def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay):
+    height, width, _ = lay.physical_shape
+    opts = [f"-DBUF_HALF={int(buf_half)}", f"-DIMG_HALF={int(img_half)}"]
+    if lay.count >= SPECIALIZE_MIN:
+        dx, dy, ls, ll = pixel_digits(lay)
+        opts.append("-DSPEC")
+        for nm, ds in (("DX", dx), ("DY", dy)):
+            opts += [f"-DSPEC_{nm}{i}={','.join(str(int(v)) for v in d)}" for i, d in enumerate(ds)]
+        opts += [f"-DSPEC_LS={ls}", f"-DSPEC_LL={ll}"]
+    kern = cctx.kernel("transfer.cl", name, tuple(opts))
+    return _launch(queue, kern, width, height, a, b, *_kernel_args(lay))
+
+
+def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filter_format, tile):
+    pcl = cl()
+    cctx = context_of(queue)
+    kind = _kind(kind)
+    if kind == ImageType.WINOGRAD_FILTER:
+        raise LayoutError("kind = WINOGRAD_FILTER is not allowed here: its buffer side is the "
+                          "transformed filter U; use to_cl_image / from_cl_image")
+    fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
+    shape = check_shape("shape", shape, rank=len(fmt))
+    lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
+    height, width, _ = lay.physical_shape
+    if not isinstance(image, pcl.Image) or tuple(image.shape) != (width, height):
+        raise ShapeError(f"image must be a pyopencl.Image of [{width}, {height}] for {kind.name} "
+                         f"of shape {shape}")
+    bdt = np.dtype(buffer_dtype)
+    if bdt not in (np.float16, np.float32):
+        raise DTypeError(f"buffer_dtype = {buffer_dtype!r} is not allowed: float32 or float16")
+    need = int(np.prod(shape)) * bdt.itemsize
+    if not isinstance(buffer, pcl.Buffer) or buffer.size < need:
+        raise ShapeError(f"buffer must be a pyopencl.Buffer of at least {need} bytes")
+    return cctx, lay, bdt == np.float16, image_dtype(image) == np.float16
+
+
+def enqueue_buffer_to_image(queue, buffer, image, kind, shape, *, buffer_dtype=np.float32,
+                            layout=None, filter_format="OIHW"):
+    """Enqueue the buffer -> image kernel on device-resident data; returns the event.
+
+    ``buffer`` holds the tensor of ``shape`` (C order, ``buffer_dtype`` float32 or
+    float16) in the kind's buffer format; ``image`` is an image of the right size (see
+    :func:`empty_image`).  Nothing is waited for or copied to the host.
+
+    >>> from tensorlayout.opencl import get_context, empty_image, enqueue_buffer_to_image
+    >>> ctx = get_context()                                                   # doctest: +SKIP
+    >>> ev = enqueue_buffer_to_image(ctx.queue, buf, img, "IN_OUT_CHANNEL", (1, 64, 64, 32))  # doctest: +SKIP
+    """
+    cctx, lay, bh, ih = _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout,
+                                       filter_format, None)
+    return _enqueue(queue if queue is not cctx else cctx.queue, cctx, "buffer_to_image", bh, ih,
+                    buffer, image, lay)
+
+
+def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, filter_format="OIHW"):
+    """Enqueue the image -> buffer kernel on device-resident data; returns the event.
+
+    The buffer receives the tensor of ``shape`` in the image's channel type.
+    """
+    bdt = image_dtype(image)
+    cctx, lay, bh, ih = _device_layout(queue, image, kind, shape, buffer, bdt, layout,
+                                       filter_format, None)
+    return _enqueue(queue if queue is not cctx else cctx.queue, cctx, "image_to_buffer", bh, ih,
+                    image, buffer, lay)
+
+
 def _prepare(array, kind, dtype, layout, filter_format, tile):
     kind = _kind(kind)
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
@@ -160,12 +232,10 @@ def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_for
         raise ShapeError(f"array has {src.size} elements: the kernels index with 32-bit integers")
     buf_half = src.dtype == np.float16
     img_half = out_dtype == np.float16
-    kern = cctx.kernel("transfer.cl", "buffer_to_image",
-                       (f"-DBUF_HALF={int(buf_half)}", f"-DIMG_HALF={int(img_half)}"))
     image = empty_image(queue, width, height, out_dtype)
     mf = pcl.mem_flags
     dev_src = pcl.Buffer(cctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
-    ev = _launch(queue, kern, width, height, dev_src, image, *_kernel_args(lay))
+    ev = _enqueue(queue, cctx, "buffer_to_image", buf_half, img_half, dev_src, image, lay)
     if wait:
         ev.wait()
         dev_src.release()
@@ -209,10 +279,9 @@ def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format="OIHW
     dt = image_dtype(image)
     out = np.empty(lay.shape, dtype=dt)
     cctx.check_buffer(out.nbytes)
-    kern = cctx.kernel("transfer.cl", "image_to_buffer", (f"-DBUF_HALF={int(dt == np.float16)}",
-                                                           f"-DIMG_HALF={int(dt == np.float16)}"))
     dev_dst = pcl.Buffer(cctx.context, pcl.mem_flags.WRITE_ONLY, size=max(out.nbytes, 1))
-    _launch(queue, kern, width, height, image, dev_dst, *_kernel_args(lay))
+    half = dt == np.float16
+    _enqueue(queue, cctx, "image_to_buffer", half, half, image, dev_dst, lay)
     pcl.enqueue_copy(queue, out, dev_dst).wait()
     dev_dst.release()
     if kind == ImageType.WINOGRAD_FILTER:
