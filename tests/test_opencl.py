@@ -298,3 +298,26 @@ def test_large_tensors_use_the_specialised_kernel_and_match(cctx, kind, shape, k
         img = to_cl_image(cctx.queue, a, kind, dtype=dtype, **kw)
         assert same_bytes(read_pixels(cctx.queue, img), to_image(a, kind, dtype=dtype, **kw))
         assert same_bytes(from_cl_image(cctx.queue, img, kind, shape, **kw), a.astype(dtype))
+
+
+def test_cli_devices_roundtrip_conv_and_demo(cctx, capsys, tmp_path):
+    from tensorlayout.cli import Tour, main
+    from tensorlayout.cli_parts import opencl as part
+
+    assert main(["opencl", "devices"]) == 0
+    assert cctx.info.name in capsys.readouterr().out
+    assert main(["opencl", "roundtrip", "WINOGRAD_FILTER", "--shape", "5,6,3,3", "--tile", "4"]) == 0
+    assert main(["opencl", "roundtrip", "IN_OUT_WIDTH", "--shape", "1,3,9,5", "--layout", "NCHW", "--half"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": yes") == 4 and ": NO" not in out
+    assert main(["opencl", "conv", "--input", "1,4,6,6", "--out-channels", "3", "--tile", "2"]) == 0
+    err = float(capsys.readouterr().out.split("convolution: ")[1].split()[0])
+    assert err < 1e-5
+    w = cctx.info.max_image_size[0] + 1
+    assert main(["opencl", "roundtrip", "IN_OUT_CHANNEL", "--shape", f"1,1,{w},1"]) == 2
+    assert "past the device maximum" in capsys.readouterr().err
+    import io
+    buf = io.StringIO()
+    part.demo(Tour(str(tmp_path), stream=buf))
+    text = buf.getvalue()
+    assert cctx.info.name in text and "byte for byte: yes" in text and ": NO" not in text
