@@ -53,6 +53,7 @@ from ..errors import (
     check_positive_int,
     check_shape,
 )
+from . import _pack
 from .chip import Chip
 
 __all__ = [
@@ -292,6 +293,8 @@ class NpuTensor:
     _elements: Layout = field(default=None, repr=False)
     # (bytes, elements) layouts of the 4N/2N/2IC dummies, or None when there are none
     _dummies: tuple[Layout, Layout] | None = field(default=None, repr=False)
+    # 4N/2N/2IC: the packed words as elements of an (X, S / u) array, when the offset allows
+    _words: Layout | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------- derived
     @property
@@ -468,11 +471,6 @@ class NpuTensor:
         return out
 
     # ---------------------------------------------------- copies (fast path)
-    def _word_views(self, memory: np.ndarray):
-        e = self.dtype.itemsize
-        flat = memory.reshape(-1)
-        return flat.view(np.dtype(f"u{e}")) if e > 1 else flat
-
     def _check_array(self, array) -> np.ndarray:
         array = np.asarray(array)
         want = self.matrix_shape if self.is_matrix else self.shape
@@ -486,8 +484,16 @@ class NpuTensor:
         """Write ``array`` into the ``(X, S)`` uint8 ``memory`` (dummies as 0; nothing else touched)."""
         array = self._check_array(array)
         e = self.dtype.itemsize
-        src = array.view(np.dtype(f"u{e}")) if e > 1 else array.view(np.uint8)
-        flat = self._word_views(memory)
+        src = array.view(np.dtype(f"u{e}"))
+        flat = memory.reshape(-1)
+        if self._words is not None:
+            # Interleave k consecutive n into words first, then one strided copy of words.
+            n = self.shape[0]
+            words = _pack.interleave(src.reshape(n, -1), self.unit_bytes // e)
+            self._words.pack(words.reshape(self.packed_shape), out=flat.view(words.dtype),
+                             fill_padding=False)
+            return
+        flat = flat.view(src.dtype)
         self._elements.pack(src, out=flat, fill_padding=False)
         if self._dummies is not None:
             dl = self._dummies[1]
@@ -502,8 +508,20 @@ class NpuTensor:
         if out is None:
             want = self.matrix_shape if self.is_matrix else self.shape
             out = np.empty(want, dtype=self.dtype)
-        self._elements.unpack(self._word_views(memory),
-                              out=out.view(np.dtype(f"u{e}")) if e > 1 else out.view(np.uint8))
+        out_u = out.view(np.dtype(f"u{e}"))
+        flat = memory.reshape(-1)
+        if self._words is not None:
+            u = self.unit_bytes
+            words = self._words.unpack(flat.view(np.dtype(f"u{u}")))
+            n = self.shape[0]
+            if out_u.flags.c_contiguous:
+                _pack.deinterleave(words.reshape(words.shape[0], -1), n, u // e, out_u.dtype,
+                                   out=out_u.reshape(n, -1))
+            else:
+                tmp = _pack.deinterleave(words.reshape(words.shape[0], -1), n, u // e, out_u.dtype)
+                np.copyto(out_u, tmp.reshape(out_u.shape))
+            return out
+        self._elements.unpack(flat.view(out_u.dtype), out=out_u)
         return out
 
 
@@ -601,8 +619,14 @@ def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mo
                    digits={"d": 1, "c": [(X, S // e), (None, cs * k)], "h": hs * k, "w": ws * k},
                    offsets={"c": q}, base=(r + first) // e, owned_padding=("d", "h", "w")),
         )
+    words = None
+    if k > 1 and r % u == 0 and S % u == 0:
+        words = Layout(
+            f"npu-{name}-words", ("m", "c", "h", "w"), (m, c, h, w), (X, S // u),
+            digits={"m": ns, "c": [(X, S // u), (None, cs)], "h": hs, "w": ws},
+            offsets={"c": q}, base=r // u, owned_padding=("m", "h", "w"), physical_axes=("npu", "word"))
     return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, byte_layout,
-                     _elements=elements, _dummies=dummies)
+                     _elements=elements, _dummies=dummies, _words=words)
 
 
 def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_channel: int,
