@@ -208,6 +208,8 @@ def test_strided_copy_casts_like_copyto():
     ((40, 40, 40), lambda a: a.transpose(2, 0, 1)[:, 3:, ::2]),
     ((3, 200, 200), lambda a: a.transpose(1, 2, 0)),
     ((1, 1, 1), lambda a: a),
+    ((300, 70, 4), lambda a: a[::-1, :, ::-1]),
+    ((4, 70, 300), lambda a: a.transpose(2, 1, 0)[::-1]),
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.uint8])
 def test_strided_copy_equals_elementwise_assignment(shape, strides_of, dtype):

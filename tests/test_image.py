@@ -485,3 +485,28 @@ def test_errors_name_the_argument(call, exc, pattern):
 def test_every_error_is_a_value_error():
     with pytest.raises(ValueError):
         to_image(SRC, "IN_OUT_CHANNEL", dtype=np.float64)
+
+
+def test_out_arguments_write_in_place_and_check_first():
+    src = _source((1, 3, 5, 6), 9).astype(np.float32)
+    expected = ref_image_loop(T.IN_OUT_CHANNEL, src, np.float32)
+    out = np.full(expected.shape, np.nan, dtype=np.float32)
+    assert to_image(src, T.IN_OUT_CHANNEL, out=out) is out
+    np.testing.assert_array_equal(out, expected)  # padding lanes rewritten as 0
+    half = np.full(expected.shape, np.nan, dtype=np.float16)
+    np.testing.assert_array_equal(to_image(src, T.IN_OUT_CHANNEL, out=half), expected.astype(np.float16))
+    back = np.empty_like(src)
+    assert from_image(expected, T.IN_OUT_CHANNEL, src.shape, out=back) is back
+    np.testing.assert_array_equal(back, src)
+    bad = np.full((3, 11, 4), 7.0, dtype=np.float32)
+    with pytest.raises(errors.ShapeError, match=r"out has shape \(3, 11, 4\)"):
+        to_image(src, T.IN_OUT_CHANNEL, out=bad)
+    assert np.all(bad == 7.0)
+    with pytest.raises(errors.DTypeError, match=r"out has dtype float64"):
+        to_image(src, T.IN_OUT_CHANNEL, out=np.zeros(expected.shape))
+    with pytest.raises(errors.DTypeError, match=r"dtype = .*float16.* out"):
+        to_image(src, T.IN_OUT_CHANNEL, out=out, dtype=np.float16)
+    with pytest.raises(errors.ShapeError, match=r"out has shape \(1, 3, 5, 5\)"):
+        from_image(expected, T.IN_OUT_CHANNEL, src.shape, out=np.empty((1, 3, 5, 5), np.float32))
+    with pytest.raises(errors.DTypeError, match=r"out has dtype float16"):
+        from_image(expected, T.IN_OUT_CHANNEL, src.shape, out=np.empty(src.shape, np.float16))

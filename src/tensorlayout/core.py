@@ -367,7 +367,8 @@ class Layout:
              dtype=None) -> np.ndarray:
         """Write a dense logical array into physical storage.
 
-        With ``out=None`` a zero-filled physical array of ``physical_shape`` is made.  With
+        With ``out=None`` a new physical array of ``physical_shape`` is made, every slot
+        that holds no element being 0.  With
         ``out`` given, only the tensor's element slots (and, if ``fill_padding``, its owned
         padding slots, written as 0) change; foreign slots are left alone.
         """
@@ -375,8 +376,14 @@ class Layout:
         if array.shape != self.shape:
             raise ShapeError(f"array has shape {array.shape}: the {self.name} layout expects {self.shape}")
         if out is None:
-            out = np.zeros(self.physical_shape, dtype=dtype or array.dtype)
-            fill_padding = False
+            if self.footprint == self.physical_size and all(self._owned) and self._nested:
+                # The padded grid covers every slot: each byte is written once, the padding
+                # boxes with zeros and the element boxes by the copy.
+                out = np.empty(self.physical_shape, dtype=dtype or array.dtype)
+                fill_padding = True
+            else:
+                out = np.zeros(self.physical_shape, dtype=dtype or array.dtype)
+                fill_padding = False
         elif out.size != self.physical_size or not out.flags.c_contiguous:
             raise ShapeError(
                 f"out has shape {out.shape}: the {self.name} layout needs a C-contiguous "

@@ -295,14 +295,16 @@ def _winograd_filter_weights(U: np.ndarray, tile: int) -> np.ndarray:
 
 
 def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile=None,
-             max_size=DEFAULT_MAX_IMAGE_SIZE) -> np.ndarray:
+             max_size=DEFAULT_MAX_IMAGE_SIZE, out=None) -> np.ndarray:
     """Store a buffer tensor in an RGBA image; returns an array of shape (height, width, 4).
 
     ``array`` is in the kind's buffer format (NHWC activations, or NCHW with
     ``layout="NCHW"``; OIHW or HWOI filters; MIHW or HWIM depthwise; a 1-D argument).
     ``dtype`` is float32 (default) or float16 (round to nearest even).  Padding lanes
     are exactly 0.  Images past ``max_size`` (width, height) raise DeviceLimitError
-    before anything is allocated; ``max_size=None`` skips the check.
+    before anything is allocated; ``max_size=None`` skips the check.  ``out``, a
+    C-contiguous (height, width, 4) float32 or float16 array, receives the image
+    instead of a new array (its dtype is the image's; every slot is rewritten).
 
     >>> import numpy as np
     >>> img = to_image(np.arange(1, 6, dtype=np.float32), "ARGUMENT")
@@ -314,23 +316,39 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile
     array = check_array("array", array, rank=len(fmt))
     if array.dtype.kind != "f":
         raise DTypeError(f"array has dtype {array.dtype}: an image is built from floating-point data")
+    if out is not None:
+        out = check_array("out", out, rank=3)
+        if out.dtype not in IMAGE_DTYPES:
+            raise DTypeError(f"out has dtype {out.dtype}: an image holds float32 or float16")
+        if dtype is not None and _image_dtype(dtype) != out.dtype:
+            raise DTypeError(f"dtype = {dtype!r} does not match out, which has dtype {out.dtype}")
+        dtype = out.dtype
     out_dtype = _image_dtype(dtype if dtype is not None else
                              (np.float16 if array.dtype == np.float16 else np.float32))
     lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     height, width, _ = lay.physical_shape
     check_image_limits(width, height, max_size)
+    if out is not None and (out.shape != lay.physical_shape or not out.flags.c_contiguous
+                            or not out.flags.writeable):
+        raise ShapeError(
+            f"out has shape {out.shape}: a {kind.name} image of a tensor of shape {array.shape} "
+            f"needs a writeable C-contiguous array of shape (height, width, 4) = {lay.physical_shape}")
     if kind == ImageType.WINOGRAD_FILTER:
         array = winograd_filter_values(array, tile)
     elif array.dtype != out_dtype and array.dtype.itemsize > out_dtype.itemsize:
         # One correctly rounded conversion (float64 -> float16 directly, not via float32).
         array = array.astype(out_dtype)
+    if out is not None:
+        return lay.pack(array, out=out)
     return lay.pack(array, dtype=out_dtype)
 
 
-def from_image(image, kind, shape, *, layout=None, filter_format="OIHW", tile=None) -> np.ndarray:
+def from_image(image, kind, shape, *, layout=None, filter_format="OIHW", tile=None,
+               out=None) -> np.ndarray:
     """The exact inverse of :func:`to_image`: read the buffer tensor of ``shape`` back out.
 
-    The result has the image's dtype.  For WINOGRAD_FILTER the 3x3 weights are
+    The result has the image's dtype; ``out`` (an array of ``shape`` and that dtype) receives
+    it instead of a new array.  For WINOGRAD_FILTER the 3x3 weights are
     recovered from U with the pseudo-inverse of G (exact up to rounding).
     """
     kind = _kind(kind)
@@ -343,10 +361,18 @@ def from_image(image, kind, shape, *, layout=None, filter_format="OIHW", tile=No
             f"{tuple(shape)} is (height, width, 4) = {lay.physical_shape}, i.e. [{w}, {h}]")
     if image.dtype not in IMAGE_DTYPES:
         raise DTypeError(f"image has dtype {image.dtype}: an image holds float32 or float16")
-    out = lay.unpack(image)
+    if out is not None:
+        out = check_array("out", out, shape=lay.shape if kind != ImageType.WINOGRAD_FILTER else
+                          tuple(shape), dtypes=(image.dtype,))
+        if not out.flags.writeable:
+            raise ShapeError("out is read-only: from_image needs a writeable array")
     if kind == ImageType.WINOGRAD_FILTER:
-        return _winograd_filter_weights(out, tile).astype(image.dtype)
-    return out
+        w = _winograd_filter_weights(lay.unpack(image), tile).astype(image.dtype)
+        if out is None:
+            return w
+        out[...] = w
+        return out
+    return lay.unpack(image, out=out)
 
 
 def pixel_of(kind, shape, index, *, layout=None, filter_format="OIHW", tile=None):
