@@ -1,0 +1,109 @@
+"""``tensorlayout buffer``: offsets in a CPU runtime buffer, and where they go in another format.
+
+>>> from tensorlayout.cli import main
+>>> main(["buffer", "NCHW", "--shape", "1,3,5,6", "--where", "0,2,4,5", "--to", "NHWC"])
+NCHW buffer (activation), shape (1, 3, 5, 6): 90 elements, no padding
+  in NHWC the shape is (1, 5, 6, 3)
+  element (0, 2, 4, 5)  offset 89  ->  NHWC index (0, 4, 5, 2), offset 89
+0
+"""
+
+from __future__ import annotations
+
+from ..buffer import BUFFER_FORMATS, buffer_layout, kind_of
+from ..errors import LayoutError
+from ._common import int_list, print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "buffer", help="element offsets in a CPU buffer format and in another one",
+        description="Offsets of elements in a dense CPU buffer (" + ", ".join(BUFFER_FORMATS)
+                    + ") and where they go in another format of the same kind.")
+    p.add_argument("format", metavar="FORMAT", help="buffer format: " + ", ".join(BUFFER_FORMATS))
+    p.add_argument("--shape", required=True, help="tensor shape in FORMAT's order, e.g. 1,3,5,6")
+    p.add_argument("--where", action="append", default=[], metavar="I,J,K,L",
+                   help="an element index in FORMAT's order; repeatable")
+    p.add_argument("--to", default=None, metavar="FORMAT", help="another format of the same kind")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def describe(fmt, shape, *, where=(), to=None) -> dict:
+    """The answers of ``tensorlayout buffer`` as a dict (what ``--json`` prints)."""
+    lay = buffer_layout(fmt, shape)
+    fmt = lay.name
+    out = {"format": fmt, "kind": kind_of(fmt), "shape": list(lay.shape), "elements": lay.count,
+           "where": []}
+    other = None
+    if to is not None:
+        to = str(to).upper()
+        if to not in BUFFER_FORMATS:
+            raise LayoutError(f"--to = {to!r} is not a buffer format: it must be one of {', '.join(BUFFER_FORMATS)}")
+        if kind_of(to) != kind_of(fmt):
+            raise LayoutError(f"--to = {to!r} holds a {kind_of(to)} tensor and {fmt} a {kind_of(fmt)} tensor: "
+                              "conversion needs two formats of the same kind")
+        size = dict(zip(fmt, lay.shape))
+        other = buffer_layout(to, tuple(size[c] for c in to))
+        out["to"] = {"format": to, "shape": list(other.shape)}
+    for index in where:
+        entry = {"index": list(index), "offset": lay.locate_flat(tuple(index))}
+        if other is not None:
+            named = dict(zip(fmt, index))
+            j = tuple(named[c] for c in other.name)
+            entry["to"] = {"index": list(j), "offset": other.locate_flat(j)}
+        out["where"].append(entry)
+    return out
+
+
+def run(args) -> int:
+    info = describe(args.format, int_list(args.shape, "--shape"),
+                    where=[int_list(w, "--where") for w in args.where], to=args.to)
+    if args.json:
+        print_json(info)
+        return 0
+    print(f"{info['format']} buffer ({info['kind']}), shape {tuple(info['shape'])}: "
+          f"{info['elements']} elements, no padding")
+    if "to" in info:
+        print(f"  in {info['to']['format']} the shape is {tuple(info['to']['shape'])}")
+    rows = []
+    for e in info["where"]:
+        text = f"offset {e['offset']}"
+        if "to" in e:
+            text += f"  ->  {info['to']['format']} index {tuple(e['to']['index'])}, offset {e['to']['offset']}"
+        rows.append((f"element {tuple(e['index'])}", text))
+    width = max((len(r[0]) for r in rows), default=0)
+    for label, text in rows:
+        print(f"  {label:<{width}}  {text}")
+    return 0
+
+
+def demo(tour) -> None:
+    tour.section("CPU buffers (seeds 000, 002)")
+    tour.print("Dense row-major tensors; the CPU runtime uses NCHW, OIHW, MIHW and W, the GPU side NHWC,")
+    tour.print("and MACE up to v0.6 HWOI and HWIM.  Each sample tensor in every format of its kind:")
+    samples = [("activation", "NCHW", (1, 3, 5, 6)), ("conv filter", "OIHW", (8, 3, 3, 3)),
+               ("depthwise", "MIHW", (1, 6, 3, 3)), ("bias", "W", (8,))]
+    rows = []
+    for label, fmt, shape in samples:
+        size = dict(zip(fmt, shape))
+        probe = tuple(s // 2 for s in shape)
+        named = dict(zip(fmt, probe))
+        for other in (f for f in BUFFER_FORMATS if kind_of(f) == kind_of(fmt)):
+            oshape = tuple(size[c] for c in other)
+            lay = buffer_layout(other, oshape)
+            idx = tuple(named[c] for c in other)
+            off = lay.locate_flat(idx)
+            back = lay.element_at((off + 1,)) if off + 1 < lay.count else None
+            rows.append((label, other, "x".join(map(str, oshape)), str(lay.count), f"{lay.padding_waste:.0%}",
+                         f"{idx} -> {off}", f"{off + 1} -> {back}"))
+    head = ("tensor", "format", "shape", "elements", "waste", "element -> offset", "offset -> element")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    tour.print()
+    tour.print(fmt.format(*head).rstrip())
+    tour.print(fmt.format(*("-" * w for w in widths)))
+    for r in rows:
+        tour.print(fmt.format(*r).rstrip())
+    tour.print()
+    tour.print("Try: tensorlayout buffer NCHW --shape 1,3,5,6 --where 0,2,4,5 --to NHWC")
