@@ -143,7 +143,8 @@ def _pick(spec):
         match = lambda p, d: ps in p.name.lower() and ds in d.name.lower()  # noqa: E731
     else:
         s = text.lower()
-        match = lambda p, d: s in d.name.lower() or s in p.name.lower()  # noqa: E731
+        match = lambda p, d: any(s in t.lower() for t in (  # noqa: E731
+            d.name, p.name, p.vendor, p.version, d.vendor))
     for i, (p, d) in enumerate(pairs):
         if match(p, d):
             return i, (p, d)
@@ -245,7 +246,8 @@ def get_context(device=None) -> CLContext:
 
     ``device``: None (the ``TENSORLAYOUT_CL_DEVICE`` environment variable if set, else
     the first device of the first platform), an index into :func:`list_devices`, a
-    substring of the device or platform name (``"pocl"``, ``"H100"``), or
+    substring of the device's or platform's name, vendor or version (``"pocl"``,
+    ``"NVIDIA"``, ``"H100"``), or
     ``"platform:device"`` substrings.  A :class:`CLContext` is returned as is.
 
     >>> ctx = get_context()                        # doctest: +SKIP
