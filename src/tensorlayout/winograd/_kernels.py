@@ -10,6 +10,9 @@ Winograd data layout, for a block of ``Pb`` tiles (tile index p = n·T + ty·ntx
 * ``M[a·α + b, k, q]``  after the α² GEMMs  (α², K, Pb);
 
 so each of the α² GEMMs ``M[t] = U[t] @ V[t]`` reads and writes contiguous rows.
+The Winograd and im2col kernels work on a range of channels and release the GIL, so the
+caller splits the work over a few threads and keeps BLAS single-threaded meanwhile (two
+thread pools spinning on the same cores cost more than either saves).
 Transforms are applied as sparse row combinations (only non-zero coefficients), each
 one a vector operation over the ``Pb`` tiles of the block.
 """
@@ -20,16 +23,17 @@ import numpy as np
 from numba import njit, prange
 
 
-@njit(parallel=True, cache=True)
-def wino_input(x, V, BTi, BTv, BTn, m, pad_t, pad_l, nty, ntx, p0, npb):
-    """Gather tiles p0 .. p0+npb-1 of every channel and write Bᵀ d B into V (α², C, Pb)."""
+@njit(nogil=True, cache=True)
+def wino_input(x, V, BTi, BTv, BTn, m, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
+    """Gather tiles p0 .. p0+npb-1 of channels c0 .. c1-1 and write Bᵀ d B into V (α², C, Pb)."""
     N, C, H, W = x.shape
     alpha = BTi.shape[0]
     Pb = V.shape[2]
     T = nty * ntx
-    for c in prange(C):
+    for c in range(c0, c1):
         d = np.empty((alpha, alpha, Pb), dtype=V.dtype)
         t = np.empty((alpha, Pb), dtype=V.dtype)
+        e = np.empty((alpha, Pb), dtype=V.dtype)
         e = np.empty((alpha, Pb), dtype=V.dtype)
         for q in range(Pb):
             if q >= npb:
@@ -80,9 +84,9 @@ def wino_input(x, V, BTi, BTv, BTn, m, pad_t, pad_l, nty, ntx, p0, npb):
                     V[a * alpha + b, c, q] = t[b, q]
 
 
-@njit(parallel=True, cache=True)
-def wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb, bad):
-    """Aᵀ M A (+ bias) for tiles p0 .. p0+npb-1, scattered into y (N, K, OH, OW).
+@njit(nogil=True, cache=True)
+def wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb, bad, k0, k1):
+    """Aᵀ M A (+ bias) for tiles p0 .. p0+npb-1 and channels k0 .. k1-1, scattered into y.
 
     ``bad[k]`` accumulates ``value * 0`` over every output written: it stays 0 unless some
     output of channel k is NaN or ±Inf.
@@ -90,7 +94,7 @@ def wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb, bad):
     N, K, OH, OW = y.shape
     Pb = M.shape[2]
     T = nty * ntx
-    for k in prange(K):
+    for k in range(k0, k1):
         s = np.empty((alpha, Pb), dtype=M.dtype)
         o = np.empty((m, m, Pb), dtype=M.dtype)
         bk = bias[k]
@@ -167,12 +171,12 @@ def direct(x, w, bias, y, sh, sw, ph, pw, dh, dw, groups):
                             y[n, k, oh, ow] += wv * x[n, c, iy, ow * sw + off_w]
 
 
-@njit(parallel=True, cache=True)
-def im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw, dh, dw, OW):
+@njit(nogil=True, cache=True)
+def im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw, dh, dw, OW, r0, r1):
     """cols[(c·KH + kh)·KW + kw, (oh - oh0)·OW + ow] = x[n, c, ih, iw] or 0 in the padding."""
     N, C, H, W = x.shape
     rows = cols.shape[1] // OW
-    for ckk in prange(C * KH * KW):
+    for ckk in range(r0, r1):
         c = ckk // (KH * KW)
         r = ckk - c * KH * KW
         kh = r // KW

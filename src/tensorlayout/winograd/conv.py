@@ -12,12 +12,14 @@ algorithms run in NumPy, slower.  GEMMs always go to NumPy's BLAS.
 
 from __future__ import annotations
 
+from contextlib import nullcontext as _nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import (AlgorithmError, ConvolutionError, DTypeError, LayoutError, RankError,
                       ShapeError, check_array, check_positive_int)
+from . import _threads
 from .transforms import transforms as _transforms
 
 __all__ = ["conv2d", "plan_conv2d", "ConvPlan", "ConvInfo", "choose_algorithm",
@@ -31,11 +33,12 @@ USE_NUMBA = True
 
 # auto's thresholds (see docs/winograd.md, "The auto rule").
 AUTO_MIN_CHANNELS = 16          # per group, in and out
-AUTO_TILE6_MIN_SIDE = 12        # F(6,3) when min(OH, OW) >= this
-AUTO_TILE4_MIN_SIDE = 6         # F(4,3) when min(OH, OW) >= this (else no Winograd)
-AUTO_F45_MIN_SIDE = 8           # F(4,5) when min(OH, OW) >= this
+AUTO_TILE6_MIN_SIDE = 48        # F(6,3) when min(OH, OW) >= this
+AUTO_TILE4_MIN_SIDE = 20        # F(4,3) when min(OH, OW) >= this (else no Winograd)
+AUTO_F45_MIN_SIDE = 20          # F(4,5) when min(OH, OW) >= this
 
 _KERNELS = None
+BLOCK_BYTES = 2 << 20
 
 
 def numba_available() -> bool:
@@ -131,6 +134,8 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
 
     >>> choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), padding=1)[:2]
     ('winograd', 6)
+    >>> choose_algorithm((1, 512, 28, 28), (512, 512, 3, 3), padding=1)[:2]
+    ('winograd', 4)
     >>> choose_algorithm((1, 3, 224, 224), (64, 3, 3, 3), padding=1)[:2]
     ('im2col', None)
     """
@@ -291,6 +296,9 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     >>> p = plan_conv2d((1, 64, 56, 56), w, padding=1)
     >>> p.info.name, p.out_shape
     ('winograd F(6,3)', (1, 64, 56, 56))
+    >>> plan_conv2d((1, 64, 14, 14), w, padding=1).info.name
+    'im2col'
+
     """
     name, tile = _parse_algorithm(algorithm, tile)
     x_shape, w, b, st, pad, dil, groups, out_shape = _check_conv_args(
@@ -310,7 +318,8 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                                  "dilation 1 (use algorithm='im2col' or 'auto')")
         if tile is None:
             if KH == 3:
-                tile = 6 if min(out_shape[2:]) >= AUTO_TILE6_MIN_SIDE else 4
+                tile = 6 if min(out_shape[2:]) >= AUTO_TILE6_MIN_SIDE else (
+                    4 if min(out_shape[2:]) >= 6 else 2)
             elif KH == 5:
                 tile = 4
             else:
@@ -343,10 +352,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm
     >>> conv2d(x, w, algorithm="direct")[0, 0]
     array([[45., 54.],
            [81., 90.]])
-    >>> y, info = conv2d(np.ones((1, 32, 16, 16), np.float32), np.ones((32, 32, 3, 3), np.float32),
+    >>> y, info = conv2d(np.ones((1, 32, 24, 24), np.float32), np.ones((32, 32, 3, 3), np.float32),
     ...                  padding=1, return_info=True)
     >>> info.name, float(y[0, 0, 5, 5])
-    ('winograd F(6,3)', 288.0)
+    ('winograd F(4,3)', 288.0)
     """
     x = check_array("x", x, rank=4, dtypes=_DTYPES)
     w_arr = check_array("w", w, rank=4, dtypes=_DTYPES)
@@ -393,9 +402,10 @@ def _prepare_winograd(plan: ConvPlan, m: int, r: int, points) -> None:
 def _block_size(plan, P, C, K, alpha, itemsize):
     if plan.block is not None:
         return max(1, min(int(plan.block), P))
-    # Keep the transformed block (alpha^2 x max(C, K) x Pb) around 1 MiB, in multiples of 16.
-    target = (1 << 20) // (alpha * alpha * max(C, K) * itemsize)
-    pb = max(32, (target // 16) * 16)
+    # Keep the transformed block (alpha^2 x max(C, K) x Pb) around BLOCK_BYTES, in multiples of
+    # 16 tiles, and never below 64 tiles (narrower GEMMs lose more than the cache saves).
+    target = BLOCK_BYTES // (alpha * alpha * max(C, K) * itemsize)
+    pb = max(64, (target // 16) * 16)
     return min(pb, P)
 
 
@@ -433,11 +443,21 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
     BTi, BTv, BTn = wd["BTs"]
     ATi, ATv, ATn = wd["ATs"]
     U = wd["U"]
-    for p0 in range(0, P, Pb):
-        npb = min(Pb, P - p0)
-        k.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb)
-        _gemm(U, V, M, groups, Kg, Cg)
-        k.wino_output(M, y, plan.bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb, bad)
+    bias = plan.bias
+    nt = _threads.num_threads()
+    split = _threads.run_split
+
+    def gemm(t0, t1):
+        _gemm(U[t0:t1], V[t0:t1], M[t0:t1], groups, Kg, Cg)
+
+    with _threads.single_threaded_blas():
+        for p0 in range(0, P, Pb):
+            npb = min(Pb, P - p0)
+            split(lambda c0, c1: k.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb,
+                                              c0, c1), C, nt)
+            split(gemm, alpha * alpha, nt)
+            split(lambda k0, k1: k.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0,
+                                               npb, bad, k0, k1), K, nt)
     return y, not bad.any()
 
 
@@ -493,23 +513,31 @@ def _im2col(plan: ConvPlan, x: np.ndarray) -> np.ndarray:
         xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
         xp[:, :, ph:ph + H, pw:pw + W] = x
     cols_buf = np.empty((C * KK, rows_per * OW), dtype=dt)
-    for n in range(N):
-        yn = y[n].reshape(groups, Kg, OH * OW)
-        for oh0 in range(0, OH, rows_per):
-            rows = min(rows_per, OH - oh0)
-            cols = cols_buf[:, :rows * OW]
-            if use_nb:
-                _KERNELS.im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw, dh, dw, OW)
-            else:
-                c5 = cols.reshape(C, KH, KW, rows, OW)
-                for kh in range(KH):
-                    for kw in range(KW):
-                        y0 = oh0 * sh + kh * dh
-                        x0 = kw * dw
-                        c5[:, kh, kw] = xp[n, :, y0:y0 + sh * (rows - 1) + 1:sh,
-                                           x0:x0 + sw * (OW - 1) + 1:sw]
-            out = np.matmul(W3, cols.reshape(groups, Cg * KK, rows * OW))
-            yn[:, :, oh0 * OW:(oh0 + rows) * OW] = out
+    nt = _threads.num_threads() if use_nb else 1
+    with _threads.single_threaded_blas() if use_nb else _nullcontext():
+        for n in range(N):
+            yn = y[n].reshape(groups, Kg, OH * OW)
+            for oh0 in range(0, OH, rows_per):
+                rows = min(rows_per, OH - oh0)
+                cols = cols_buf[:, :rows * OW]
+                if use_nb:
+                    _threads.run_split(
+                        lambda r0, r1: _KERNELS.im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw,
+                                                       dh, dw, OW, r0, r1), C * KK, nt)
+                else:
+                    c5 = cols.reshape(C, KH, KW, rows, OW)
+                    for kh in range(KH):
+                        for kw in range(KW):
+                            y0 = oh0 * sh + kh * dh
+                            x0 = kw * dw
+                            c5[:, kh, kw] = xp[n, :, y0:y0 + sh * (rows - 1) + 1:sh,
+                                               x0:x0 + sw * (OW - 1) + 1:sw]
+                cols3 = cols.reshape(groups, Cg * KK, rows * OW)
+
+                def gemm(k0, k1):
+                    yn[:, k0:k1, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3[:, k0:k1], cols3)
+
+                _threads.run_split(gemm, Kg, nt)
     y += plan.bias[None, :, None, None]
     return y
 
