@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-__all__ = ["interleave", "deinterleave", "FAST_MIN_ELEMENTS"]
+__all__ = ["interleave", "deinterleave", "interleave_runs", "deinterleave_runs", "FAST_MIN_ELEMENTS"]
 
 #: Arrays smaller than this many elements use NumPy alone (a compiled call costs more).
 FAST_MIN_ELEMENTS = 1 << 15
@@ -113,7 +113,58 @@ def _make(e: int, k: int):
                 else:
                     for j in range(length):
                         a[j] = Et(w[j])
-    return pack, unpack
+    @numba.njit
+    def pack_runs(src, zero, offs, dst):
+        # src (N, G, run) values; offs (M, G) word offsets of each run in dst
+        n_total, groups, run = src.shape
+        for m in range(offs.shape[0]):
+            n = m * k
+            for g in range(groups):
+                o = offs[m, g]
+                a = src[n, g]
+                b = src[n + 1, g] if n + 1 < n_total else zero
+                if k == 4:
+                    c = src[n + 2, g] if n + 2 < n_total else zero
+                    d = src[n + 3, g] if n + 3 < n_total else zero
+                    for j in range(run):
+                        dst[o + j] = Wt(a[j]) | (Wt(b[j]) << s1) | (Wt(c[j]) << s2) | (Wt(d[j]) << s3)
+                else:
+                    for j in range(run):
+                        dst[o + j] = Wt(a[j]) | (Wt(b[j]) << s1)
+
+    @numba.njit
+    def unpack_runs(words, offs, out):
+        # out (N, G, run) values; offs (M, G) word offsets of each run in words
+        n_total, groups, run = out.shape
+        for m in range(offs.shape[0]):
+            n = m * k
+            for g in range(groups):
+                o = offs[m, g]
+                if n + k <= n_total:
+                    a = out[n, g]
+                    b = out[n + 1, g]
+                    if k == 4:
+                        c = out[n + 2, g]
+                        d = out[n + 3, g]
+                        for j in range(run):
+                            v = words[o + j]
+                            a[j] = Et(v)
+                            b[j] = Et(v >> s1)
+                            c[j] = Et(v >> s2)
+                            d[j] = Et(v >> s3)
+                    else:
+                        for j in range(run):
+                            v = words[o + j]
+                            a[j] = Et(v)
+                            b[j] = Et(v >> s1)
+                else:
+                    for i in range(n_total - n):
+                        r = out[n + i, g]
+                        sh = Wt(8 * e * i)
+                        for j in range(run):
+                            r[j] = Et(words[o + j] >> sh)
+
+    return pack, unpack, pack_runs, unpack_runs
 
 
 def _kernel(e: int, k: int):
@@ -162,3 +213,31 @@ def deinterleave(words: np.ndarray, n: int, k: int, dtype: np.dtype, out: np.nda
     for i in range(k):
         out[i::k] = lanes[:len(range(i, n, k)), :, i].view(dtype)
     return out
+
+
+def interleave_runs(src: np.ndarray, k: int, offsets: np.ndarray, words: np.ndarray) -> bool:
+    """Pack ``src`` ``(N, G, run)`` straight into runs of the flat word array ``words``.
+
+    Run ``(m, g)`` (``k`` consecutive n of group g) starts at word ``offsets[m, g]``, which the
+    caller takes from its layout.  Returns False (and writes nothing) when no compiled kernel
+    is at hand or the array is small: the caller then takes the two-step path.
+    """
+    if src.size < FAST_MIN_ELEMENTS:
+        return False
+    kern = _kernel(src.dtype.itemsize, k)
+    if kern is None:
+        return False
+    s = np.ascontiguousarray(src)
+    kern[2](s, np.zeros(s.shape[2], dtype=s.dtype), offsets, words)
+    return True
+
+
+def deinterleave_runs(words: np.ndarray, k: int, offsets: np.ndarray, out: np.ndarray) -> bool:
+    """The inverse of :func:`interleave_runs` into a C-contiguous ``(N, G, run)`` ``out``."""
+    if out.size < FAST_MIN_ELEMENTS or not out.flags.c_contiguous:
+        return False
+    kern = _kernel(out.dtype.itemsize, k)
+    if kern is None:
+        return False
+    kern[3](words, offsets, out)
+    return True

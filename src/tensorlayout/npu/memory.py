@@ -20,6 +20,8 @@ The seed's 4N example, written and read back::
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import (
@@ -394,6 +396,7 @@ class LocalMemory:
                     f"shape = {tuple(shape)} does not fit: no free range of local memory starting "
                     f"at NPU {start_npu} holds it next to {len(self._allocations)} allocated tensors"
                 )
+        t = dataclasses.replace(t)  # a handle of its own: placements are shared, allocations not
         self._allocations.append((t, exact))
         return t
 

@@ -33,6 +33,7 @@ starting at NPU 2::
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -480,6 +481,30 @@ class NpuTensor:
             raise DTypeError(f"array has dtype {array.dtype}: this tensor holds {dtype_name(self.dtype)}")
         return array
 
+    def _runs(self):
+        """Word offsets of the contiguous runs of the packed words: ``(offsets (M, G), run)``.
+
+        A run is a whole feature (H*W words) when the H stride is W, else one row of W words.
+        The offsets come from the word layout's own ``locate_flat``; cached per tensor.
+        """
+        cached = self.__dict__.get("_runs_cache")
+        if cached is not None:
+            return cached or None
+        m, c, h, w = self.packed_shape
+        _, _, hs, ws = self.stride
+        result = False
+        if self._words is not None and ws == 1:
+            if hs == w or h == 1:
+                grid = np.meshgrid(np.arange(m), np.arange(c), [0], [0], indexing="ij")
+                run = h * w
+            else:
+                grid = np.meshgrid(np.arange(m), np.arange(c), np.arange(h), [0], indexing="ij")
+                run = w
+            offsets = self._words.locate_flat(tuple(g.ravel() for g in grid)).reshape(m, -1)
+            result = (np.ascontiguousarray(offsets, dtype=np.int64), run)
+        object.__setattr__(self, "_runs_cache", result)
+        return result or None
+
     def pack_into(self, memory: np.ndarray, array) -> None:
         """Write ``array`` into the ``(X, S)`` uint8 ``memory`` (dummies as 0; nothing else touched)."""
         array = self._check_array(array)
@@ -487,9 +512,16 @@ class NpuTensor:
         src = array.view(np.dtype(f"u{e}"))
         flat = memory.reshape(-1)
         if self._words is not None:
+            n, k = self.shape[0], self.unit_bytes // e
+            runs = self._runs()
+            if runs is not None:
+                # One pass: k planes of n go straight into the runs the word layout locates.
+                offsets, run = runs
+                if _pack.interleave_runs(src.reshape(n, -1, run), k, offsets,
+                                         flat.view(np.dtype(f"u{self.unit_bytes}"))):
+                    return
             # Interleave k consecutive n into words first, then one strided copy of words.
-            n = self.shape[0]
-            words = _pack.interleave(src.reshape(n, -1), self.unit_bytes // e)
+            words = _pack.interleave(src.reshape(n, -1), k)
             self._words.pack(words.reshape(self.packed_shape), out=flat.view(words.dtype),
                              fill_padding=False)
             return
@@ -512,8 +544,14 @@ class NpuTensor:
         flat = memory.reshape(-1)
         if self._words is not None:
             u = self.unit_bytes
-            words = self._words.unpack(flat.view(np.dtype(f"u{u}")))
             n = self.shape[0]
+            runs = self._runs()
+            if runs is not None and out_u.flags.c_contiguous:
+                offsets, run = runs
+                if _pack.deinterleave_runs(flat.view(np.dtype(f"u{u}")), u // e, offsets,
+                                           out_u.reshape(n, -1, run)):
+                    return out
+            words = self._words.unpack(flat.view(np.dtype(f"u{u}")))
             if out_u.flags.c_contiguous:
                 _pack.deinterleave(words.reshape(words.shape[0], -1), n, u // e, out_u.dtype,
                                    out=out_u.reshape(n, -1))
@@ -553,6 +591,13 @@ def _check_injective(lay: Layout, what: str):
         raise StrideError(f"{what}: the strides make two elements share bytes")
 
 
+def _key(value):
+    """A hashable form of a shape or stride argument, or None where there is none."""
+    if isinstance(value, (tuple, list)) and all(type(v) is int for v in value):
+        return tuple(value)
+    return None
+
+
 def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mode=None,
                   layout: str = "aligned") -> NpuTensor:
     """Place an ``(N, C, H, W)`` tensor at local ``address`` and describe where each byte goes.
@@ -569,6 +614,26 @@ def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mo
     >>> t.packed_shape, t.stride, t.locate((5, 0, 0, 0))
     ((2, 5, 4, 5), (64, 32, 5, 1), (0, 257))
     """
+    # Placements are immutable, so repeated copies of one tensor reuse its layouts.
+    sk, tk = _key(shape), _key(stride)
+    if (isinstance(chip, Chip) and type(address) is int and sk is not None
+            and (stride is None or tk is not None) and isinstance(layout, str)
+            and (mode is None or isinstance(mode, str))):
+        try:
+            dt = as_dtype(dtype)
+        except DTypeError:
+            dt = None
+        if dt is not None:
+            return _tensor_layout_cached(chip, address, sk, tk, dt, mode, layout)
+    return _tensor_layout(chip, address, shape, stride, dtype, mode, layout)
+
+
+@functools.lru_cache(maxsize=256)
+def _tensor_layout_cached(chip, address, shape, stride, dtype, mode, layout):
+    return _tensor_layout(chip, address, shape, stride, dtype, mode, layout)
+
+
+def _tensor_layout(chip, address, shape, stride, dtype, mode, layout) -> NpuTensor:
     chip = _check_chip(chip)
     dt = as_dtype(dtype)
     k = _check_mode(mode, dt)
