@@ -123,14 +123,15 @@ def _make(e: int, k: int):
                 o = offs[m, g]
                 a = src[n, g]
                 b = src[n + 1, g] if n + 1 < n_total else zero
+                w = dst[o:o + run]
                 if k == 4:
                     c = src[n + 2, g] if n + 2 < n_total else zero
                     d = src[n + 3, g] if n + 3 < n_total else zero
                     for j in range(run):
-                        dst[o + j] = Wt(a[j]) | (Wt(b[j]) << s1) | (Wt(c[j]) << s2) | (Wt(d[j]) << s3)
+                        w[j] = Wt(a[j]) | (Wt(b[j]) << s1) | (Wt(c[j]) << s2) | (Wt(d[j]) << s3)
                 else:
                     for j in range(run):
-                        dst[o + j] = Wt(a[j]) | (Wt(b[j]) << s1)
+                        w[j] = Wt(a[j]) | (Wt(b[j]) << s1)
 
     @numba.njit
     def unpack_runs(words, offs, out):
@@ -140,6 +141,7 @@ def _make(e: int, k: int):
             n = m * k
             for g in range(groups):
                 o = offs[m, g]
+                words_run = words[o:o + run]
                 if n + k <= n_total:
                     a = out[n, g]
                     b = out[n + 1, g]
@@ -147,14 +149,14 @@ def _make(e: int, k: int):
                         c = out[n + 2, g]
                         d = out[n + 3, g]
                         for j in range(run):
-                            v = words[o + j]
+                            v = words_run[j]
                             a[j] = Et(v)
                             b[j] = Et(v >> s1)
                             c[j] = Et(v >> s2)
                             d[j] = Et(v >> s3)
                     else:
                         for j in range(run):
-                            v = words[o + j]
+                            v = words_run[j]
                             a[j] = Et(v)
                             b[j] = Et(v >> s1)
                 else:
@@ -162,7 +164,7 @@ def _make(e: int, k: int):
                         r = out[n + i, g]
                         sh = Wt(8 * e * i)
                         for j in range(run):
-                            r[j] = Et(words[o + j] >> sh)
+                            r[j] = Et(words_run[j] >> sh)
 
     return pack, unpack, pack_runs, unpack_runs
 
