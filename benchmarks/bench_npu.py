@@ -48,11 +48,8 @@ def main(argv=None):
         ("fp32 aligned", rng.standard_normal(shape, dtype=np.float32), None),
         ("int8 4N aligned", rng.integers(-128, 128, shape, dtype=np.int8), "4N"),
     ]
-    try:
-        from tensorlayout import _copy
-        copy_impl = getattr(_copy, "BACKEND", None) or _copy.strided_copy.__module__
-    except Exception:  # noqa: BLE001
-        copy_impl = "?"
+    from tensorlayout import _copy
+    copy_impl = _copy.engine() if hasattr(_copy, "engine") else "numpy"
     print(f"machine: {machine()}")
     print(f"chip: {BM1684}; strided copy: {copy_impl}")
     print(f"{'case':18} {'direction':16} {'MB':>6} {'copyto ms':>10} {'copy ms':>9} {'ratio':>6}")

@@ -31,6 +31,9 @@ def test_bm1684_preset_modes_and_layouts(capsys):
     assert info["packed_shape"] == [2, 5, 4, 5] and info["start_npu"] == 3
     assert info["stride"] == [32, 32, 5, 1]  # 128 B / 4 B = 32 words per step, 1 channel per NPU
     assert info["where"]["npu"] == 4 and info["where"]["offset"] == 128 + 4 * 32 + 1
+    info = run_json(capsys, *SEED, "--shape", "6,5,4,5", "--dtype", "int8", "--mode", "4N", "--address", "0",
+                    "--at", "0,258")
+    assert info["at"]["element"] is None and info["at"]["dummy"] is True  # n = 6 of word (1, 0, 0, 0)
     info = run_json(capsys, *SEED, "--shape", "2,3,4,5", "--layout", "compact", "--start-npu", "2", "--offset", "8")
     assert info["stride"] == [40, 20, 5, 1] and info["offset"] == 8
     info = run_json(capsys, *SEED, "--shape", "2,5,3,4", "--layout", "stride:120,56,16,2", "--where", "1,4,2,3")

@@ -136,7 +136,8 @@ def _run(args) -> int:
         if len(at) != 2:
             raise LayoutError(f"--at = {args.at!r} is not allowed: it must be npu,offset")
         got = t.matrix_element_at(*at) if t.is_matrix else t.element_at(*at)
-        info["at"] = {"npu": at[0], "offset": at[1], "element": None if got is None else list(got)}
+        info["at"] = {"npu": at[0], "offset": at[1], "element": None if got is None else list(got),
+                      "dummy": got is None and t.is_dummy(*at)}
     if args.json:
         print_json(info)
         return 0
@@ -157,7 +158,8 @@ def _run(args) -> int:
         print(f"where       {tuple(w['index'])} -> NPU {w['npu']}, byte {w['offset']} (address {w['address']})")
     if "at" in info:
         a = info["at"]
-        what = "nothing of this tensor" if a["element"] is None else str(tuple(a["element"]))
+        what = ("a dummy of a packed word (written as 0)" if a["dummy"] else "nothing of this tensor") \
+            if a["element"] is None else f"element {tuple(a['element'])}"
         print(f"at          NPU {a['npu']}, byte {a['offset']} holds {what}")
     return 0
 

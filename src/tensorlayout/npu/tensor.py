@@ -390,6 +390,18 @@ class NpuTensor:
             return (r, col // self.cols_per_channel, 0, col % self.cols_per_channel)
         return got[:4]
 
+    def is_dummy(self, npu: int, byte_offset: int) -> bool:
+        """True where the byte belongs to a 4N/2N/2IC dummy element of this tensor.
+
+        >>> t = tensor_layout(Chip(4, 1024, 128), 0, (6, 5, 4, 5), dtype="int8", mode="4N")
+        >>> t.is_dummy(0, 257), t.is_dummy(0, 258)
+        (False, True)
+        """
+        if self._dummies is None:
+            self.layout.element_at((npu, byte_offset))  # validates the location
+            return False
+        return self._dummies[0].element_at((npu, byte_offset)) is not None
+
     def matrix_element_at(self, npu, byte_offset):
         """``(npu, byte_offset)`` -> matrix ``(row, col)``, or None (matrix tensors only)."""
         self._need_matrix()
