@@ -109,6 +109,13 @@ def test_round_trip_against_oracle_with_sentinel(p, seed):
     if layout == "aligned" and stride is None:
         back2 = mem.l2s(address, shape, dname, mode=mode)
         np.testing.assert_array_equal(back2.view(np.uint8), arr.view(np.uint8))
+    # locate / element_at agree with the formula for a few elements
+    e = arr.dtype.itemsize
+    for _ in range(5):
+        idx = tuple(int(rng.integers(0, d)) for d in shape)
+        where = oracle_place(chip, address, t.stride, e, K[mode], *idx)
+        assert t.locate(idx) == where
+        assert t.element_at(where[0], where[1] + e - 1) == idx
     # byte_map agrees with the oracle's picture of which bytes belong to the tensor
     bm = t.byte_map()
     changed_or_owned = want != before
@@ -227,6 +234,27 @@ def test_allocator_refuses_overlap_and_empty_block_reuse():
     with pytest.raises(LayoutError):
         mem.free(b)
     assert [t.address for t in mem.allocations] == [a.address, 0, d.address]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 9), st.integers(1, 3), st.integers(1, 6),
+                          st.integers(0, 3), st.booleans(), st.sampled_from(["fp32", "int8", "fp16"])),
+                min_size=1, max_size=8))
+def test_allocations_never_share_bytes(requests):
+    chip = Chip(4, 1024, 16)
+    mem = LocalMemory(chip)
+    owner = np.full((4, 1024), -1)
+    for i, (n, c, h, w, q, reuse, dname) in enumerate(requests):
+        before = mem.allocations
+        try:
+            t = mem.alloc((n, c, h, w), dname, start_npu=q, reuse_empty_blocks=reuse)
+        except FootprintError:
+            continue
+        used = t.byte_map() != -1
+        assert (owner[used] == -1).all(), "two allocations share a byte"
+        owner[used] = i
+        if not reuse:  # a default allocation claims [offset, end) of every NPU, empty blocks too
+            assert all(o.end_offset <= t.offset or o.offset >= t.end_offset for o in before)
 
 
 # ---------------------------------------------------------------- error paths
