@@ -26,9 +26,17 @@ _LAZY = {
     # OpenCL images
     "ImageType": "image", "image_shape": "image", "image_layout": "image", "to_image": "image",
     "from_image": "image", "pixel_of": "image", "element_at": "image",
-    "check_image_limits": "image", "DEFAULT_MAX_IMAGE_SIZE": "image",
+    "check_image_limits": "image", "DEFAULT_MAX_IMAGE_SIZE": "image", "image_nbytes": "image",
+    "buffer_format": "image", "kind_of": "buffer",
+    # NPU local memory
+    "Chip": "npu", "BM1684": "npu", "BM1684X": "npu", "BM1688": "npu", "tensor_layout": "npu",
+    "matrix_layout": "npu", "LocalMemory": "npu",
+    # figures
+    "npu_figure": "draw", "image_figure": "draw", "write_gallery": "draw",
+    # real OpenCL images (PyOpenCL)
+    "to_cl_image": "opencl", "from_cl_image": "opencl",
     # convolution
-    "conv2d": "winograd",
+    "conv2d": "winograd", "WinogradLayer": "winograd", "transforms": "winograd",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
