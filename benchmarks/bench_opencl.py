@@ -4,12 +4,14 @@ Winograd against direct convolution on images.
 Every time is an OpenCL profiling event (start to end on the device), the median of
 several runs after a warm-up.  Ratios:
 
-- transfer: (time of enqueue_copy buffer -> buffer of the same bytes) / (kernel time),
-  so 1.0 means as fast as a copy; the goal is >= 0.5;
+- transfer: (time of enqueue_copy buffer -> buffer of the same bytes) / (transfer time),
+  so 1.0 means as fast as a copy; the goal is >= 0.5.  A staged transfer (the default on
+  CPU devices) is a kernel and an image copy: its time runs from the first command's
+  start to the last one's end;
 - convolution: direct time / Winograd time (the three Winograd kernels summed; the filter
   transform is done once beforehand and not counted), > 1 means Winograd is faster.
 
-Usage: python benchmarks/bench_opencl.py [--device SPEC] [--quick]
+Usage: python benchmarks/bench_opencl.py [--device SPEC] [--quick] [--path direct|staged] [--no-conv]
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ except ImportError:  # pragma: no cover
     sys.exit(0)
 
 from tensorlayout.errors import DeviceLimitError, OpenCLUnavailable
-from tensorlayout.opencl import (conv2d_direct_image, conv2d_winograd_image, empty_image,
+from tensorlayout.opencl import (choose_path, conv2d_direct_image, conv2d_winograd_image, empty_image,
                                  enqueue_buffer_to_image, enqueue_image_to_buffer, get_context,
                                  to_cl_image)
 from tensorlayout.image import image_shape
 
 
 def event_ms(ev) -> float:
-    ev.wait()
-    return (ev.profile.end - ev.profile.start) * 1e-6
+    """Device time of one event, or of a list of events: first start to last end."""
+    evs = ev if isinstance(ev, list) else [ev]
+    evs[-1].wait()
+    return (evs[-1].profile.end - evs[0].profile.start) * 1e-6
 
 
 def median_ms(fn, runs: int, warmup: int = 2) -> float:
@@ -52,7 +56,7 @@ def copy_ms(q, ctx, nbytes, runs):
     return median_ms(lambda: event_ms(cl.enqueue_copy(q, b, a, byte_count=nbytes)), runs)
 
 
-def bench_transfers(cctx, runs):
+def bench_transfers(cctx, runs, path=None, only=None):
     q, ctx = cctx.queue, cctx.context
     rows = []
     cases = [
@@ -62,6 +66,8 @@ def bench_transfers(cctx, runs):
     ]
     for dtype in (np.float32, np.float16):
         for kind, fmt, shape, kw in cases:
+            if only and only != np.dtype(dtype).name:
+                continue
             n = int(np.prod(shape))
             nbytes = n * np.dtype(dtype).itemsize
             w, h = image_shape(kind, shape, **kw)
@@ -76,8 +82,9 @@ def bench_transfers(cctx, runs):
             img = empty_image(q, w, h, dtype)
             base = copy_ms(q, ctx, nbytes, runs)
             t_in = median_ms(lambda: event_ms(enqueue_buffer_to_image(
-                q, buf, img, kind, shape, buffer_dtype=dtype, **kw)), runs)
-            t_out = median_ms(lambda: event_ms(enqueue_image_to_buffer(q, img, buf, kind, shape, **kw)), runs)
+                q, buf, img, kind, shape, buffer_dtype=dtype, path=path, all_events=True, **kw)), runs)
+            t_out = median_ms(lambda: event_ms(enqueue_image_to_buffer(
+                q, img, buf, kind, shape, path=path, all_events=True, **kw)), runs)
             rows.append((kind, fmt, dtype, shape, nbytes, base, t_in, t_out, ""))
     return rows
 
@@ -133,6 +140,10 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="index or name substring (default: first device)")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="fewer conv layers")
+    ap.add_argument("--path", choices=("direct", "staged"), default=None,
+                    help="transfer path (default: the device's, see choose_path)")
+    ap.add_argument("--dtype", choices=("float32", "float16"), default=None, help="only this dtype")
+    ap.add_argument("--no-conv", action="store_true", help="transfers only")
     args = ap.parse_args(argv)
     try:
         cctx = get_context(args.device)
@@ -145,17 +156,20 @@ def main(argv=None) -> int:
     print(f"host: {platform.node()} {platform.machine()}, Python {platform.python_version()}, "
           f"PyOpenCL {cl.VERSION_TEXT}")
     print()
-    print("buffer <-> image, 32 MiB activations and a 1024x512x3x3 filter "
-          "(ratio = copy time / kernel time; goal >= 0.5)")
+    path = args.path or choose_path(cctx)
+    print(f"buffer <-> image, 32 MiB activations and a 1024x512x3x3 filter, {path} path "
+          "(ratio = copy time / transfer time; goal >= 0.5)")
     print(f"{'type':<15} {'src':<5} {'dtype':<8} {'MiB':>6} {'copy ms':>8} {'to img ms':>9} "
           f"{'ratio':>6} {'to buf ms':>9} {'ratio':>6}")
-    for kind, fmt, dtype, shape, nbytes, base, t_in, t_out, note in bench_transfers(cctx, args.runs):
+    for kind, fmt, dtype, shape, nbytes, base, t_in, t_out, note in bench_transfers(cctx, args.runs, path, args.dtype):
         dn = np.dtype(dtype).name
         if base is None:
             print(f"{kind:<15} {fmt:<5} {dn:<8} {nbytes / 2**20:6.1f}  skipped: {note}")
             continue
         print(f"{kind:<15} {fmt:<5} {dn:<8} {nbytes / 2**20:6.1f} {base:8.3f} {t_in:9.3f} "
               f"{base / t_in:6.2f} {t_out:9.3f} {base / t_out:6.2f}")
+    if args.no_conv:
+        return 0
     print()
     print("3x3 conv, pad 1, float32 images: wall time per call (ms), median; "
           "ratio = direct / Winograd")

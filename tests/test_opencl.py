@@ -137,22 +137,28 @@ CASES = [
 IDS = [f"{k}-{'x'.join(map(str, s))}-{'-'.join(map(str, kw.values())) or 'default'}" for k, s, kw in CASES]
 
 
+PATHS = ["direct", "staged"]
+
+
 @pytest.mark.parametrize("kind,shape,kw", CASES, ids=IDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float", "half"])
-def test_buffer_to_image_matches_numpy_path_bytes(cctx, kind, shape, kw, dtype):
+@pytest.mark.parametrize("path", PATHS)
+def test_buffer_to_image_matches_numpy_path_bytes(cctx, kind, shape, kw, dtype, path):
     rng = np.random.default_rng(abs(hash((kind, shape))) % 2 ** 32)
     a = (rng.standard_normal(shape) * 3).astype(np.float32)
     from tensorlayout.opencl import from_cl_image, to_cl_image
 
+    kw = dict(kw, path=path)
     img = to_cl_image(cctx.queue, a, kind, dtype=dtype, **kw)
-    ref = to_image(a, kind, dtype=dtype, **kw)
+    np_kw = {k: v for k, v in kw.items() if k != "path"}
+    ref = to_image(a, kind, dtype=dtype, **np_kw)
     got = read_pixels(cctx.queue, img)
     assert same_bytes(got, ref)
     if np.prod(shape) <= 1000:            # the formula oracle (padding lanes exactly 0)
-        want = oracle_image(kind, a.astype(np.float64), **kw).astype(dtype)
+        want = oracle_image(kind, a.astype(np.float64), **np_kw).astype(dtype)
         assert same_bytes(got, want)
     back = from_cl_image(cctx.queue, img, kind, shape, **kw)
-    assert same_bytes(back, from_image(ref, kind, shape, **kw))
+    assert same_bytes(back, from_image(ref, kind, shape, **np_kw))
     if kind != "WINOGRAD_FILTER":
         assert same_bytes(back, a.astype(dtype))
 
@@ -183,19 +189,20 @@ def _hard_floats():
     return np.concatenate([vals, -vals]).astype(np.float32)
 
 
-def test_half_images_round_to_nearest_even_like_numpy(cctx):
+@pytest.mark.parametrize("path", PATHS)
+def test_half_images_round_to_nearest_even_like_numpy(cctx, path):
     from tensorlayout.opencl import from_cl_image, to_cl_image
 
     vals = _hard_floats()
     vals = vals[: (len(vals) // 4096) * 4096].reshape(1, -1, 1024, 4)   # NHWC, C = 4: one pixel each
-    img = to_cl_image(cctx.queue, vals, "IN_OUT_CHANNEL", dtype=np.float16)
+    img = to_cl_image(cctx.queue, vals, "IN_OUT_CHANNEL", dtype=np.float16, path=path)
     got = read_pixels(cctx.queue, img).reshape(vals.shape)
     with np.errstate(over="ignore"):
         want = vals.astype(np.float16)      # NumPy's float -> half: round to nearest even
     bad = np.flatnonzero(got.view(np.uint16) != want.view(np.uint16))
     v, g, w = (t.reshape(-1)[bad[:5]] for t in (vals, got, want))
     assert bad.size == 0, f"{bad.size} values differ, first {v} -> {g} instead of {w}"
-    back = from_cl_image(cctx.queue, img, "IN_OUT_CHANNEL", vals.shape)
+    back = from_cl_image(cctx.queue, img, "IN_OUT_CHANNEL", vals.shape, path=path)
     assert same_bytes(back, want)
 
 
@@ -285,19 +292,57 @@ def test_device_choice_by_index_name_and_environment(cctx, monkeypatch):
 
 
 @pytest.mark.parametrize("kind,shape,kw", [
-    ("IN_OUT_CHANNEL", (1, 130, 64, 127), {"layout": "NCHW"}),
+    ("IN_OUT_CHANNEL", (1, 130, 64, 127), {"layout": "NCHW"}),   # padding lanes
+    ("IN_OUT_CHANNEL", (1, 64, 128, 128), {}),                    # no padding: checks compiled out
     ("CONV2D_FILTER", (260, 509, 3, 3), {}),
-], ids=["act-NCHW", "filter"])
-def test_large_tensors_use_the_specialised_kernel_and_match(cctx, kind, shape, kw):
+], ids=["act-NCHW", "act-NHWC-full", "filter"])
+@pytest.mark.parametrize("path", PATHS)
+def test_large_tensors_use_the_specialised_kernel_and_match(cctx, kind, shape, kw, path):
     from tensorlayout.opencl import from_cl_image, to_cl_image
     from tensorlayout.opencl.transfer import SPECIALIZE_MIN
 
     assert np.prod(shape) >= SPECIALIZE_MIN
     a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     for dtype in (np.float32, np.float16):
-        img = to_cl_image(cctx.queue, a, kind, dtype=dtype, **kw)
+        img = to_cl_image(cctx.queue, a, kind, dtype=dtype, path=path, **kw)
         assert same_bytes(read_pixels(cctx.queue, img), to_image(a, kind, dtype=dtype, **kw))
-        assert same_bytes(from_cl_image(cctx.queue, img, kind, shape, **kw), a.astype(dtype))
+        assert same_bytes(from_cl_image(cctx.queue, img, kind, shape, path=path, **kw), a.astype(dtype))
+
+
+def test_paths_device_rule_events_and_bad_path(cctx):
+    from tensorlayout.image import image_shape
+    from tensorlayout.opencl import (choose_path, empty_image, enqueue_buffer_to_image,
+                                     enqueue_image_to_buffer, to_cl_image)
+
+    assert choose_path(_with_kind(cctx, "CPU")) == "staged"
+    assert choose_path(_with_kind(cctx, "GPU")) == "direct"
+    shape = (1, 3, 5, 6)
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    buf = cl.Buffer(cctx.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    img = empty_image(cctx.queue, *image_shape("IN_OUT_CHANNEL", shape))
+    evs = enqueue_buffer_to_image(cctx.queue, buf, img, "IN_OUT_CHANNEL", shape, path="staged",
+                                  all_events=True)
+    assert len(evs) == 2
+    evs[-1].wait()
+    assert same_bytes(read_pixels(cctx.queue, img), to_image(a, "IN_OUT_CHANNEL"))
+    out = cl.Buffer(cctx.context, cl.mem_flags.READ_WRITE, a.nbytes)
+    assert len(enqueue_image_to_buffer(cctx.queue, img, out, "IN_OUT_CHANNEL", shape, path="direct",
+                                       all_events=True)) == 1
+    back = np.empty_like(a)
+    cl.enqueue_copy(cctx.queue, back, out).wait()
+    assert same_bytes(back, a)
+    with pytest.raises(LayoutError, match="path = 'fast'"):
+        to_cl_image(cctx.queue, a, "IN_OUT_CHANNEL", path="fast")
+    with pytest.raises(LayoutError, match="path = 'fast'"):
+        enqueue_buffer_to_image(cctx.queue, buf, img, "IN_OUT_CHANNEL", shape, path="fast")
+
+
+def _with_kind(cctx, kind):
+    import dataclasses
+
+    fake = type("C", (), {})()
+    fake.info = dataclasses.replace(cctx.info, kind=kind)
+    return fake
 
 
 def test_cli_devices_roundtrip_conv_and_demo(cctx, capsys, tmp_path):

@@ -14,13 +14,13 @@ driver); both are looked for only when a function is called.
 from __future__ import annotations
 
 from ._device import CLContext, DeviceInfo, ENV_VAR, get_context, list_devices
-from .transfer import (empty_image, enqueue_buffer_to_image, enqueue_image_to_buffer, from_cl_image,
-                       image_dtype, to_cl_image)
+from .transfer import (PATHS, choose_path, empty_image, enqueue_buffer_to_image,
+                       enqueue_image_to_buffer, from_cl_image, image_dtype, to_cl_image)
 from .conv import conv2d, conv2d_direct_image, conv2d_winograd_image, winograd_image_shapes
 
 __all__ = [
     "CLContext", "DeviceInfo", "ENV_VAR", "get_context", "list_devices",
     "to_cl_image", "from_cl_image", "empty_image", "image_dtype",
-    "enqueue_buffer_to_image", "enqueue_image_to_buffer",
+    "enqueue_buffer_to_image", "enqueue_image_to_buffer", "choose_path", "PATHS",
     "conv2d", "conv2d_direct_image", "conv2d_winograd_image", "winograd_image_shapes",
 ]

@@ -1,18 +1,23 @@
 /* Buffer <-> RGBA image copies for every MACE image type.
  *
- * One work-item per pixel (x, y) on a 2-D range sized to the image.  The pixel is
- * decoded into the buffer offset of its lane-0 element with up to three mixed-radix
- * digits along x and three along y (int4: stride in pixels or rows, extent, buffer
- * stride contribution, contribution to the lane dimension's index); the four lanes
- * are consecutive values of one dimension, lane_stride apart in the buffer.  The
- * digits come from the layout core on the host, so the same two kernels serve all
- * nine types and both activation buffer orders.
+ * The host describes a layout as up to eight axes over the image's pixels (int8 each:
+ * s0 radix, s1 x stride, s2 y stride in pixels, s3 buffer stride in elements, s4
+ * extent: values past it are padding pixels, s5 weight in the lane dimension's index).
+ * The radices multiply to width * height and every pixel is one work-item.  The host
+ * orders the axes so that the fastest work-item index walks the buffer's contiguous
+ * axis (coalesced loads and stores on GPUs); the image side takes the scattered
+ * accesses.  Axes [0, G0) are flattened on NDRange dimension 0, [G0, G1) on 1, the
+ * rest on 2.  The four lanes of a pixel are consecutive values of one dimension,
+ * lane_stride apart in the buffer.
  *
  * Options: -DBUF_HALF=0/1 (buffer holds float or half), -DIMG_HALF=0/1 (the image is
- * CL_HALF_FLOAT: values are rounded to half, to nearest even, before write_imagef, so
- * the device's own float->half conversion is exact whatever its rounding mode).
- * Half data is read and written with vload_half / vstore_half, which need no
- * cl_khr_fp16.
+ * CL_HALF_FLOAT: values are rounded to half, to nearest even, by half_rte below, so the
+ * result never depends on the device's own float->half conversion), -DSTAGED=0/1 (the
+ * "image" is a plain buffer of pixels in the image's row-major order, copied to or from
+ * the real image with clEnqueueCopyBufferToImage / ImageToBuffer: the fast way on CPU
+ * devices, where write_imagef is a library call per pixel), -DFULL=1 (no padding pixel
+ * or lane anywhere and the NDRange is exact: no checks).  -DSPEC makes the axes
+ * compile-time constants.  Half data uses vload_half / vstore_half: no cl_khr_fp16.
  */
 
 #ifndef BUF_HALF
@@ -21,7 +26,18 @@
 #ifndef IMG_HALF
 #define IMG_HALF 0
 #endif
-
+#ifndef STAGED
+#define STAGED 0
+#endif
+#ifndef NAX
+#define NAX 8
+#endif
+#ifndef G0
+#define G0 NAX
+#endif
+#ifndef G1
+#define G1 NAX
+#endif
 #if BUF_HALF
 #define BUF_T half
 #define LOAD1(p, i) vload_half((i), (p))
@@ -35,6 +51,11 @@
 #define STORE1(v, p, i) ((p)[i] = (v))
 #define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
 #endif
+#if IMG_HALF
+#define PIX_T half
+#else
+#define PIX_T float
+#endif
 
 /* float -> the nearest half value (ties to even), returned as a float.  Overflow gives
  * +-inf, tiny values become half subnormals or signed zero, inf and NaN pass through. */
@@ -45,61 +66,68 @@ inline float half_rte(float f)
     uint a = u & 0x7fffffffu;
     if (a >= 0x7f800000u)
         return f;
-    if (a < 0x38800000u)                       /* below 2^-14: multiples of 2^-24 */
+    if (a < 0x38800000u)
         return rint(f * 0x1p24f) * 0x1p-24f;
-    a += 0x00000fffu + ((a >> 13) & 1u);       /* drop 13 mantissa bits, ties to even */
+    a += 0x00000fffu + ((a >> 13) & 1u);
     a &= 0xffffe000u;
-    if (a >= 0x47800000u)                      /* 65520 and above round to infinity */
+    if (a >= 0x47800000u)
         a = 0x7f800000u;
     return as_float(s | a);
 }
-
 inline float4 half_rte4(float4 v)
 {
     return (float4)(half_rte(v.x), half_rte(v.y), half_rte(v.z), half_rte(v.w));
 }
 
-/* Unused digits have extent 0 and are skipped; a stride-1 digit takes the rest
- * without a division (integer division is the costliest step on CPUs). */
-#define DIGIT(d, rem, off, lv, ok)                       \
-    if ((d).y > 0) {                                     \
-        int q_ = (d).x == 1 ? (rem) : (rem) / (d).x;     \
-        (rem) -= q_ * (d).x;                             \
-        (ok) &= q_ < (d).y;                              \
-        (off) += q_ * (d).z;                             \
-        (lv) += q_ * (d).w;                              \
-    }
-
-#ifdef SPEC   /* the digits as compile-time constants: divisions by constants */
-#define dx0 ((int4)(SPEC_DX0))
-#define dx1 ((int4)(SPEC_DX1))
-#define dx2 ((int4)(SPEC_DX2))
-#define dy0 ((int4)(SPEC_DY0))
-#define dy1 ((int4)(SPEC_DY1))
-#define dy2 ((int4)(SPEC_DY2))
+#ifdef SPEC
+#define A0 ((int8)(SPEC_A0))
+#define A1 ((int8)(SPEC_A1))
+#define A2 ((int8)(SPEC_A2))
+#define A3 ((int8)(SPEC_A3))
+#define A4 ((int8)(SPEC_A4))
+#define A5 ((int8)(SPEC_A5))
+#define A6 ((int8)(SPEC_A6))
+#define A7 ((int8)(SPEC_A7))
 #define lane_stride (SPEC_LS)
 #define lane_len (SPEC_LL)
-#define DIGIT_ARGS int4 dx0_, int4 dx1_, int4 dx2_, int4 dy0_, int4 dy1_, int4 dy2_, int ls_, int ll_
+#define AX_ARGS int8 a0_, int8 a1_, int8 a2_, int8 a3_, int8 a4_, int8 a5_, int8 a6_, int8 a7_, int ls_, int ll_
 #else
-#define DIGIT_ARGS int4 dx0, int4 dx1, int4 dx2, int4 dy0, int4 dy1, int4 dy2, int lane_stride, int lane_len
+#define AX_ARGS int8 A0, int8 A1, int8 A2, int8 A3, int8 A4, int8 A5, int8 A6, int8 A7, int lane_stride, int lane_len
 #endif
 
-#define DECODE(x, y)                                                   \
-    int off = 0, lv = 0, ok = 1, rx = (x), ry = (y);                   \
-    DIGIT(dx0, rx, off, lv, ok) DIGIT(dx1, rx, off, lv, ok)            \
-    DIGIT(dx2, rx, off, lv, ok) DIGIT(dy0, ry, off, lv, ok)            \
-    DIGIT(dy1, ry, off, lv, ok) DIGIT(dy2, ry, off, lv, ok)            \
-    ok &= (rx == 0) & (ry == 0);                                       \
-    int nlanes = ok ? lane_len - lv : 0;
+/* axis k: s0 radix, s1 x stride, s2 y stride, s3 buffer stride, s4 extent, s5 lane weight.
+ * Axes [0, G0) are flattened on dimension 0, [G0, G1) on dimension 1, the rest on 2. */
+#ifndef FULL
+#define FULL 0
+#endif
+#define GLAST(k) ((k) == G0 - 1 || (k) == G1 - 1 || (k) == NAX - 1)
+#define AXIS(k, A)                                                         \
+    if (NAX > k) {                                                         \
+        int q_;                                                            \
+        if (k < G0) { if (GLAST(k)) q_ = r0; else { q_ = r0 % (A).s0; r0 /= (A).s0; } } \
+        else if (k < G1) { if (GLAST(k)) q_ = r1; else { q_ = r1 % (A).s0; r1 /= (A).s0; } } \
+        else { if (GLAST(k)) q_ = r2; else { q_ = r2 % (A).s0; r2 /= (A).s0; } } \
+        x += q_ * (A).s1; y += q_ * (A).s2; off += q_ * (A).s3;           \
+        if (!FULL) { ok &= q_ < (A).s4; lv += q_ * (A).s5; }               \
+    }
 
-__kernel void buffer_to_image(__global const BUF_T *src, __write_only image2d_t img,
-                              int width, int height,
-                              DIGIT_ARGS)
+#define DECODE                                                           \
+    int r0 = get_global_id(0), r1 = get_global_id(1), r2 = get_global_id(2); \
+    if (!FULL && (r0 >= n0 || r1 >= n1)) return;                         \
+    int x = 0, y = 0, off = 0, lv = 0, ok = 1;                           \
+    AXIS(0, A0) AXIS(1, A1) AXIS(2, A2) AXIS(3, A3)                      \
+    AXIS(4, A4) AXIS(5, A5) AXIS(6, A6) AXIS(7, A7)                      \
+    int nlanes = FULL ? 4 : (ok ? lane_len - lv : 0);
+
+__kernel void buffer_to_image(__global const BUF_T *src,
+#if STAGED
+                              __global PIX_T *img,
+#else
+                              __write_only image2d_t img,
+#endif
+                              int n0, int n1, int width, AX_ARGS)
 {
-    const int x = get_global_id(0), y = get_global_id(1);
-    if (x >= width || y >= height)
-        return;
-    DECODE(x, y)
+    DECODE
     float4 v = (float4)(0.0f);
     if (nlanes >= 4 && lane_stride == 1) {
         v = LOAD4(src, off);
@@ -112,22 +140,35 @@ __kernel void buffer_to_image(__global const BUF_T *src, __write_only image2d_t 
         if (nlanes > 2) v.z = LOAD1(src, off + 2 * lane_stride);
     }
 #if IMG_HALF
-    v = half_rte4(v);
+    v = half_rte4(v);                  /* exact in half: the store below does not round */
 #endif
+#if STAGED && IMG_HALF
+    vstore_half4(v, y * width + x, img);
+#elif STAGED
+    vstore4(v, y * width + x, img);
+#else
     write_imagef(img, (int2)(x, y), v);
+#endif
 }
 
-__kernel void image_to_buffer(__read_only image2d_t img, __global BUF_T *dst,
-                              int width, int height,
-                              DIGIT_ARGS)
+__kernel void image_to_buffer(
+#if STAGED
+                              __global const PIX_T *img,
+#else
+                              __read_only image2d_t img,
+#endif
+                              __global BUF_T *dst, int n0, int n1, int width, AX_ARGS)
 {
-    const int x = get_global_id(0), y = get_global_id(1);
-    if (x >= width || y >= height)
-        return;
-    DECODE(x, y)
+    DECODE
     if (nlanes <= 0)
         return;
+#if STAGED && IMG_HALF
+    float4 v = vload_half4(y * width + x, img);
+#elif STAGED
+    float4 v = vload4(y * width + x, img);
+#else
     float4 v = read_imagef(img, (int2)(x, y));
+#endif
     if (nlanes >= 4 && lane_stride == 1) {
         STORE4(v, dst, off);
     } else {

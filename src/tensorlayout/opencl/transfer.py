@@ -22,10 +22,19 @@ from ..image import (
 from ._device import cl, context_of
 
 __all__ = ["to_cl_image", "from_cl_image", "enqueue_buffer_to_image", "enqueue_image_to_buffer",
-           "empty_image", "image_dtype", "pixel_digits"]
+           "empty_image", "image_dtype", "pixel_digits", "pixel_axes", "choose_path", "PATHS"]
 
-_UNUSED = (1, 0, 0, 0)   # extent 0: skipped by the kernels
-LOCAL_SIZE = (16, 4)
+_UNUSED = (1, 0, 0, 0)   # extent 0: skipped
+_NO_AXIS = (1, 0, 0, 0, 1, 0)
+MAX_AXES = 8
+
+#: The two ways a transfer runs.  "direct": one kernel reads or writes the image with
+#: write_imagef / read_imagef.  "staged": a kernel moves the pixels to or from a plain
+#: buffer in the image's row-major order, and clEnqueueCopyBufferToImage /
+#: clEnqueueCopyImageToBuffer moves that buffer to or from the image.  Staged is chosen
+#: on CPU devices (PoCL), whose image accesses are a library call per pixel; direct on
+#: GPUs, whose texture path is fast.
+PATHS = ("direct", "staged")
 
 
 def pixel_digits(lay):
@@ -90,43 +99,119 @@ def empty_image(queue, width: int, height: int, dtype=np.float32):
     return make(cctx.context, pcl.mem_flags.READ_WRITE, fmt, shape=(width, height))
 
 
-def _int4(v):
-    return np.array(tuple(int(t) for t in v), dtype=cl().cltypes.int4)
-
-
 def _round_up(n, k):
     return (n + k - 1) // k * k
 
 
-def _launch(queue, kernel, width, height, *args):
-    lx, ly = LOCAL_SIZE
-    gsize = (_round_up(width, lx), _round_up(height, ly))
-    return kernel(queue, gsize, (lx, ly), *args)
+def pixel_axes(lay):
+    """The kernels' description of a layout: axes over the pixels, fastest work-item first.
 
+    Returns ``(axes, lane_stride, lane_len)``; each axis is ``(radix, x stride, y stride,
+    buffer stride, extent, lane weight)``.  The radices multiply to width * height; an
+    axis value at or past its extent is a padding pixel.  Axes are ordered by buffer
+    stride, so consecutive work-items touch consecutive buffer elements where the layout
+    has any (c4 for NHWC activations, w for NCHW, kh/kw for OIHW filters).
 
-def _kernel_args(lay):
+    >>> from tensorlayout.image import image_layout
+    >>> pixel_axes(image_layout("IN_OUT_CHANNEL", (1, 2, 3, 8)))[0]   # c4, w, h
+    [(2, 3, 0, 4, 2, 4), (3, 1, 0, 8, 3, 0), (2, 0, 1, 24, 2, 0)]
+    """
     dx, dy, ls, ll = pixel_digits(lay)
     height, width, _ = lay.physical_shape
-    return (np.int32(width), np.int32(height), *[_int4(d) for d in dx], *[_int4(d) for d in dy],
-            np.int32(ls), np.int32(ll))
+    axes = []
+    for ds, size, on_x in ((dx, width, True), (dy, height, False)):
+        prev = size
+        for s, e, b, lw in (d for d in ds if d[1] > 0):
+            if prev % s:  # pragma: no cover - all nine types nest
+                raise LayoutError(f"{lay.name}: pixel digits do not nest")
+            axes.append((prev // s, s if on_x else 0, 0 if on_x else s, b, e, lw))
+            prev = s
+        if prev > 1:     # pixels between the finest digit's steps: padding
+            axes.append((prev, 1 if on_x else 0, 0 if on_x else 1, 0, 1, 0))
+    axes = [a for a in axes if a[0] > 1]
+    axes.sort(key=lambda a: (a[3] == 0, a[3]))
+    if len(axes) > MAX_AXES:  # pragma: no cover
+        raise LayoutError(f"{lay.name}: layout does not fit the transfer kernels")
+    return axes, ls, ll
+
+
+def _int8(v):
+    return np.array(tuple(int(t) for t in v) + (0,) * (8 - len(v)), dtype=cl().cltypes.int8)
+
+
+def choose_path(cctx) -> str:
+    """The transfer path a device gets by default: "staged" on CPUs, "direct" elsewhere."""
+    return "staged" if "CPU" in cctx.info.kind.split("/") else "direct"
 
 
 #: Tensors of at least this many elements get a kernel compiled for their exact
 #: layout (constant divisors), built once per layout and process.
 SPECIALIZE_MIN = 1 << 20
 
+_GPU_LOCAL = 128          # work-items per group on the flattened range (GPUs)
+_CPU_LOCAL = (16, 4)      # on the first two axes (CPUs, where PoCL vectorises groups)
 
-def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay):
+
+def _geometry(axes, staged):
+    """(G0, G1, global size, local size) for the NDRange."""
+    radix = [a[0] for a in axes] + [1] * (3 - len(axes))
+    if not staged:            # GPU: one flattened dimension, groups along the buffer
+        n = int(np.prod(radix))
+        loc = min(_GPU_LOCAL, _round_up(n, 32))
+        return len(radix), len(radix), (_round_up(n, loc), 1, 1), (loc, 1, 1), (n, 1)
+    rest = int(np.prod(radix[2:]))
+    l0, l1 = (min(lc, r) for lc, r in zip(_CPU_LOCAL, radix[:2]))
+    return 1, 2, (_round_up(radix[0], l0), _round_up(radix[1], l1), rest), (l0, l1, 1), \
+        (radix[0], radix[1])
+
+
+def _stage_buffer(cctx, queue, nbytes):
+    """A device buffer of at least ``nbytes``, kept per queue (commands on one queue run in order)."""
+    key = ("stage", queue.int_ptr)
+    buf = cctx._programs.get(key)
+    if buf is None or buf.size < nbytes:
+        if buf is not None:
+            buf.release()
+        buf = cl().Buffer(cctx.context, cl().mem_flags.READ_WRITE, max(nbytes, 16))
+        cctx._programs[key] = buf
+    return buf
+
+
+def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
+    """Enqueue one transfer; returns the list of its events in order."""
+    pcl = cl()
+    path = choose_path(cctx) if path is None else path
+    if path not in PATHS:
+        raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
+    staged = path == "staged"
     height, width, _ = lay.physical_shape
-    opts = [f"-DBUF_HALF={int(buf_half)}", f"-DIMG_HALF={int(img_half)}"]
+    axes, ls, ll = pixel_axes(lay)
+    g0, g1, gsize, lsize, (n0, n1) = _geometry(axes, staged)
+    opts = [f"-DBUF_HALF={int(buf_half)}", f"-DIMG_HALF={int(img_half)}", f"-DSTAGED={int(staged)}"]
+    if staged:
+        opts += ["-DG0=1", "-DG1=2"]
     if lay.count >= SPECIALIZE_MIN:
-        dx, dy, ls, ll = pixel_digits(lay)
-        opts.append("-DSPEC")
-        for nm, ds in (("DX", dx), ("DY", dy)):
-            opts += [f"-DSPEC_{nm}{i}={','.join(str(int(v)) for v in d)}" for i, d in enumerate(ds)]
-        opts += [f"-DSPEC_LS={ls}", f"-DSPEC_LL={ll}"]
+        nax = max(len(axes), 3)
+        full = ll % 4 == 0 and all(ax[0] == ax[4] for ax in axes) and \
+            all(g % lc == 0 for g, lc in zip(gsize, lsize)) and gsize[:2] == (n0, n1)
+        pad = list(axes) + [_NO_AXIS] * (MAX_AXES - len(axes))
+        opts += ["-DSPEC", f"-DNAX={nax}", f"-DFULL={int(full)}", f"-DSPEC_LS={ls}", f"-DSPEC_LL={ll}"]
+        opts += [f"-DSPEC_A{i}={','.join(str(int(v)) for v in ax + (0, 0))}" for i, ax in enumerate(pad)]
+        if not staged:
+            opts += [f"-DG0={nax}", f"-DG1={nax}"]
     kern = cctx.kernel("transfer.cl", name, tuple(opts))
-    return _launch(queue, kern, width, height, a, b, *_kernel_args(lay))
+    pad = list(axes) + [_NO_AXIS] * (MAX_AXES - len(axes))
+    args = (np.int32(n0), np.int32(n1), np.int32(width), *[_int8(ax) for ax in pad],
+            np.int32(ls), np.int32(ll))
+    if not staged:
+        return [kern(queue, gsize, lsize, a, b, *args)]
+    stage = _stage_buffer(cctx, queue, width * height * 4 * (2 if img_half else 4))
+    region = dict(offset=0, origin=(0, 0), region=(width, height))
+    if name == "buffer_to_image":
+        ev = kern(queue, gsize, lsize, a, stage, *args)
+        return [ev, pcl.enqueue_copy(queue, b, stage, wait_for=[ev], **region)]
+    ev = pcl.enqueue_copy(queue, stage, a, **region)
+    return [ev, kern(queue, gsize, lsize, stage, b, *args, wait_for=[ev])]
 
 
 def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filter_format, tile):
@@ -153,12 +238,15 @@ def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filt
 
 
 def enqueue_buffer_to_image(queue, buffer, image, kind, shape, *, buffer_dtype=np.float32,
-                            layout=None, filter_format="OIHW"):
-    """Enqueue the buffer -> image kernel on device-resident data; returns the event.
+                            layout=None, filter_format="OIHW", path=None, all_events=False):
+    """Enqueue the buffer -> image transfer on device-resident data; returns its last event.
 
     ``buffer`` holds the tensor of ``shape`` (C order, ``buffer_dtype`` float32 or
     float16) in the kind's buffer format; ``image`` is an image of the right size (see
-    :func:`empty_image`).  Nothing is waited for or copied to the host.
+    :func:`empty_image`).  Nothing is waited for or copied to the host.  ``path``:
+    "direct", "staged" or None for the device's default (:func:`choose_path`);
+    ``all_events=True`` returns the list of every command's event (a staged transfer is
+    a kernel and a copy).
 
     >>> from tensorlayout.opencl import get_context, empty_image, enqueue_buffer_to_image
     >>> ctx = get_context()                                                   # doctest: +SKIP
@@ -166,20 +254,24 @@ def enqueue_buffer_to_image(queue, buffer, image, kind, shape, *, buffer_dtype=n
     """
     cctx, lay, bh, ih = _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout,
                                        filter_format, None)
-    return _enqueue(queue if queue is not cctx else cctx.queue, cctx, "buffer_to_image", bh, ih,
-                    buffer, image, lay)
+    evs = _enqueue(queue if queue is not cctx else cctx.queue, cctx, "buffer_to_image", bh, ih,
+                   buffer, image, lay, path)
+    return evs if all_events else evs[-1]
 
 
-def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, filter_format="OIHW"):
-    """Enqueue the image -> buffer kernel on device-resident data; returns the event.
+def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, filter_format="OIHW",
+                            path=None, all_events=False):
+    """Enqueue the image -> buffer transfer on device-resident data; returns its last event.
 
-    The buffer receives the tensor of ``shape`` in the image's channel type.
+    The buffer receives the tensor of ``shape`` in the image's channel type; ``path`` and
+    ``all_events`` as for :func:`enqueue_buffer_to_image`.
     """
     bdt = image_dtype(image)
     cctx, lay, bh, ih = _device_layout(queue, image, kind, shape, buffer, bdt, layout,
                                        filter_format, None)
-    return _enqueue(queue if queue is not cctx else cctx.queue, cctx, "image_to_buffer", bh, ih,
-                    image, buffer, lay)
+    evs = _enqueue(queue if queue is not cctx else cctx.queue, cctx, "image_to_buffer", bh, ih,
+                   image, buffer, lay, path)
+    return evs if all_events else evs[-1]
 
 
 def _prepare(array, kind, dtype, layout, filter_format, tile):
@@ -195,7 +287,7 @@ def _prepare(array, kind, dtype, layout, filter_format, tile):
 
 
 def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_format="OIHW",
-                tile=None, wait=True):
+                tile=None, wait=True, path=None):
     """Write a buffer tensor into a new CL_RGBA image on the queue's device; returns a ``pyopencl.Image``.
 
     ``array`` is in the kind's buffer format, as for :func:`tensorlayout.to_image`
@@ -205,6 +297,7 @@ def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_for
     CL_HALF_FLOAT one (rounded to nearest even).  The image is byte-identical to
     ``to_image(array, kind, ...)``; padding lanes are 0.  A size past the device's
     CL_DEVICE_IMAGE2D_MAX_WIDTH/HEIGHT raises DeviceLimitError before any allocation.
+    ``path`` picks the transfer path ("direct" or "staged"; None: :func:`choose_path`).
 
     >>> import numpy as np
     >>> from tensorlayout.opencl import get_context, to_cl_image, from_cl_image
@@ -232,24 +325,28 @@ def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_for
         raise ShapeError(f"array has {src.size} elements: the kernels index with 32-bit integers")
     buf_half = src.dtype == np.float16
     img_half = out_dtype == np.float16
+    if path is not None and path not in PATHS:
+        raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
     image = empty_image(queue, width, height, out_dtype)
     mf = pcl.mem_flags
     dev_src = pcl.Buffer(cctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
-    ev = _enqueue(queue, cctx, "buffer_to_image", buf_half, img_half, dev_src, image, lay)
+    ev = _enqueue(queue, cctx, "buffer_to_image", buf_half, img_half, dev_src, image, lay, path)[-1]
     if wait:
         ev.wait()
         dev_src.release()
     return image
 
 
-def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format="OIHW", tile=None):
+def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format="OIHW", tile=None,
+                  path=None):
     """Read the buffer tensor of ``shape`` back out of a CL_RGBA image; returns a NumPy array.
 
     The inverse of :func:`to_cl_image` and byte-identical to
     :func:`tensorlayout.from_image` of the same image's pixels.  The result has the
     image's channel type (float32 or float16).  For WINOGRAD_FILTER, ``shape`` is the
     3x3 OIHW weights' shape and they are recovered from U on the host.  An image whose
-    size or type does not match ``kind`` and ``shape`` raises ShapeError.
+    size or type does not match ``kind`` and ``shape`` raises ShapeError.  ``path`` as
+    for :func:`to_cl_image`.
 
     >>> from tensorlayout.opencl import get_context, to_cl_image, from_cl_image
     >>> q = get_context().queue                                                # doctest: +SKIP
@@ -277,12 +374,14 @@ def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format="OIHW
     if image.format.channel_order != pcl.channel_order.RGBA:
         raise DTypeError("image channel order is not CL_RGBA: tensorlayout images are RGBA")
     dt = image_dtype(image)
+    if path is not None and path not in PATHS:
+        raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
     out = np.empty(lay.shape, dtype=dt)
     cctx.check_buffer(out.nbytes)
     dev_dst = pcl.Buffer(cctx.context, pcl.mem_flags.WRITE_ONLY, size=max(out.nbytes, 1))
     half = dt == np.float16
-    _enqueue(queue, cctx, "image_to_buffer", half, half, image, dev_dst, lay)
-    pcl.enqueue_copy(queue, out, dev_dst).wait()
+    ev = _enqueue(queue, cctx, "image_to_buffer", half, half, image, dev_dst, lay, path)[-1]
+    pcl.enqueue_copy(queue, out, dev_dst, wait_for=[ev]).wait()
     dev_dst.release()
     if kind == ImageType.WINOGRAD_FILTER:
         return _winograd_filter_weights(out, tile).astype(dt)
