@@ -459,3 +459,20 @@ def test_layer_forward_errors():
         layer.forward(x.astype(np.float64), good)
     with pytest.raises(DTypeError, match="params has dtype"):
         layer.forward(x, good.astype(np.int64))
+
+
+# ----------------------------------------------------------------------------------------------
+# the unrolled kernels
+
+def test_generated_kernels_in_sync_and_used():
+    pytest.importorskip("numba")
+    from tensorlayout.winograd import _codegen, _generated  # noqa: F401
+
+    path = _generated.__file__
+    with open(path) as fh:
+        assert fh.read() == _codegen.generate(), "run python -m tensorlayout.winograd._codegen"
+    w = np.ones((8, 8, 3, 3), np.float32)
+    assert plan_conv2d((1, 8, 9, 9), w, algorithm="winograd:6")._wino["gen"] is not None
+    # custom points: exact matrices differ from the generated ones, generic kernels run
+    p = plan_conv2d((1, 8, 9, 9), w, algorithm="winograd:2", points=[0, 2, -2])
+    assert p._wino["gen"] is None

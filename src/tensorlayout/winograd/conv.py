@@ -391,12 +391,33 @@ def _prepare_winograd(plan: ConvPlan, m: int, r: int, points) -> None:
     dt = w.dtype
     G_ = plan.groups
     Kg = K // G_
+    gen = None
+    if points is None and numba_available():
+        gen = _generated_kernels(t, dt)
     plan._wino.update(
-        t=t, m=m, r=r, alpha=alpha,
+        t=t, m=m, r=r, alpha=alpha, gen=gen,
         U=U.reshape(alpha * alpha, G_, Kg, Cg).astype(dt),
         AT=AT64.astype(dt), BT=BT64.astype(dt),
         BTs=_sparse(BT64.astype(dt)), ATs=_sparse(AT64.astype(dt)),
     )
+
+
+def _generated_kernels(t, dt):
+    """The unrolled kernels for this F(m, r) when its exact matrices are the generated ones."""
+    try:
+        from . import _generated
+    except ImportError:  # pragma: no cover - numba present but the file missing
+        return None
+    key = (t.m, t.r)
+    exact = (tuple(tuple(str(v) for v in row) for row in t.AT),
+             tuple(tuple(str(v) for v in row) for row in t.BT))
+    if _generated.EXACT.get(key) != exact:
+        return None
+    from fractions import Fraction
+
+    coef = np.array([float(Fraction(c)) for c in _generated.COEFS[key]] or [1.0], dtype=dt)
+    return (getattr(_generated, f"wino_input_{t.m}_{t.r}"),
+            getattr(_generated, f"wino_output_{t.m}_{t.r}"), coef)
 
 
 def _block_size(plan, P, C, K, alpha, itemsize):
@@ -450,9 +471,17 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
     def gemm(t0, t1):
         _gemm(U[t0:t1], V[t0:t1], M[t0:t1], groups, Kg, Cg)
 
+    gen = wd["gen"]
     with _threads.single_threaded_blas():
         for p0 in range(0, P, Pb):
             npb = min(Pb, P - p0)
+            if gen is not None:
+                gin, gout, coef = gen
+                split(lambda c0, c1: gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1), C, nt)
+                split(gemm, alpha * alpha, nt)
+                split(lambda k0, k1: gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1),
+                      K, nt)
+                continue
             split(lambda c0, c1: k.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb,
                                               c0, c1), C, nt)
             split(gemm, alpha * alpha, nt)
