@@ -38,6 +38,19 @@
 #ifndef G1
 #define G1 NAX
 #endif
+#if STAGED && BUF_HALF && IMG_HALF
+/* half to half through a pixel buffer: the bits only move, nothing is converted */
+#define RAW 1
+#define BUF_T ushort
+#define PIX_T ushort
+#define VEC ushort4
+#define LOAD1(p, i) ((p)[i])
+#define LOAD4(p, i) vload4(0, (p) + (i))
+#define STORE1(v, p, i) ((p)[i] = (v))
+#define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
+#else
+#define RAW 0
+#define VEC float4
 #if BUF_HALF
 #define BUF_T half
 #define LOAD1(p, i) vload_half((i), (p))
@@ -51,11 +64,30 @@
 #define STORE1(v, p, i) ((p)[i] = (v))
 #define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
 #endif
-#if IMG_HALF
+#if STAGED && IMG_HALF
+#define PIX_T ushort          /* half bits, made by half_bits4 */
+#elif IMG_HALF
 #define PIX_T half
 #else
 #define PIX_T float
 #endif
+#endif
+
+/* float -> IEEE half bits, round to nearest even, four lanes without branches: overflow
+ * gives +-inf, tiny values half subnormals or signed zero, NaN a quiet NaN. */
+inline ushort4 half_bits4(float4 f)
+{
+    uint4 u = as_uint4(f);
+    uint4 s = (u >> 16) & 0x8000u;
+    uint4 a = u & 0x7fffffffu;
+    uint4 nrm = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;   /* ties to even */
+    nrm = min(nrm, (uint4)0x7c00u);
+    uint4 sub = convert_uint4(rint(as_float4(a) * 0x1p24f));           /* multiples of 2^-24 */
+    uint4 h = select(nrm, sub, a < 0x38800000u);
+    h = select(h, (uint4)0x7e00u, a > 0x7f800000u);
+    h = select(h, (uint4)0x7c00u, a == 0x7f800000u);
+    return convert_ushort4(h | s);
+}
 
 /* float -> the nearest half value (ties to even), returned as a float.  Overflow gives
  * +-inf, tiny values become half subnormals or signed zero, inf and NaN pass through. */
@@ -128,25 +160,27 @@ __kernel void buffer_to_image(__global const BUF_T *src,
                               int n0, int n1, int width, AX_ARGS)
 {
     DECODE
-    float4 v = (float4)(0.0f);
+    VEC v = (VEC)(0);
     if (nlanes >= 4 && lane_stride == 1) {
         v = LOAD4(src, off);
     } else if (nlanes >= 4) {
-        v = (float4)(LOAD1(src, off), LOAD1(src, off + lane_stride),
+        v = (VEC)(LOAD1(src, off), LOAD1(src, off + lane_stride),
                      LOAD1(src, off + 2 * lane_stride), LOAD1(src, off + 3 * lane_stride));
     } else if (nlanes > 0) {
         v.x = LOAD1(src, off);
         if (nlanes > 1) v.y = LOAD1(src, off + lane_stride);
         if (nlanes > 2) v.z = LOAD1(src, off + 2 * lane_stride);
     }
-#if IMG_HALF
-    v = half_rte4(v);                  /* exact in half: the store below does not round */
-#endif
-#if STAGED && IMG_HALF
-    vstore_half4(v, y * width + x, img);
+#if RAW
+    vstore4(v, y * width + x, img);
+#elif STAGED && IMG_HALF
+    vstore4(half_bits4(v), y * width + x, img);
 #elif STAGED
     vstore4(v, y * width + x, img);
 #else
+#if IMG_HALF
+    v = half_rte4(v);                  /* exact in half: write_imagef does not round */
+#endif
     write_imagef(img, (int2)(x, y), v);
 #endif
 }
@@ -162,8 +196,10 @@ __kernel void image_to_buffer(
     DECODE
     if (nlanes <= 0)
         return;
-#if STAGED && IMG_HALF
-    float4 v = vload_half4(y * width + x, img);
+#if RAW
+    VEC v = vload4(y * width + x, img);
+#elif STAGED && IMG_HALF
+    float4 v = vload_half4(y * width + x, (__global const half *)img);
 #elif STAGED
     float4 v = vload4(y * width + x, img);
 #else
