@@ -30,5 +30,7 @@ echo "device choice: ${TENSORLAYOUT_CL_DEVICE:-first device}" | tee -a "$OUT_DIR
 test_rc=${PIPESTATUS[0]}
 "$PY" benchmarks/bench_opencl.py 2>&1 | tee "$OUT_DIR/bench_opencl.log"
 bench_rc=${PIPESTATUS[0]}
+# The other transfer path, for comparison (the device's default is the one above).
+"$PY" benchmarks/bench_opencl.py --no-conv --path staged 2>&1 | tee "$OUT_DIR/bench_opencl_staged.log"
 echo "pytest exit $test_rc, benchmark exit $bench_rc" | tee "$OUT_DIR/status.log"
 [ "$test_rc" = 0 ] && [ "$bench_rc" = 0 ]
