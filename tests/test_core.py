@@ -275,3 +275,76 @@ def test_use_errors_leave_memory_alone():
         lay.locate_flat(np.zeros((2, 3), dtype=int))
     with pytest.raises(errors.ShapeError, match=r"index n = 'a'"):
         lay.locate(("a", 0, 0, 0))
+
+
+# --------------------------------------------------------------------------- compiled copy plans
+def _copy_pair(rng, shape, perm, dtype, step):
+    """A transposed source and a destination view inside a sentinel-filled buffer."""
+    base = (rng.standard_normal(shape) * 100).astype(dtype)
+    src = base.transpose(perm)
+    big = np.full(src.size * step + 5, 7, dtype=dtype)
+    strides = tuple(int(s) * big.itemsize * step for s in np.cumprod((1,) + src.shape[:0:-1])[::-1])
+    dst = np.lib.stride_tricks.as_strided(big[5:], shape=src.shape, strides=strides)
+    return src, dst, big
+
+
+def _compiled_or_skip():
+    from tensorlayout import _fastcopy
+    if not _fastcopy.available():
+        pytest.skip("numba is not installed: the compiled copy is absent")
+    return _fastcopy
+
+
+@pytest.mark.parametrize("shape, perm", [
+    ((9, 2000, 4), (1, 0, 2)),          # depthwise HWIM -> image and back: the strip-mined case
+    ((2000, 4, 9), (2, 0, 1)),
+    ((3, 3, 3000, 4), (2, 3, 0, 1)),
+    ((5000, 4, 9), (0, 2, 1)),          # 36-element transposes: the blocked parallel step
+    ((5000, 9, 4), (0, 2, 1)),
+    ((1, 64, 32, 4, 8), (0, 2, 4, 1, 3)),
+    ((16, 4, 33, 37), (0, 2, 3, 1)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.uint8])
+@pytest.mark.parametrize("step", [1, 2])
+def test_compiled_copy_matches_copyto(shape, perm, dtype, step):
+    fast = _compiled_or_skip()
+    rng = np.random.default_rng(7)
+    src, dst, big = _copy_pair(rng, shape, perm, dtype, step)
+    expect = big.copy()
+    np.copyto(np.lib.stride_tricks.as_strided(expect[5:], shape=dst.shape, strides=dst.strides), src)
+    before = big.copy()
+    if fast.run(dst, src):
+        np.testing.assert_array_equal(big, expect)  # the elements, and every slot between them untouched
+    else:  # declined (left to NumPy): nothing may have been written
+        assert fast.plan_copy(dst, src) is None
+        np.testing.assert_array_equal(big, before)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=2, max_size=5), st.randoms(use_true_random=False),
+       st.sampled_from([np.float32, np.float16, np.int64, np.uint8]), st.integers(1, 2),
+       st.booleans())
+def test_compiled_copy_random_strides(shape, rnd, dtype, step, flip):
+    fast = _compiled_or_skip()
+    perm = list(range(len(shape)))
+    rnd.shuffle(perm)
+    src, dst, big = _copy_pair(np.random.default_rng(rnd.randrange(1 << 30)), tuple(shape), perm, dtype, step)
+    if flip:
+        src = src[..., ::-1]
+    expect = big.copy()
+    np.copyto(np.lib.stride_tricks.as_strided(expect[5:], shape=dst.shape, strides=dst.strides), src)
+    before = big.copy()
+    np.testing.assert_array_equal(big, expect if fast.run(dst, src) else before)
+
+
+def test_plans_move_a_small_outer_axis_inside_and_block_tiny_steps():
+    fast = _compiled_or_skip()
+    # (9, 2000) planes of 4 lanes from (2000, 9, 4): the 9 planes must not each sweep the source.
+    src = np.zeros((2000, 9, 4), np.float32).transpose(1, 0, 2)
+    plan = fast.plan_copy(np.empty(src.shape, np.float32), src)
+    real = [n for n in plan.shape if n > 1]
+    assert 9 in real and real[0] != 9 and math.prod(real) * plan.unit == src.nbytes
+    # 5000 transposes of 9 x 4: each parallel step copies a block of them, not one.
+    src = np.zeros((5000, 4, 9), np.float32).transpose(0, 2, 1)
+    plan = fast.plan_copy(np.empty(src.shape, np.float32), src)
+    assert math.prod(plan.shape[3:]) >= 1024 and math.prod(plan.shape) == src.size

@@ -29,6 +29,7 @@ imports it lazily and :mod:`tensorlayout._copy` falls back to NumPy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,9 @@ _LINE = 64  # bytes in a cache line
 # streaming the destination on the 2-core machine of benchmarks/bench_image.py: off.
 _BLOCK_SOURCE_LINES = False
 _STREAM_MIN_BYTES = 4 << 20  # below this the output is likely still in cache when used
+_STRIP_BYTES = 16 << 10  # source bytes per block when an outer axis is moved inside
+_STRIP_MAX_AXIS = 64
+_MIN_STEP_WORK = 2048  # elements (words) each parallel step copies at least, where it can
 
 _kernel = None
 _import_failed = False
@@ -105,6 +109,8 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
             merged[-1] = [on * n, sd, ss]
         else:
             merged.append([n, sd, ss])
+    if len(merged) < _OUTER + _INNER:
+        merged = _strip_mine(merged)
     # Cache blocking: the source's unit-stride axis, when it is not innermost, is cut into
     # blocks of one cache line and the block moves to the innermost position.
     inner = merged[-1]
@@ -142,6 +148,15 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     outer, inner = merged[:-_INNER], merged[-_INNER:]
     if not outer:
         outer, inner = inner[:1], inner[1:]
+    # A free inner slot and little work per parallel step (a 3x3 filter's 36 elements): the
+    # innermost parallel axis gives a block to the plain loops, saving the per-step index work.
+    work = math.prod(a[0] for a in inner)
+    if len(inner) < _INNER and work < _MIN_STEP_WORK and outer[-1][0] > 2:
+        n, sd, ss = outer[-1]
+        b = _divisor_near(n, -(-_MIN_STEP_WORK // work))
+        if b is not None:
+            outer[-1] = [n // b, sd * b, ss * b]
+            inner = [[b, sd, ss]] + inner
     merged = [[1, 0, 0]] * (_OUTER - len(outer)) + outer + [[1, 0, 0]] * (_INNER - len(inner)) + inner
     shape = tuple(a[0] for a in merged)
     # Streaming stores pay off when the innermost loop writes whole words in order and the
@@ -157,6 +172,37 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
         src_base=s_addr, src_span=s_high - s_low,
         dst_off=-d_low // unit, src_off=-s_low // unit, streaming=streaming,
     )
+
+
+def _divisor_near(n: int, target: int) -> int | None:
+    """The divisor of ``n`` closest to ``target`` within ``[target // 2, 2 * target]``, if any."""
+    for delta in range(target + 1):
+        for b in (target - delta, target + delta):
+            if max(2, target // 2) <= b <= min(n - 1, 2 * target) and n % b == 0:
+                return b
+    return None
+
+
+def _strip_mine(merged):
+    """Stop a copy from sweeping the source once per value of an outer destination axis.
+
+    When an axis X outside axis Y in the destination's order lies inside one step of Y in the
+    source (X's whole source extent is smaller than Y's source stride), walking X outermost
+    reads every source line once per value of X.  Y is cut into blocks of about
+    ``_STRIP_BYTES`` of source and X moves between the block and the position in the block,
+    so each source block is read from memory once and X's destination runs stay long.
+    """
+    for k in range(len(merged) - 2):
+        nx, sdx, ssx = merged[k]
+        ny, sdy, ssy = merged[k + 1]
+        if not (0 < ssx and 0 < ssy and nx * ssx <= ssy and nx <= _STRIP_MAX_AXIS and ny > 2):
+            continue
+        b = _divisor_near(ny, max(2, _STRIP_BYTES // ssy))
+        if b is None:
+            continue
+        return (merged[:k] + [[ny // b, sdy * b, ssy * b], [nx, sdx, ssx], [b, sdy, ssy]]
+                + merged[k + 2:])
+    return merged
 
 
 class _Memory:
@@ -185,6 +231,12 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
     kernel(d, plan.dst_off, np.array(plan.dst_strides, dtype=np.int64), s, plan.src_off,
            np.array(plan.src_strides, dtype=np.int64), np.array(plan.shape, dtype=np.int64),
            plan.streaming)
+    return True
+    tiles = math.prod(plan.shape[:3]) * math.prod(-(-n // b) for n, b in zip(plan.shape[3:], plan.block))
+    chunks = max(1, min(tiles, 16 * _threads()))
+    _tile_kernel(d, plan.dst_off, dstr, s, plan.src_off, sstr, shape,
+                 np.array(plan.block, dtype=np.int64), np.array(plan.order, dtype=np.int64),
+                 plan.streaming, chunks)
     return True
 
 
