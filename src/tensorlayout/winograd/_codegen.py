@@ -57,7 +57,37 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     T = nty * ntx
     D = np.zeros(({a} * {a}, Pb), dtype=V.dtype)
     E = np.empty(({a} * {a}, Pb), dtype=V.dtype)
+    # When the block lies in one image, its rows of each channel are first copied, with
+    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
+    # the tiles are gathered from there without bounds checks.
+    n0 = p0 // T
+    n1 = (p0 + npb - 1) // T
+    ty_lo = (p0 - n0 * T) // ntx
+    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+    ybase = ty_lo * {m} - pad_t
+    rows = (ty_hi - ty_lo) * {m} + {a}
+    Wp = ntx * {m} + {a} - {m}
+    plane = np.zeros((rows, Wp), dtype=V.dtype)
     for c in range(c0, c1):
+        if n0 == n1:
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                lim = min(W, Wp - pad_l)
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                rem = p0 + q - n0 * T
+                ty = rem // ntx
+                tx = rem - ty * ntx
+                r0 = ty * {m} - pad_t - ybase
+                x0 = tx * {m}
+                for i in range({a}):
+                    for j in range({a}):
+                        D[i * {a} + j, q] = plane[r0 + i, x0 + j]
+            input_{m}_{r}(D, E, V, c, coef, Pb)
+            continue
         for q in range(npb):
             p = p0 + q
             n = p // T

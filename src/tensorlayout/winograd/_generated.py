@@ -17,7 +17,37 @@ def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     T = nty * ntx
     D = np.zeros((4 * 4, Pb), dtype=V.dtype)
     E = np.empty((4 * 4, Pb), dtype=V.dtype)
+    # When the block lies in one image, its rows of each channel are first copied, with
+    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
+    # the tiles are gathered from there without bounds checks.
+    n0 = p0 // T
+    n1 = (p0 + npb - 1) // T
+    ty_lo = (p0 - n0 * T) // ntx
+    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+    ybase = ty_lo * 2 - pad_t
+    rows = (ty_hi - ty_lo) * 2 + 4
+    Wp = ntx * 2 + 4 - 2
+    plane = np.zeros((rows, Wp), dtype=V.dtype)
     for c in range(c0, c1):
+        if n0 == n1:
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                lim = min(W, Wp - pad_l)
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                rem = p0 + q - n0 * T
+                ty = rem // ntx
+                tx = rem - ty * ntx
+                r0 = ty * 2 - pad_t - ybase
+                x0 = tx * 2
+                for i in range(4):
+                    for j in range(4):
+                        D[i * 4 + j, q] = plane[r0 + i, x0 + j]
+            input_2_3(D, E, V, c, coef, Pb)
+            continue
         for q in range(npb):
             p = p0 + q
             n = p // T
@@ -205,7 +235,37 @@ def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     T = nty * ntx
     D = np.zeros((6 * 6, Pb), dtype=V.dtype)
     E = np.empty((6 * 6, Pb), dtype=V.dtype)
+    # When the block lies in one image, its rows of each channel are first copied, with
+    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
+    # the tiles are gathered from there without bounds checks.
+    n0 = p0 // T
+    n1 = (p0 + npb - 1) // T
+    ty_lo = (p0 - n0 * T) // ntx
+    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+    ybase = ty_lo * 4 - pad_t
+    rows = (ty_hi - ty_lo) * 4 + 6
+    Wp = ntx * 4 + 6 - 4
+    plane = np.zeros((rows, Wp), dtype=V.dtype)
     for c in range(c0, c1):
+        if n0 == n1:
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                lim = min(W, Wp - pad_l)
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                rem = p0 + q - n0 * T
+                ty = rem // ntx
+                tx = rem - ty * ntx
+                r0 = ty * 4 - pad_t - ybase
+                x0 = tx * 4
+                for i in range(6):
+                    for j in range(6):
+                        D[i * 6 + j, q] = plane[r0 + i, x0 + j]
+            input_4_3(D, E, V, c, coef, Pb)
+            continue
         for q in range(npb):
             p = p0 + q
             n = p // T
@@ -551,7 +611,37 @@ def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     T = nty * ntx
     D = np.zeros((8 * 8, Pb), dtype=V.dtype)
     E = np.empty((8 * 8, Pb), dtype=V.dtype)
+    # When the block lies in one image, its rows of each channel are first copied, with
+    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
+    # the tiles are gathered from there without bounds checks.
+    n0 = p0 // T
+    n1 = (p0 + npb - 1) // T
+    ty_lo = (p0 - n0 * T) // ntx
+    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+    ybase = ty_lo * 6 - pad_t
+    rows = (ty_hi - ty_lo) * 6 + 8
+    Wp = ntx * 6 + 8 - 6
+    plane = np.zeros((rows, Wp), dtype=V.dtype)
     for c in range(c0, c1):
+        if n0 == n1:
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                lim = min(W, Wp - pad_l)
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                rem = p0 + q - n0 * T
+                ty = rem // ntx
+                tx = rem - ty * ntx
+                r0 = ty * 6 - pad_t - ybase
+                x0 = tx * 6
+                for i in range(8):
+                    for j in range(8):
+                        D[i * 8 + j, q] = plane[r0 + i, x0 + j]
+            input_6_3(D, E, V, c, coef, Pb)
+            continue
         for q in range(npb):
             p = p0 + q
             n = p // T
@@ -1141,7 +1231,37 @@ def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     T = nty * ntx
     D = np.zeros((8 * 8, Pb), dtype=V.dtype)
     E = np.empty((8 * 8, Pb), dtype=V.dtype)
+    # When the block lies in one image, its rows of each channel are first copied, with
+    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
+    # the tiles are gathered from there without bounds checks.
+    n0 = p0 // T
+    n1 = (p0 + npb - 1) // T
+    ty_lo = (p0 - n0 * T) // ntx
+    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+    ybase = ty_lo * 4 - pad_t
+    rows = (ty_hi - ty_lo) * 4 + 8
+    Wp = ntx * 4 + 8 - 4
+    plane = np.zeros((rows, Wp), dtype=V.dtype)
     for c in range(c0, c1):
+        if n0 == n1:
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                lim = min(W, Wp - pad_l)
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                rem = p0 + q - n0 * T
+                ty = rem // ntx
+                tx = rem - ty * ntx
+                r0 = ty * 4 - pad_t - ybase
+                x0 = tx * 4
+                for i in range(8):
+                    for j in range(8):
+                        D[i * 8 + j, q] = plane[r0 + i, x0 + j]
+            input_4_5(D, E, V, c, coef, Pb)
+            continue
         for q in range(npb):
             p = p0 + q
             n = p // T

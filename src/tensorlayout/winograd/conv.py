@@ -392,7 +392,9 @@ def _prepare_winograd(plan: ConvPlan, m: int, r: int, points) -> None:
     G_ = plan.groups
     Kg = K // G_
     gen = None
-    if points is None and numba_available():
+    if points is None and dt == np.float32 and numba_available():
+        # float32 is the fast path; float64 (for accuracy) keeps the generic kernels, which
+        # also halves the compilation time.
         gen = _generated_kernels(t, dt)
     plan._wino.update(
         t=t, m=m, r=r, alpha=alpha, gen=gen,
