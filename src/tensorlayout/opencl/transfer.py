@@ -103,14 +103,16 @@ def _round_up(n, k):
     return (n + k - 1) // k * k
 
 
-def pixel_axes(lay):
+def pixel_axes(lay, order="buffer"):
     """The kernels' description of a layout: axes over the pixels, fastest work-item first.
 
     Returns ``(axes, lane_stride, lane_len)``; each axis is ``(radix, x stride, y stride,
     buffer stride, extent, lane weight)``.  The radices multiply to width * height; an
-    axis value at or past its extent is a padding pixel.  Axes are ordered by buffer
-    stride, so consecutive work-items touch consecutive buffer elements where the layout
-    has any (c4 for NHWC activations, w for NCHW, kh/kw for OIHW filters).
+    axis value at or past its extent is a padding pixel.  With ``order="buffer"`` axes are
+    ordered by buffer stride, so consecutive work-items touch consecutive buffer elements
+    where the layout has any (c4 for NHWC activations, w for NCHW, kh/kw for OIHW
+    filters); with ``order="image"`` they walk the image row by row (x fastest), which
+    suits a GPU writing an image.
 
     >>> from tensorlayout.image import image_layout
     >>> pixel_axes(image_layout("IN_OUT_CHANNEL", (1, 2, 3, 8)))[0]   # c4, w, h
@@ -129,7 +131,10 @@ def pixel_axes(lay):
         if prev > 1:     # pixels between the finest digit's steps: padding
             axes.append((prev, 1 if on_x else 0, 0 if on_x else 1, 0, 1, 0))
     axes = [a for a in axes if a[0] > 1]
-    axes.sort(key=lambda a: (a[3] == 0, a[3]))
+    if order == "image":
+        axes.sort(key=lambda a: (a[2] != 0, a[1] if a[2] == 0 else a[2]))
+    else:
+        axes.sort(key=lambda a: (a[3] == 0, a[3]))
     if len(axes) > MAX_AXES:  # pragma: no cover
         raise LayoutError(f"{lay.name}: layout does not fit the transfer kernels")
     return axes, ls, ll
@@ -185,7 +190,15 @@ def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
         raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
     staged = path == "staged"
     height, width, _ = lay.physical_shape
+    # Work-items walk the buffer contiguously, except where a GPU writes an image and the
+    # buffer's contiguous axis jumps across it (NHWC's c4 steps W pixels in x): then they
+    # walk the image row by row.  Measured on an H100, as a fraction of a copy's speed:
+    # NHWC to image 0.59 row by row vs 0.45 along the buffer; OIHW filter (contiguous
+    # kh*kw steps one pixel in y) 0.78 along the buffer vs 0.47; reading an image back,
+    # along the buffer is always best (NHWC 0.76 vs 0.20).
     axes, ls, ll = pixel_axes(lay)
+    if name == "buffer_to_image" and not staged and axes and 1 not in axes[0][1:3]:
+        axes, ls, ll = pixel_axes(lay, order="image")
     g0, g1, gsize, lsize, (n0, n1) = _geometry(axes, staged)
     opts = [f"-DBUF_HALF={int(buf_half)}", f"-DIMG_HALF={int(img_half)}", f"-DSTAGED={int(staged)}"]
     if staged:
