@@ -476,3 +476,19 @@ def test_generated_kernels_in_sync_and_used():
     # custom points: exact matrices differ from the generated ones, generic kernels run
     p = plan_conv2d((1, 8, 9, 9), w, algorithm="winograd:2", points=[0, 2, -2])
     assert p._wino["gen"] is None
+
+
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_many_blocks(m, backend):
+    """Small blocks force the multi-block paths (blocks split over threads, rows cut mid-way)."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 16, 23, 21)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    ref = reference_conv(x, w, b, 1, 1)
+    for block in (7, 16):
+        plan = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=block)
+        assert rel_err(plan(x), ref) < TOL32[f"winograd:{m}"]
+    x[1, 3, 10, 10] = np.nan
+    y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=7)(x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(reference_conv(x, w, b, 1, 1)))

@@ -65,9 +65,21 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     ty_lo = (p0 - n0 * T) // ntx
     ty_hi = (p0 + npb - 1 - n1 * T) // ntx
     ybase = ty_lo * {m} - pad_t
-    rows = (ty_hi - ty_lo) * {m} + {a}
+    rows = (ty_hi - ty_lo) * {m} + {a} if n0 == n1 else 1
     Wp = ntx * {m} + {a} - {m}
     plane = np.zeros((rows, Wp), dtype=V.dtype)
+    # where each tile of the block starts (image, top row, left column), divisions done once
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * {m} - pad_t
+        qx[q] = (rem - ty * ntx) * {m} - pad_l
     for c in range(c0, c1):
         if n0 == n1:
             for rr in range(rows):
@@ -78,24 +90,17 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
                 for xx in range(lim):
                     plane[rr, pad_l + xx] = x[n0, c, yy, xx]
             for q in range(npb):
-                rem = p0 + q - n0 * T
-                ty = rem // ntx
-                tx = rem - ty * ntx
-                r0 = ty * {m} - pad_t - ybase
-                x0 = tx * {m}
+                r0 = qy[q] - ybase
+                x0 = qx[q] + pad_l
                 for i in range({a}):
                     for j in range({a}):
                         D[i * {a} + j, q] = plane[r0 + i, x0 + j]
             input_{m}_{r}(D, E, V, c, coef, Pb)
             continue
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            y0 = ty * {m} - pad_t
-            x0 = tx * {m} - pad_l
+            n = qn[q]
+            y0 = qy[q]
+            x0 = qx[q]
             if y0 >= 0 and x0 >= 0 and y0 + {a} <= H and x0 + {a} <= W:
                 for i in range({a}):
                     for j in range({a}):
@@ -119,25 +124,37 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
     T = nty * ntx
     O = np.empty(({m} * {m}, Pb), dtype=M.dtype)
     S = np.empty(({m} * {a}, Pb), dtype=M.dtype)
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * {m}
+        qx[q] = (rem - ty * ntx) * {m}
     for k in range(k0, k1):
         bk = bias[k]
         output_{m}_{r}(M, S, O, k, bk, coef, Pb)
         acc = bk * 0
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            oy = ty * {m}
-            ox = tx * {m}
-            hi = min({m}, OH - oy)
-            wi = min({m}, OW - ox)
-            for i in range(hi):
-                for j in range(wi):
-                    val = O[i * {m} + j, q]
-                    acc += val * 0
-                    y[n, k, oy + i, ox + j] = val
+            n = qn[q]
+            oy = qy[q]
+            ox = qx[q]
+            if oy + {m} <= OH and ox + {m} <= OW:
+                for i in range({m}):
+                    for j in range({m}):
+                        val = O[i * {m} + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
+            else:
+                for i in range(min({m}, OH - oy)):
+                    for j in range(min({m}, OW - ox)):
+                        val = O[i * {m} + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
         bad[k] += acc
 
 """

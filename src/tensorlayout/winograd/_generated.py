@@ -25,9 +25,21 @@ def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     ty_lo = (p0 - n0 * T) // ntx
     ty_hi = (p0 + npb - 1 - n1 * T) // ntx
     ybase = ty_lo * 2 - pad_t
-    rows = (ty_hi - ty_lo) * 2 + 4
+    rows = (ty_hi - ty_lo) * 2 + 4 if n0 == n1 else 1
     Wp = ntx * 2 + 4 - 2
     plane = np.zeros((rows, Wp), dtype=V.dtype)
+    # where each tile of the block starts (image, top row, left column), divisions done once
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 2 - pad_t
+        qx[q] = (rem - ty * ntx) * 2 - pad_l
     for c in range(c0, c1):
         if n0 == n1:
             for rr in range(rows):
@@ -38,24 +50,17 @@ def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
                 for xx in range(lim):
                     plane[rr, pad_l + xx] = x[n0, c, yy, xx]
             for q in range(npb):
-                rem = p0 + q - n0 * T
-                ty = rem // ntx
-                tx = rem - ty * ntx
-                r0 = ty * 2 - pad_t - ybase
-                x0 = tx * 2
+                r0 = qy[q] - ybase
+                x0 = qx[q] + pad_l
                 for i in range(4):
                     for j in range(4):
                         D[i * 4 + j, q] = plane[r0 + i, x0 + j]
             input_2_3(D, E, V, c, coef, Pb)
             continue
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            y0 = ty * 2 - pad_t
-            x0 = tx * 2 - pad_l
+            n = qn[q]
+            y0 = qy[q]
+            x0 = qx[q]
             if y0 >= 0 and x0 >= 0 and y0 + 4 <= H and x0 + 4 <= W:
                 for i in range(4):
                     for j in range(4):
@@ -79,25 +84,37 @@ def wino_output_2_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
     T = nty * ntx
     O = np.empty((2 * 2, Pb), dtype=M.dtype)
     S = np.empty((2 * 4, Pb), dtype=M.dtype)
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 2
+        qx[q] = (rem - ty * ntx) * 2
     for k in range(k0, k1):
         bk = bias[k]
         output_2_3(M, S, O, k, bk, coef, Pb)
         acc = bk * 0
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            oy = ty * 2
-            ox = tx * 2
-            hi = min(2, OH - oy)
-            wi = min(2, OW - ox)
-            for i in range(hi):
-                for j in range(wi):
-                    val = O[i * 2 + j, q]
-                    acc += val * 0
-                    y[n, k, oy + i, ox + j] = val
+            n = qn[q]
+            oy = qy[q]
+            ox = qx[q]
+            if oy + 2 <= OH and ox + 2 <= OW:
+                for i in range(2):
+                    for j in range(2):
+                        val = O[i * 2 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
+            else:
+                for i in range(min(2, OH - oy)):
+                    for j in range(min(2, OW - ox)):
+                        val = O[i * 2 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
         bad[k] += acc
 
 
@@ -243,9 +260,21 @@ def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     ty_lo = (p0 - n0 * T) // ntx
     ty_hi = (p0 + npb - 1 - n1 * T) // ntx
     ybase = ty_lo * 4 - pad_t
-    rows = (ty_hi - ty_lo) * 4 + 6
+    rows = (ty_hi - ty_lo) * 4 + 6 if n0 == n1 else 1
     Wp = ntx * 4 + 6 - 4
     plane = np.zeros((rows, Wp), dtype=V.dtype)
+    # where each tile of the block starts (image, top row, left column), divisions done once
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 4 - pad_t
+        qx[q] = (rem - ty * ntx) * 4 - pad_l
     for c in range(c0, c1):
         if n0 == n1:
             for rr in range(rows):
@@ -256,24 +285,17 @@ def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
                 for xx in range(lim):
                     plane[rr, pad_l + xx] = x[n0, c, yy, xx]
             for q in range(npb):
-                rem = p0 + q - n0 * T
-                ty = rem // ntx
-                tx = rem - ty * ntx
-                r0 = ty * 4 - pad_t - ybase
-                x0 = tx * 4
+                r0 = qy[q] - ybase
+                x0 = qx[q] + pad_l
                 for i in range(6):
                     for j in range(6):
                         D[i * 6 + j, q] = plane[r0 + i, x0 + j]
             input_4_3(D, E, V, c, coef, Pb)
             continue
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            y0 = ty * 4 - pad_t
-            x0 = tx * 4 - pad_l
+            n = qn[q]
+            y0 = qy[q]
+            x0 = qx[q]
             if y0 >= 0 and x0 >= 0 and y0 + 6 <= H and x0 + 6 <= W:
                 for i in range(6):
                     for j in range(6):
@@ -297,25 +319,37 @@ def wino_output_4_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
     T = nty * ntx
     O = np.empty((4 * 4, Pb), dtype=M.dtype)
     S = np.empty((4 * 6, Pb), dtype=M.dtype)
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 4
+        qx[q] = (rem - ty * ntx) * 4
     for k in range(k0, k1):
         bk = bias[k]
         output_4_3(M, S, O, k, bk, coef, Pb)
         acc = bk * 0
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            oy = ty * 4
-            ox = tx * 4
-            hi = min(4, OH - oy)
-            wi = min(4, OW - ox)
-            for i in range(hi):
-                for j in range(wi):
-                    val = O[i * 4 + j, q]
-                    acc += val * 0
-                    y[n, k, oy + i, ox + j] = val
+            n = qn[q]
+            oy = qy[q]
+            ox = qx[q]
+            if oy + 4 <= OH and ox + 4 <= OW:
+                for i in range(4):
+                    for j in range(4):
+                        val = O[i * 4 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
+            else:
+                for i in range(min(4, OH - oy)):
+                    for j in range(min(4, OW - ox)):
+                        val = O[i * 4 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
         bad[k] += acc
 
 
@@ -619,9 +653,21 @@ def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     ty_lo = (p0 - n0 * T) // ntx
     ty_hi = (p0 + npb - 1 - n1 * T) // ntx
     ybase = ty_lo * 6 - pad_t
-    rows = (ty_hi - ty_lo) * 6 + 8
+    rows = (ty_hi - ty_lo) * 6 + 8 if n0 == n1 else 1
     Wp = ntx * 6 + 8 - 6
     plane = np.zeros((rows, Wp), dtype=V.dtype)
+    # where each tile of the block starts (image, top row, left column), divisions done once
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 6 - pad_t
+        qx[q] = (rem - ty * ntx) * 6 - pad_l
     for c in range(c0, c1):
         if n0 == n1:
             for rr in range(rows):
@@ -632,24 +678,17 @@ def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
                 for xx in range(lim):
                     plane[rr, pad_l + xx] = x[n0, c, yy, xx]
             for q in range(npb):
-                rem = p0 + q - n0 * T
-                ty = rem // ntx
-                tx = rem - ty * ntx
-                r0 = ty * 6 - pad_t - ybase
-                x0 = tx * 6
+                r0 = qy[q] - ybase
+                x0 = qx[q] + pad_l
                 for i in range(8):
                     for j in range(8):
                         D[i * 8 + j, q] = plane[r0 + i, x0 + j]
             input_6_3(D, E, V, c, coef, Pb)
             continue
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            y0 = ty * 6 - pad_t
-            x0 = tx * 6 - pad_l
+            n = qn[q]
+            y0 = qy[q]
+            x0 = qx[q]
             if y0 >= 0 and x0 >= 0 and y0 + 8 <= H and x0 + 8 <= W:
                 for i in range(8):
                     for j in range(8):
@@ -673,25 +712,37 @@ def wino_output_6_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
     T = nty * ntx
     O = np.empty((6 * 6, Pb), dtype=M.dtype)
     S = np.empty((6 * 8, Pb), dtype=M.dtype)
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 6
+        qx[q] = (rem - ty * ntx) * 6
     for k in range(k0, k1):
         bk = bias[k]
         output_6_3(M, S, O, k, bk, coef, Pb)
         acc = bk * 0
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            oy = ty * 6
-            ox = tx * 6
-            hi = min(6, OH - oy)
-            wi = min(6, OW - ox)
-            for i in range(hi):
-                for j in range(wi):
-                    val = O[i * 6 + j, q]
-                    acc += val * 0
-                    y[n, k, oy + i, ox + j] = val
+            n = qn[q]
+            oy = qy[q]
+            ox = qx[q]
+            if oy + 6 <= OH and ox + 6 <= OW:
+                for i in range(6):
+                    for j in range(6):
+                        val = O[i * 6 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
+            else:
+                for i in range(min(6, OH - oy)):
+                    for j in range(min(6, OW - ox)):
+                        val = O[i * 6 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
         bad[k] += acc
 
 
@@ -1239,9 +1290,21 @@ def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
     ty_lo = (p0 - n0 * T) // ntx
     ty_hi = (p0 + npb - 1 - n1 * T) // ntx
     ybase = ty_lo * 4 - pad_t
-    rows = (ty_hi - ty_lo) * 4 + 8
+    rows = (ty_hi - ty_lo) * 4 + 8 if n0 == n1 else 1
     Wp = ntx * 4 + 8 - 4
     plane = np.zeros((rows, Wp), dtype=V.dtype)
+    # where each tile of the block starts (image, top row, left column), divisions done once
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 4 - pad_t
+        qx[q] = (rem - ty * ntx) * 4 - pad_l
     for c in range(c0, c1):
         if n0 == n1:
             for rr in range(rows):
@@ -1252,24 +1315,17 @@ def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
                 for xx in range(lim):
                     plane[rr, pad_l + xx] = x[n0, c, yy, xx]
             for q in range(npb):
-                rem = p0 + q - n0 * T
-                ty = rem // ntx
-                tx = rem - ty * ntx
-                r0 = ty * 4 - pad_t - ybase
-                x0 = tx * 4
+                r0 = qy[q] - ybase
+                x0 = qx[q] + pad_l
                 for i in range(8):
                     for j in range(8):
                         D[i * 8 + j, q] = plane[r0 + i, x0 + j]
             input_4_5(D, E, V, c, coef, Pb)
             continue
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            y0 = ty * 4 - pad_t
-            x0 = tx * 4 - pad_l
+            n = qn[q]
+            y0 = qy[q]
+            x0 = qx[q]
             if y0 >= 0 and x0 >= 0 and y0 + 8 <= H and x0 + 8 <= W:
                 for i in range(8):
                     for j in range(8):
@@ -1293,25 +1349,37 @@ def wino_output_4_5(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
     T = nty * ntx
     O = np.empty((4 * 4, Pb), dtype=M.dtype)
     S = np.empty((4 * 8, Pb), dtype=M.dtype)
+    qn = np.empty(npb, dtype=np.int64)
+    qy = np.empty(npb, dtype=np.int64)
+    qx = np.empty(npb, dtype=np.int64)
+    for q in range(npb):
+        p = p0 + q
+        n = p // T
+        rem = p - n * T
+        ty = rem // ntx
+        qn[q] = n
+        qy[q] = ty * 4
+        qx[q] = (rem - ty * ntx) * 4
     for k in range(k0, k1):
         bk = bias[k]
         output_4_5(M, S, O, k, bk, coef, Pb)
         acc = bk * 0
         for q in range(npb):
-            p = p0 + q
-            n = p // T
-            rem = p - n * T
-            ty = rem // ntx
-            tx = rem - ty * ntx
-            oy = ty * 4
-            ox = tx * 4
-            hi = min(4, OH - oy)
-            wi = min(4, OW - ox)
-            for i in range(hi):
-                for j in range(wi):
-                    val = O[i * 4 + j, q]
-                    acc += val * 0
-                    y[n, k, oy + i, ox + j] = val
+            n = qn[q]
+            oy = qy[q]
+            ox = qx[q]
+            if oy + 4 <= OH and ox + 4 <= OW:
+                for i in range(4):
+                    for j in range(4):
+                        val = O[i * 4 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
+            else:
+                for i in range(min(4, OH - oy)):
+                    for j in range(min(4, OW - ox)):
+                        val = O[i * 4 + j, q]
+                        acc += val * 0
+                        y[n, k, oy + i, ox + j] = val
         bad[k] += acc
 
 

@@ -426,9 +426,9 @@ def _block_size(plan, P, C, K, alpha, itemsize):
     if plan.block is not None:
         return max(1, min(int(plan.block), P))
     # Keep the transformed block (alpha^2 x max(C, K) x Pb) around BLOCK_BYTES, in multiples of
-    # 16 tiles, and never below 64 tiles (narrower GEMMs lose more than the cache saves).
+    # 16 tiles, and never below 128 tiles (narrower GEMMs lose more than the cache saves).
     target = BLOCK_BYTES // (alpha * alpha * max(C, K) * itemsize)
-    pb = max(64, (target // 16) * 16)
+    pb = max(128, (target // 16) * 16)
     return min(pb, P)
 
 
@@ -474,6 +474,27 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
         _gemm(U[t0:t1], V[t0:t1], M[t0:t1], groups, Kg, Cg)
 
     gen = wd["gen"]
+    nblocks = -(-P // Pb)
+    if gen is not None and nt > 1 and nblocks >= 2 * nt:
+        # Many blocks: each thread runs whole blocks (transform, GEMMs, inverse) on its own
+        # buffers; no barrier between the phases and each block stays in one core's cache.
+        gin, gout, coef = gen
+        bads = np.zeros((nt, K), dtype=dt)
+
+        def worker(t0, t1):
+            for tid in range(t0, t1):
+                Vt = V if tid == 0 else np.empty_like(V)
+                Mt = M if tid == 0 else np.empty_like(M)
+                for blk in range(tid, nblocks, nt):
+                    p0 = blk * Pb
+                    npb = min(Pb, P - p0)
+                    gin(x, Vt, coef, ph, pw, nty, ntx, p0, npb, 0, C)
+                    _gemm(U, Vt, Mt, groups, Kg, Cg)
+                    gout(Mt, y, bias, coef, nty, ntx, p0, npb, bads[tid], 0, K)
+
+        with _threads.single_threaded_blas():
+            split(worker, nt, nt)
+        return y, not bads.any()
     with _threads.single_threaded_blas():
         for p0 in range(0, P, Pb):
             npb = min(Pb, P - p0)
