@@ -348,3 +348,23 @@ def test_plans_move_a_small_outer_axis_inside_and_block_tiny_steps():
     src = np.zeros((5000, 4, 9), np.float32).transpose(0, 2, 1)
     plan = fast.plan_copy(np.empty(src.shape, np.float32), src)
     assert math.prod(plan.shape[3:]) >= 1024 and math.prod(plan.shape) == src.size
+
+
+@pytest.mark.parametrize("case", ["nchw-to-pixels", "pixels-to-nchw", "rows-to-pixels-blocked"])
+def test_transposes_put_four_lanes_beside_a_unit_stride_run(case):
+    fast = _compiled_or_skip()
+    if case == "nchw-to-pixels":      # 4 channel planes -> RGBA pixels (IN_OUT_CHANNEL from NCHW)
+        src = np.zeros((16, 4, 300), np.float32).transpose(0, 2, 1)
+        dst = np.empty(src.shape, np.float32)
+    elif case == "pixels-to-nchw":    # RGBA pixels -> 4 channel planes
+        dst = np.empty((16, 4, 300), np.float32)
+        src = np.zeros((16, 300, 4), np.float32).transpose(0, 2, 1)
+    else:                             # (W, C) -> (C, W): lanes are 4 consecutive w (IN_OUT_WIDTH, NHWC)
+        src = np.zeros((64, 512), np.float32).T
+        dst = np.empty(src.shape, np.float32)
+    plan = fast.plan_copy(dst, src)
+    lanes, run = (-1, -2) if case != "pixels-to-nchw" else (-2, -1)
+    assert plan.shape[lanes] == 4
+    # The unit-stride side of the transpose is the run beside the lanes, on both arrays.
+    assert 1 in (plan.src_strides[run], plan.dst_strides[run])
+    assert (plan.dst_strides[lanes], plan.src_strides[lanes]).count(1) == 1

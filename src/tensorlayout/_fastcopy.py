@@ -111,6 +111,7 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
             merged.append([n, sd, ss])
     if len(merged) < _OUTER + _INNER:
         merged = _strip_mine(merged)
+    merged = _lanes_beside_run(merged, isz)
     # Cache blocking: the source's unit-stride axis, when it is not innermost, is cut into
     # blocks of one cache line and the block moves to the innermost position.
     inner = merged[-1]
@@ -174,6 +175,39 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     )
 
 
+def _lanes_beside_run(merged, isz):
+    """Arrange a transpose so the kernel moves 4 elements at a time on its strided side.
+
+    When the destination's innermost axis A has unit stride but the source does not, and
+    another axis B has unit stride in the source, the copy is a transpose.  The kernel
+    handles it in one pass when A and B are the two innermost axes and one of them has
+    extent 4: writing pixels (A = the 4 lanes), each step reads four unit-stride source
+    rows along B and writes one 16-byte pixel; reading pixels back (B = the 4 lanes), each
+    step reads one pixel and writes four unit-stride rows along A.  Where neither has
+    extent 4 (lanes merged with their neighbour, as IN_OUT_WIDTH's w % 4 and w // 4 are),
+    A is cut into blocks of 4 to make them.  Axes shorter than 16 (a 3x3 filter's taps)
+    are left where they are.
+    """
+    if len(merged) < 2:
+        return merged
+    n, sd, ss = merged[-1]
+    if not (sd == isz and ss != isz):
+        return merged
+    cands = [k for k, a in enumerate(merged[:-1]) if a[2] == isz]
+    if not cands:
+        return merged
+    k = cands[-1]
+    B = merged[k]
+    rest = merged[:k] + merged[k + 1:-1]
+    if n == 4 and B[0] >= 16:                       # interleave into pixels
+        return rest + [B, merged[-1]]
+    if B[0] == 4 and n >= 16:                       # deinterleave pixels
+        return rest + [B, merged[-1]]
+    if n % 4 == 0 and n >= 16 and B[0] >= 16:       # block A by 4, then interleave
+        return rest + [[n // 4, 4 * sd, 4 * ss], B, [4, sd, ss]]
+    return merged
+
+
 def _divisor_near(n: int, target: int) -> int | None:
     """The divisor of ``n`` closest to ``target`` within ``[target // 2, 2 * target]``, if any."""
     for delta in range(target + 1):
@@ -231,12 +265,6 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
     kernel(d, plan.dst_off, np.array(plan.dst_strides, dtype=np.int64), s, plan.src_off,
            np.array(plan.src_strides, dtype=np.int64), np.array(plan.shape, dtype=np.int64),
            plan.streaming)
-    return True
-    tiles = math.prod(plan.shape[:3]) * math.prod(-(-n // b) for n, b in zip(plan.shape[3:], plan.block))
-    chunks = max(1, min(tiles, 16 * _threads()))
-    _tile_kernel(d, plan.dst_off, dstr, s, plan.src_off, sstr, shape,
-                 np.array(plan.block, dtype=np.int64), np.array(plan.order, dtype=np.int64),
-                 plan.streaming, chunks)
     return True
 
 

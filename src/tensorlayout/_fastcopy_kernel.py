@@ -37,7 +37,48 @@ if numba is not None:
             i2 = r - i1 * n2
             db = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2]
             sb = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2]
-            if streaming and n5 == 4:
+            if n5 == 4 and d5 == 1 and d4 == 4 and s4 == 1:
+                # Interleave: four unit-stride source rows (channel planes, filter rows) into
+                # 4-lane pixels.  The strides are constants here, so LLVM vectorises the loop.
+                for i3 in range(n3):
+                    d = db + i3 * d3
+                    s = sb + i3 * s3
+                    for i4 in range(n4):
+                        dst[d + 4 * i4] = src[s + i4]
+                        dst[d + 4 * i4 + 1] = src[s + s5 + i4]
+                        dst[d + 4 * i4 + 2] = src[s + 2 * s5 + i4]
+                        dst[d + 4 * i4 + 3] = src[s + 3 * s5 + i4]
+            elif n5 == 4 and d5 == 1 and s4 == 1:
+                # The same with pixels d4 apart (IN_OUT_HEIGHT, IN_OUT_WIDTH from NHWC).
+                for i3 in range(n3):
+                    d = db + i3 * d3
+                    s = sb + i3 * s3
+                    for i4 in range(n4):
+                        dst[d + d4 * i4] = src[s + i4]
+                        dst[d + d4 * i4 + 1] = src[s + s5 + i4]
+                        dst[d + d4 * i4 + 2] = src[s + 2 * s5 + i4]
+                        dst[d + d4 * i4 + 3] = src[s + 3 * s5 + i4]
+            elif n4 == 4 and s4 == 1 and d5 == 1 and s5 == 4:
+                # Deinterleave: 4-lane pixels into four unit-stride destination rows.
+                for i3 in range(n3):
+                    d = db + i3 * d3
+                    s = sb + i3 * s3
+                    for i5 in range(n5):
+                        dst[d + i5] = src[s + 4 * i5]
+                        dst[d + d4 + i5] = src[s + 4 * i5 + 1]
+                        dst[d + 2 * d4 + i5] = src[s + 4 * i5 + 2]
+                        dst[d + 3 * d4 + i5] = src[s + 4 * i5 + 3]
+            elif n4 == 4 and s4 == 1 and d5 == 1:
+                # Deinterleave pixels s5 apart.
+                for i3 in range(n3):
+                    d = db + i3 * d3
+                    s = sb + i3 * s3
+                    for i5 in range(n5):
+                        dst[d + i5] = src[s + s5 * i5]
+                        dst[d + d4 + i5] = src[s + s5 * i5 + 1]
+                        dst[d + 2 * d4 + i5] = src[s + s5 * i5 + 2]
+                        dst[d + 3 * d4 + i5] = src[s + s5 * i5 + 3]
+            elif streaming and n5 == 4:
                 for i3 in range(n3):
                     for i4 in range(n4):
                         d = db + i3 * d3 + i4 * d4
