@@ -510,3 +510,20 @@ def test_out_arguments_write_in_place_and_check_first():
         from_image(expected, T.IN_OUT_CHANNEL, src.shape, out=np.empty((1, 3, 5, 5), np.float32))
     with pytest.raises(errors.DTypeError, match=r"out has dtype float16"):
         from_image(expected, T.IN_OUT_CHANNEL, src.shape, out=np.empty(src.shape, np.float16))
+
+
+@pytest.mark.parametrize("kind, shape", [
+    ("IN_OUT_CHANNEL", (1, 2, 3, 3)), ("IN_OUT_HEIGHT", (2, 3, 2, 2)), ("IN_OUT_WIDTH", (1, 2, 1, 3)),
+    ("ARGUMENT", (1,)), ("CONV2D_FILTER", (2, 3, 1, 1)), ("DW_CONV2D_FILTER", (1, 3, 2, 2)),
+    ("WEIGHT_HEIGHT", (3, 2, 1, 1)), ("WEIGHT_WIDTH", (2, 3, 1, 1)),
+])
+def test_padding_lanes_are_zero_when_writing_into_an_existing_image(kind, shape):
+    # Every dimension split into lanes is shorter than 4 here, so a lane past the tensor's
+    # end lies outside any element's reach; writing into a sentinel-filled image must still
+    # leave exactly 0 in it, as the oracle (a fresh zero image) has.
+    x = np.arange(1, int(np.prod(shape)) + 1, dtype=np.float32).reshape(shape)
+    fresh = to_image(x, kind)
+    dirty = np.full_like(fresh, 7.0)
+    assert to_image(x, kind, out=dirty) is dirty
+    np.testing.assert_array_equal(dirty, fresh)
+    assert np.count_nonzero(fresh == 0) == fresh.size - x.size

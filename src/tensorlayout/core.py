@@ -119,8 +119,13 @@ class Layout:
                 if int(stride) < 0:
                     raise LayoutError(f"{self.name}: stride of {name!r} = {stride} must be >= 0")
                 ext = -(-span // div)
-                if radix is not None:
+                if radix is not None and not self._owned[i]:
+                    # Foreign padding: the grid stops where the tensor does.  Owned padding
+                    # (lanes past C = 3, a 4N word's dummies when N < 4) spans the whole
+                    # radix, so pack writes it as zero even into an existing array.
                     ext = min(int(radix), ext)
+                elif radix is not None:
+                    ext = int(radix)
                 digs.append(Digit(i, div, None if radix is None else int(radix), int(stride), ext))
                 if radix is not None:
                     div *= int(radix)
