@@ -66,10 +66,10 @@ def main() -> int:
         def err(y):
             return float(np.linalg.norm(np.asarray(y, np.float64) - ref) / np.linalg.norm(ref))
 
-        tile = 6 if H >= 48 else 4
         t0 = time.perf_counter()
-        wino = plan_conv2d(x.shape, w, b, padding=1, algorithm="winograd", tile=tile)
+        wino = plan_conv2d(x.shape, w, b, padding=1, algorithm="winograd")   # default tile
         t_u = time.perf_counter() - t0
+        tile = wino.info.tile
         i2c = plan_conv2d(x.shape, w, b, padding=1, algorithm="im2col")
         auto = plan_conv2d(x.shape, w, b, padding=1, algorithm="auto")
         runs = {

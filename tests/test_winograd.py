@@ -305,7 +305,8 @@ def test_finite_result_has_no_fallback():
 
 def test_auto_rule():
     assert choose_algorithm((1, 3, 224, 224), (64, 3, 3, 3), 1, 1)[0] == "im2col"
-    assert choose_algorithm((1, 64, 224, 224), (64, 64, 3, 3), 1, 1)[:2] == ("winograd", 6)
+    assert choose_algorithm((1, 64, 224, 224), (64, 64, 3, 3), 1, 1)[:2] == ("winograd", 4)
+    assert choose_algorithm((1, 256, 56, 56), (256, 256, 3, 3), 1, 1)[:2] == ("winograd", 6)
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), 2, 1)[0] == "im2col"
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), 1, 2, 2)[0] == "im2col"
     assert choose_algorithm((1, 64, 56, 56), (64, 1, 3, 3), 1, 1, 1, 64)[0] == "direct"

@@ -33,12 +33,13 @@ USE_NUMBA = True
 
 # auto's thresholds (see docs/winograd.md, "The auto rule").
 AUTO_MIN_CHANNELS = 16          # per group, in and out
-AUTO_TILE6_MIN_SIDE = 48        # F(6,3) when min(OH, OW) >= this
-AUTO_TILE4_MIN_SIDE = 20        # F(4,3) when min(OH, OW) >= this (else no Winograd)
+AUTO_TILE6_SIDES = (48, 96)     # F(6,3) when AUTO_TILE6_SIDES[0] <= min(OH, OW) < [1]
+AUTO_TILE4_MIN_SIDE = 20        # else F(4,3) when min(OH, OW) >= this (else no Winograd)
 AUTO_F45_MIN_SIDE = 20          # F(4,5) when min(OH, OW) >= this
 
 _KERNELS = None
 BLOCK_BYTES = 2 << 20
+IM2COL_SPLIT_GEMM = False
 
 
 def numba_available() -> bool:
@@ -128,9 +129,12 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
     """The auto rule: ``(algorithm, tile, reason)`` for a convolution of these shapes.
 
     Winograd only for square 3×3 / 5×5 kernels, stride 1, dilation 1 and at least
-    ``AUTO_MIN_CHANNELS`` input and output channels per group; F(6,3) when the output is at
-    least 12 on its smaller side, F(4,3) from 6, F(4,5) for 5×5 from 8; otherwise im2col
-    (or direct loops for depthwise and other one-channel-per-group convolutions).
+    ``AUTO_MIN_CHANNELS`` input and output channels per group.  Tile, from the smaller
+    output side: F(6,3) for sides 48 to 95, F(4,3) for other sides from 20 (F(6,3)'s larger
+    transforms measured slower on 112- and 224-wide layers), F(4,5) for 5×5 from 20;
+    otherwise im2col (or direct loops for depthwise and other one-channel-per-group
+    convolutions).  Below about 20×20 the transformed filters (α²/r² times the weights)
+    cost more memory traffic than the saved multiplications gain, and the GEMMs get narrow.
 
     >>> choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), padding=1)[:2]
     ('winograd', 6)
@@ -157,10 +161,13 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
                                 f"from {AUTO_MIN_CHANNELS}")
     side = min(OH, OW)
     if KH == 3:
-        if side >= AUTO_TILE6_MIN_SIDE:
-            return "winograd", 6, f"3x3, output side {side} >= {AUTO_TILE6_MIN_SIDE}: F(6,3)"
+        lo, hi = AUTO_TILE6_SIDES
+        if lo <= side < hi:
+            return "winograd", 6, f"3x3, output side {side} in [{lo}, {hi}): F(6,3)"
         if side >= AUTO_TILE4_MIN_SIDE:
-            return "winograd", 4, f"3x3, output side {side} >= {AUTO_TILE4_MIN_SIDE}: F(4,3)"
+            return "winograd", 4, (f"3x3, output side {side} >= {AUTO_TILE4_MIN_SIDE}"
+                                   + (f" (not in [{lo}, {hi}))" if side >= lo else "")
+                                   + ": F(4,3)")
         return fallback, None, f"output side {side} < {AUTO_TILE4_MIN_SIDE}: tiles too few"
     if side >= AUTO_F45_MIN_SIDE:
         return "winograd", 4, f"5x5, output side {side} >= {AUTO_F45_MIN_SIDE}: F(4,5)"
@@ -318,8 +325,9 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                                  "dilation 1 (use algorithm='im2col' or 'auto')")
         if tile is None:
             if KH == 3:
-                tile = 6 if min(out_shape[2:]) >= AUTO_TILE6_MIN_SIDE else (
-                    4 if min(out_shape[2:]) >= 6 else 2)
+                side = min(out_shape[2:])
+                lo, hi = AUTO_TILE6_SIDES
+                tile = 6 if lo <= side < hi else (4 if side >= 6 else 2)
             elif KH == 5:
                 tile = 4
             else:
@@ -566,7 +574,9 @@ def _im2col(plan: ConvPlan, x: np.ndarray) -> np.ndarray:
         xp[:, :, ph:ph + H, pw:pw + W] = x
     cols_buf = np.empty((C * KK, rows_per * OW), dtype=dt)
     nt = _threads.num_threads() if use_nb else 1
-    with _threads.single_threaded_blas() if use_nb else _nullcontext():
+    # Filling the columns runs on our threads; the GEMM is left to BLAS's own threads
+    # (one large GEMM scales better there than split by output channels).
+    with _nullcontext():
         for n in range(N):
             yn = y[n].reshape(groups, Kg, OH * OW)
             for oh0 in range(0, OH, rows_per):
@@ -586,10 +596,14 @@ def _im2col(plan: ConvPlan, x: np.ndarray) -> np.ndarray:
                                                x0:x0 + sw * (OW - 1) + 1:sw]
                 cols3 = cols.reshape(groups, Cg * KK, rows * OW)
 
-                def gemm(k0, k1):
-                    yn[:, k0:k1, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3[:, k0:k1], cols3)
+                if IM2COL_SPLIT_GEMM and use_nb:
+                    def gemm(k0, k1):
+                        yn[:, k0:k1, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3[:, k0:k1], cols3)
 
-                _threads.run_split(gemm, Kg, nt)
+                    with _threads.single_threaded_blas():
+                        _threads.run_split(gemm, Kg, nt)
+                else:
+                    yn[:, :, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3, cols3)
     y += plan.bias[None, :, None, None]
     return y
 
