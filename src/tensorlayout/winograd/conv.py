@@ -39,7 +39,7 @@ AUTO_F45_MIN_SIDE = 20          # F(4,5) when min(OH, OW) >= this
 
 _KERNELS = None
 BLOCK_BYTES = 2 << 20
-IM2COL_SPLIT_GEMM = False
+IM2COL_SPLIT_GEMM = True
 
 
 def numba_available() -> bool:
@@ -574,8 +574,9 @@ def _im2col(plan: ConvPlan, x: np.ndarray) -> np.ndarray:
         xp[:, :, ph:ph + H, pw:pw + W] = x
     cols_buf = np.empty((C * KK, rows_per * OW), dtype=dt)
     nt = _threads.num_threads() if use_nb else 1
-    # Filling the columns runs on our threads; the GEMM is left to BLAS's own threads
-    # (one large GEMM scales better there than split by output channels).
+    # Columns are filled, and the GEMM split by output channels, on our threads with BLAS
+    # held to one thread: BLAS's own worker threads keep spinning after a call and slow down
+    # whatever runs next on the same cores (another library's convolution included).
     with _nullcontext():
         for n in range(N):
             yn = y[n].reshape(groups, Kg, OH * OW)
