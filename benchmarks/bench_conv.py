@@ -2,7 +2,8 @@
 
 Layers: the VGG-16 3x3 layers with C >= 64 and the ResNet-50 stride-1 3x3 layers
 (REFERENCE.md section 3), batch 1, float32, padding 1.  Every time is the best of
-``--repeat`` runs, the libraries alternating so that both see the same machine load;
+``--repeat`` rounds of three back-to-back calls (after one untimed call), the libraries
+taking turns within each round so that both see the same machine load;
 ratios are torch_time / our_time (above 1: faster than PyTorch).  The filter transform
 (done once per layer by a plan) is reported separately.  Errors are relative L2 against
 float64 direct convolution (PyTorch in float64).
@@ -78,12 +79,13 @@ def main() -> int:
         }
         outs = {k: f() for k, f in runs.items()}          # warm-up (and compilation)
         best = {k: float("inf") for k in runs}
-        for _ in range(args.repeat):
+        for _ in range(args.repeat):              # rounds, libraries taking turns
             for k, f in runs.items():
-                time.sleep(0.02)      # let the other library's spinning worker threads settle
-                t = time.perf_counter()
-                f()
-                best[k] = min(best[k], time.perf_counter() - t)
+                f()                               # one untimed call to get warm again
+                for _ in range(3):                # then back-to-back calls, best kept
+                    t = time.perf_counter()
+                    f()
+                    best[k] = min(best[k], time.perf_counter() - t)
         r_w = best["torch"] / best["wino"]
         r_i = best["torch"] / best["im2col"]
         r_a = best["torch"] / best["auto"]

@@ -313,7 +313,8 @@ def test_auto_rule():
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 1, 1))[0] == "im2col"
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 5, 5), 1, 2)[:2] == ("winograd", 4)
     assert choose_algorithm((1, 512, 28, 28), (512, 512, 3, 3), 1, 1)[:2] == ("winograd", 4)
-    assert choose_algorithm((1, 512, 14, 14), (512, 512, 3, 3), 1, 1)[0] == "im2col"
+    assert choose_algorithm((1, 512, 14, 14), (512, 512, 3, 3), 1, 1)[:2] == ("winograd", 2)
+    assert choose_algorithm((1, 512, 2, 2), (512, 512, 3, 3), 1, 1)[0] == "im2col"
     alg, tile, reason = choose_algorithm((1, 3, 224, 224), (64, 3, 3, 3), 1, 1)
     assert "3 input" in reason
 

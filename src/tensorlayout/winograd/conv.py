@@ -34,7 +34,8 @@ USE_NUMBA = True
 # auto's thresholds (see docs/winograd.md, "The auto rule").
 AUTO_MIN_CHANNELS = 16          # per group, in and out
 AUTO_TILE6_SIDES = (48, 96)     # F(6,3) when AUTO_TILE6_SIDES[0] <= min(OH, OW) < [1]
-AUTO_TILE4_MIN_SIDE = 20        # else F(4,3) when min(OH, OW) >= this (else no Winograd)
+AUTO_TILE4_MIN_SIDE = 20        # else F(4,3) when min(OH, OW) >= this
+AUTO_TILE2_MIN_SIDE = 4         # else F(2,3) when min(OH, OW) >= this (else no Winograd)
 AUTO_F45_MIN_SIDE = 20          # F(4,5) when min(OH, OW) >= this
 
 _KERNELS = None
@@ -130,11 +131,11 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
 
     Winograd only for square 3×3 / 5×5 kernels, stride 1, dilation 1 and at least
     ``AUTO_MIN_CHANNELS`` input and output channels per group.  Tile, from the smaller
-    output side: F(6,3) for sides 48 to 95, F(4,3) for other sides from 20 (F(6,3)'s larger
-    transforms measured slower on 112- and 224-wide layers), F(4,5) for 5×5 from 20;
-    otherwise im2col (or direct loops for depthwise and other one-channel-per-group
-    convolutions).  Below about 20×20 the transformed filters (α²/r² times the weights)
-    cost more memory traffic than the saved multiplications gain, and the GEMMs get narrow.
+    output side: F(6,3) for sides 48 to 95, F(4,3) for other sides from 20 (on 112- and
+    224-wide layers F(6,3) is no faster and half as accurate), F(2,3) from 4 to 19 (on small
+    layers with many channels the transformed filters, α²/r² times the weights, are read
+    on every call: F(2,3)'s are the smallest), F(4,5) for 5×5 from 20; otherwise im2col
+    (or direct loops for depthwise and other one-channel-per-group convolutions).
 
     >>> choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), padding=1)[:2]
     ('winograd', 6)
@@ -168,7 +169,10 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
             return "winograd", 4, (f"3x3, output side {side} >= {AUTO_TILE4_MIN_SIDE}"
                                    + (f" (not in [{lo}, {hi}))" if side >= lo else "")
                                    + ": F(4,3)")
-        return fallback, None, f"output side {side} < {AUTO_TILE4_MIN_SIDE}: tiles too few"
+        if side >= AUTO_TILE2_MIN_SIDE:
+            return "winograd", 2, (f"3x3, output side {side} < {AUTO_TILE4_MIN_SIDE}: F(2,3) "
+                                   "(smallest transformed filters)")
+        return fallback, None, f"output side {side} < {AUTO_TILE2_MIN_SIDE}: tiles too few"
     if side >= AUTO_F45_MIN_SIDE:
         return "winograd", 4, f"5x5, output side {side} >= {AUTO_F45_MIN_SIDE}: F(4,5)"
     return fallback, None, f"output side {side} < {AUTO_F45_MIN_SIDE}: tiles too few"
@@ -304,7 +308,7 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     >>> p.info.name, p.out_shape
     ('winograd F(6,3)', (1, 64, 56, 56))
     >>> plan_conv2d((1, 64, 14, 14), w, padding=1).info.name
-    'im2col'
+    'winograd F(2,3)'
 
     """
     name, tile = _parse_algorithm(algorithm, tile)
@@ -325,9 +329,10 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                                  "dilation 1 (use algorithm='im2col' or 'auto')")
         if tile is None:
             if KH == 3:
+                # auto's tile rule, without its channel and size conditions
                 side = min(out_shape[2:])
                 lo, hi = AUTO_TILE6_SIDES
-                tile = 6 if lo <= side < hi else (4 if side >= 6 else 2)
+                tile = 6 if lo <= side < hi else (4 if side >= AUTO_TILE4_MIN_SIDE else 2)
             elif KH == 5:
                 tile = 4
             else:
