@@ -48,6 +48,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import _copy
 from .errors import (
+    DTypeError,
     FootprintError,
     IndexOutOfRange,
     LayoutError,
@@ -199,6 +200,11 @@ class Layout:
                 )
             parts = tuple(index[..., i] for i in range(self.ndim))
         else:
+            if isinstance(index, (str, bytes)) or not hasattr(index, "__iter__"):
+                raise RankError(
+                    f"index = {index!r} is not allowed: it must be a sequence of {self.ndim} "
+                    f"integers (or arrays) for the dimensions {self.dims}"
+                )
             parts = tuple(index)
             if len(parts) != self.ndim:
                 raise RankError(
@@ -246,7 +252,7 @@ class Layout:
 
     def element_at_flat(self, flat):
         """Flat physical location -> (index tuple, valid mask); invalid entries are padding."""
-        flat = np.asarray(flat, dtype=np.int64)
+        flat = _location_array("location", flat)
         if np.any((flat < 0) | (flat >= self.physical_size)):
             v = flat[(flat < 0) | (flat >= self.physical_size)].flat[0]
             raise IndexOutOfRange(
@@ -299,7 +305,8 @@ class Layout:
                 f"location = {coords!r} has {len(coords)} components: the physical space "
                 f"{self.physical_shape} has {len(self.physical_shape)}"
             )
-        arrs = [np.asarray(c, dtype=np.int64) for c in coords]
+        names = [self.physical_axes[k] if self.physical_axes else f"axis {k}" for k in range(len(coords))]
+        arrs = [_location_array(f"location {n}", c) for n, c in zip(names, coords)]
         for k, (a, ext) in enumerate(zip(arrs, self.physical_shape)):
             if np.any((a < 0) | (a >= ext)):
                 v = a[(a < 0) | (a >= ext)].flat[0]
@@ -389,6 +396,11 @@ class Layout:
             else:
                 out = np.zeros(self.physical_shape, dtype=dtype or array.dtype)
                 fill_padding = False
+        elif not isinstance(out, np.ndarray) or not out.flags.writeable:
+            raise ShapeError(
+                f"out = {type(out).__name__} is not allowed: the {self.name} layout needs a writeable "
+                f"C-contiguous numpy array of {self.physical_size} slots {self.physical_shape}"
+            )
         elif out.size != self.physical_size or not out.flags.c_contiguous:
             raise ShapeError(
                 f"out has shape {out.shape}: the {self.name} layout needs a C-contiguous "
@@ -409,8 +421,18 @@ class Layout:
             physical = np.ascontiguousarray(physical)
         if out is None:
             out = np.empty(self.shape, dtype=physical.dtype)
+        elif not isinstance(out, np.ndarray) or not out.flags.writeable:
+            raise ShapeError(
+                f"out = {type(out).__name__} is not allowed: the {self.name} layout needs a writeable "
+                f"numpy array of shape {self.shape}"
+            )
         elif out.shape != self.shape:
             raise ShapeError(f"out has shape {out.shape}: the {self.name} layout expects {self.shape}")
+        elif not np.can_cast(physical.dtype, out.dtype, casting="safe"):
+            raise DTypeError(
+                f"out has dtype {out.dtype}: it cannot hold the physical dtype {physical.dtype} "
+                "without loss (a safe cast is required)"
+            )
         self._copy_boxes(physical, out, to_physical=False, fill_padding=False)
         return out
 
@@ -419,6 +441,25 @@ class Layout:
         m = np.zeros(self.physical_size, dtype=bool)
         self.pack(np.ones(self.shape, dtype=bool), out=m, fill_padding=False)
         return m.reshape(self.physical_shape)
+
+
+def _location_array(name: str, value) -> np.ndarray:
+    """A location (int or integer array) as int64; non-integers raise IndexOutOfRange."""
+    if isinstance(value, (bool, np.bool_)):
+        raise IndexOutOfRange(f"{name} = {value!r} is not allowed: locations must be integers")
+    try:
+        a = np.asarray(value)
+    except Exception:  # noqa: BLE001 - re-raised as a LayoutError naming the argument
+        a = np.asarray(None)
+    if a.dtype.kind not in "iu":
+        if a.dtype.kind == "f" and a.size and np.all(np.mod(a, 1) == 0):
+            return a.astype(np.int64)
+        if a.dtype.kind == "f" and a.ndim:
+            value = a[np.mod(a, 1) != 0].flat[0]
+        elif a.dtype.kind in "bO" and a.ndim:
+            value = a.flat[0]
+        raise IndexOutOfRange(f"{name} = {value!r} is not allowed: locations must be integers")
+    return a.astype(np.int64, copy=False)
 
 
 def _interval_boxes(a: int, b: int, radices):

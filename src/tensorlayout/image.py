@@ -248,8 +248,17 @@ def check_image_limits(width: int, height: int, max_size=DEFAULT_MAX_IMAGE_SIZE)
     ...
     tensorlayout.errors.DeviceLimitError: image width 20000 is past the device maximum 16384 by 3616 pixels
     """
+    for name, v in (("width", width), ("height", height)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ShapeError(f"{name} = {v!r} is not allowed: an image size must be a positive integer")
     if max_size is None:
         return
+    if (isinstance(max_size, (str, bytes)) or not hasattr(max_size, "__len__") or len(max_size) != 2
+            or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1
+                   for v in max_size)):
+        raise DeviceLimitError(
+            f"max_size = {max_size!r} is not allowed: it must be (max width, max height), "
+            "two positive integers, or None")
     max_w, max_h = max_size
     if width > max_w:
         raise DeviceLimitError(
@@ -385,7 +394,7 @@ def pixel_of(kind, shape, index, *, layout=None, filter_format="OIHW", tile=None
     (2, 12, 0)
     """
     lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
-    y, x, k = lay.locate(tuple(index) if not isinstance(index, np.ndarray) else index)
+    y, x, k = lay.locate(index)
     return x, y, k
 
 
