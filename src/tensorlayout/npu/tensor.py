@@ -51,6 +51,7 @@ from ..errors import (
     ShapeError,
     StrideError,
     check_choice,
+    check_nonneg_int,
     check_positive_int,
     check_shape,
 )
@@ -331,40 +332,66 @@ class NpuTensor:
 
     # ------------------------------------------------------------- queries
     def _layout_index(self, index):
-        index = tuple(index)
-        if len(index) != 4:
-            raise RankError(f"index = {index!r} has {len(index)} components: it must be (n, c, h, w)")
-        for name, v, ext in zip("nchw", index, self.shape):
-            if isinstance(v, bool) or not hasattr(v, "__index__"):
+        """``(n, c, h, w)`` (ints, arrays, or an array whose last axis is 4) -> the byte layout's index."""
+        if isinstance(index, np.ndarray) and index.ndim >= 1:
+            if index.shape[-1] != 4:
+                raise RankError(f"index has last axis {index.shape[-1]}: it must be (n, c, h, w)")
+            parts = tuple(index[..., i] for i in range(4))
+        else:
+            if isinstance(index, (str, bytes)) or not hasattr(index, "__iter__"):
+                raise RankError(f"index = {index!r} is not allowed: it must be (n, c, h, w)")
+            parts = tuple(index)
+            if len(parts) != 4:
+                raise RankError(f"index = {parts!r} has {len(parts)} components: it must be (n, c, h, w)")
+        arrs = []
+        for name, v, ext in zip("nchw", parts, self.shape):
+            a = np.asarray(v)
+            if isinstance(v, (bool, np.bool_)) or a.dtype.kind not in "iu":
                 raise IndexOutOfRange(f"index {name} = {v!r} is not allowed: indices must be integers")
-            if not 0 <= int(v) < ext:
-                raise IndexOutOfRange(f"index {name} = {v} is out of range: it must be in [0, {ext})")
-        n, c, h, w = (int(v) for v in index)
+            bad = (a < 0) | (a >= ext)
+            if np.any(bad):
+                raise IndexOutOfRange(
+                    f"index {name} = {a[bad].flat[0]} is out of range: it must be in [0, {ext})")
+            arrs.append(a.astype(np.int64, copy=False))
+        n, c, h, w = arrs
         if self.is_matrix:
             col = c * self.cols_per_channel + w
-            if col >= self.matrix_shape[1]:
+            bad = col >= self.matrix_shape[1]
+            if np.any(bad):
+                i = np.flatnonzero(np.broadcast_to(bad, col.shape))[0] if col.ndim else 0
+                cc, ww = np.broadcast_to(c, col.shape).flat[i], np.broadcast_to(w, col.shape).flat[i]
                 raise IndexOutOfRange(
-                    f"index (c, w) = ({c}, {w}) is column {col}: the matrix has only "
+                    f"index (c, w) = ({cc}, {ww}) is column {col.flat[i]}: the matrix has only "
                     f"{self.matrix_shape[1]} columns"
                 )
             return (n, col, 0)
         return (n, c, h, w, 0)
 
+    @staticmethod
+    def _pair(loc):
+        """Core coordinates -> (npu, byte): ints for a scalar query, arrays otherwise."""
+        if all(np.ndim(v) == 0 for v in loc):
+            return tuple(int(v) for v in loc)
+        return tuple(np.asarray(v) for v in loc)
+
     def locate(self, index) -> tuple[int, int]:
         """Element ``(n, c, h, w)`` -> ``(npu, byte_offset)`` of its first byte.
 
-        Seed stride example: (2, 5, 3, 4) fp32 at NPU 0 with strides (120, 56, 16, 2):
+        ``index`` may hold arrays (or be an array whose last axis is 4); the answer then
+        holds arrays.  Seed stride example: (2, 5, 3, 4) fp32 at NPU 0 with strides (120, 56, 16, 2):
 
         >>> t = tensor_layout(Chip(4, 1024, 128), 0, (2, 5, 3, 4), stride=(120, 56, 16, 2))
         >>> t.locate((1, 4, 2, 3))     # NPU 0, byte 4 * (120 + 56 + 32 + 6)
         (0, 856)
+        >>> [v.tolist() for v in t.locate(np.array([[0, 0, 0, 1], [1, 4, 2, 3]]))]
+        [[0, 0], [8, 856]]
         """
-        return tuple(int(v) for v in self.layout.locate(self._layout_index(index)))
+        return self._pair(self.layout.locate(self._layout_index(index)))
 
-    def matrix_locate(self, row: int, col: int) -> tuple[int, int]:
-        """Matrix element ``(row, col)`` -> ``(npu, byte_offset)`` (matrix tensors only)."""
+    def matrix_locate(self, row, col) -> tuple[int, int]:
+        """Matrix element ``(row, col)`` -> ``(npu, byte_offset)`` (matrix tensors only; arrays too)."""
         self._need_matrix()
-        return tuple(int(v) for v in self.layout.locate((row, col, 0)))
+        return self._pair(self.layout.locate((row, col, 0)))
 
     def element_at(self, npu, byte_offset):
         """``(npu, byte_offset)`` -> the ``(n, c, h, w)`` whose bytes include it, or None.
@@ -397,40 +424,64 @@ class NpuTensor:
         >>> t.is_dummy(0, 257), t.is_dummy(0, 258)
         (False, True)
         """
+        got = self.layout.element_at((npu, byte_offset))  # validates the location
+        scalar = np.ndim(npu) == 0 and np.ndim(byte_offset) == 0
         if self._dummies is None:
-            self.layout.element_at((npu, byte_offset))  # validates the location
-            return False
-        return self._dummies[0].element_at((npu, byte_offset)) is not None
+            return False if scalar else np.zeros(np.broadcast(npu, byte_offset).shape, dtype=bool)
+        got = self._dummies[0].element_at((npu, byte_offset))
+        return got is not None if scalar else got[1]
 
     def matrix_element_at(self, npu, byte_offset):
         """``(npu, byte_offset)`` -> matrix ``(row, col)``, or None (matrix tensors only)."""
         self._need_matrix()
         got = self.layout.element_at((npu, byte_offset))
+        if got is not None and isinstance(got[1], np.ndarray):
+            return got[0][:2], got[1]
         return None if got is None else got[:2]
 
     def _need_matrix(self):
         if not self.is_matrix:
             raise LayoutError("this tensor is not a matrix: use locate / element_at with (n, c, h, w)")
 
-    def byte_map(self) -> np.ndarray:
-        """Int64 array ``(X, S)``: for each local byte, the flat row-major index of the element
-        it belongs to, -1 where it holds nothing of this tensor, -2 where it holds a dummy.
+    def byte_map(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Int64 array ``(X, stop - start)``: for each local byte offset in ``[start, stop)`` of
+        every NPU, the flat row-major index of the element it belongs to, -1 where it holds
+        nothing of this tensor, -2 where it holds a dummy.  ``stop=None`` means S; the whole
+        map (``X * S`` int64, 256 MiB on BM1684) is built only when asked for.
 
         The index is into the original shape ``(N, C, H, W)`` (for a matrix: ``row * cols + col``).
 
         >>> t = tensor_layout(Chip(4, 1024, 128), 1, (1, 2, 1, 1), stride=(1, 1, 1, 1), dtype="int8")
         >>> t.byte_map()[:, :2].tolist()
         [[-1, 0], [-1, 1], [-1, -1], [-1, -1]]
+        >>> t.byte_map(1, 3).tolist()
+        [[0, -1], [1, -1], [-1, -1], [-1, -1]]
         """
+        S = self.chip.lmem_bytes
+        start = check_nonneg_int("start", start)
+        stop = S if stop is None else check_nonneg_int("stop", stop)
+        if not start <= stop <= S:
+            raise IndexOutOfRange(
+                f"start, stop = {start}, {stop} is not allowed: it must be a byte range with "
+                f"0 <= start <= stop <= {S}")
         lay = self.layout
-        m = np.full(lay.physical_size, -1, dtype=np.int64)
         logical = lay.shape[:-1]
-        idx = np.arange(math.prod(logical), dtype=np.int64).reshape(logical)[..., None]
-        lay.pack(np.broadcast_to(idx, lay.shape), out=m, fill_padding=False)
+        if (start, stop) == (0, S):
+            m = np.full(lay.physical_size, -1, dtype=np.int64)
+            idx = np.arange(math.prod(logical), dtype=np.int64).reshape(logical)[..., None]
+            lay.pack(np.broadcast_to(idx, lay.shape), out=m, fill_padding=False)
+            if self._dummies is not None:
+                dl = self._dummies[0]
+                dl.pack(np.broadcast_to(np.int64(-2), dl.shape), out=m, fill_padding=False)
+            return m.reshape(lay.physical_shape)
+        # A window: ask location -> element of the bytes in it only.
+        X = self.chip.npus
+        flat = (np.arange(X, dtype=np.int64)[:, None] * S + np.arange(start, stop, dtype=np.int64)).ravel()
+        index, valid = lay.element_at_flat(flat)
+        m = np.where(valid, np.ravel_multi_index(index[:-1], logical), -1)
         if self._dummies is not None:
-            dl = self._dummies[0]
-            dl.pack(np.broadcast_to(np.int64(-2), dl.shape), out=m, fill_padding=False)
-        return m.reshape(lay.physical_shape)
+            m[self._dummies[0].element_at_flat(flat)[1]] = -2
+        return m.reshape(X, stop - start)
 
     def _channel_bytes(self) -> np.ndarray:
         """Bytes each channel holds (elements and dummies)."""
@@ -489,8 +540,10 @@ class NpuTensor:
         want = self.matrix_shape if self.is_matrix else self.shape
         if array.shape != tuple(want):
             raise ShapeError(f"array has shape {array.shape}: this tensor needs {tuple(want)}")
-        if array.dtype.itemsize != self.dtype.itemsize or array.dtype.kind not in "fiu":
-            raise DTypeError(f"array has dtype {array.dtype}: this tensor holds {dtype_name(self.dtype)}")
+        if array.dtype.newbyteorder("=") != self.dtype or array.dtype.byteorder not in "=|":
+            raise DTypeError(
+                f"array has dtype {array.dtype}: this tensor holds {dtype_name(self.dtype)} "
+                f"({self.dtype}), and a copy never reinterprets or converts data")
         return array
 
     def _runs(self):
