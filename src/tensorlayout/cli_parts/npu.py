@@ -170,7 +170,8 @@ def block_picture(t, blocks: int, block_bytes: int = 4) -> list[str]:
 
     A digit or letter is the channel c (0-9, then a-z), '-' a 4N/2N/2IC dummy, '.' nothing.
     """
-    m = t.byte_map()[:, t.offset - t.offset % block_bytes:][:, :blocks * block_bytes]
+    start = t.offset - t.offset % block_bytes
+    m = t.byte_map(start, min(t.chip.lmem_bytes, start + blocks * block_bytes))
     C, H, W = t.shape[1], t.shape[2], t.shape[3]
     lines = []
     for p in range(t.chip.npus):

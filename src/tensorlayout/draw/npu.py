@@ -18,10 +18,12 @@ with a light outline; dummy blocks are hatched grey.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..errors import LayoutError, check_positive_int
-from ._sheet import Block, draw_sheet
+from ._sheet import Block, choose_rows, draw_sheet
 from ._svg import DUMMY_FILL, EMPTY_FILL, PALETTE, Svg
 
 __all__ = ["npu_figure", "address_figure", "footprint_bytes", "BLOCK_BYTES"]
@@ -132,12 +134,21 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
     span = footprint_bytes(tensor)
     lo = (R // BLOCK_BYTES) * BLOCK_BYTES
     hi = min(S, -(-(R + span) // BLOCK_BYTES) * BLOCK_BYTES)
-    region = np.asarray(tensor.byte_map())[:, lo:hi]
-    nblk = (hi - lo) // BLOCK_BYTES
-    region = region.reshape(X, nblk, BLOCK_BYTES)
-    used = sorted(int(q) for q in np.nonzero((region != -1).any(axis=(1, 2)))[0])
+    used = [q for q, r in enumerate(tensor.npu_ranges()) if r is not None]
     per_row = blocks_per_row or _per_row_default(min(X, max_npus), label)
     check_positive_int("blocks_per_row", per_row)
+    # Only the rows the sheet will draw are read (the sheet elides the others): a large
+    # tensor costs what its figure shows, not X * S bytes of map and a block loop over them.
+    first_block, end_block = lo // BLOCK_BYTES, hi // BLOCK_BYTES
+    row0, row_end = first_block // per_row, (end_block - 1) // per_row + 1
+    drawn = [row0 + r for r in choose_rows(row_end - row0, max_rows)]
+    windows = []
+    for r in drawn:
+        a, b = max(first_block, r * per_row), min(end_block, (r + 1) * per_row)
+        if windows and windows[-1][1] == a:
+            windows[-1] = (windows[-1][0], b)
+        else:
+            windows.append((a, b))
     shape = _element_shape(tensor)
     mode = getattr(tensor, "mode", None)
     group = _MODE_GROUP.get(str(mode), 1) if mode else 1
@@ -147,62 +158,26 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
     blocks = {}
     colours = {}
     any_dummy = any_empty = False
-    occupied = np.nonzero((region != -1).any(axis=2))
-    for q, b in zip(*occupied):
-        q, b = int(q), int(b)
-        vals = region[q, b]
-        valid = vals[vals >= 0]
-        offset = lo + b * BLOCK_BYTES
-        if valid.size == 0:
-            any_dummy = True
-            blocks[(q, b + lo // BLOCK_BYTES)] = Block(
-                q, offset, "dummy", DUMMY_FILL, data={"bytes": "|".join(
-                    "dummy" if v == -2 else "-" for v in vals)},
-                tooltip=f"NPU {q}, bytes {offset}\u2013{offset + BLOCK_BYTES - 1}: dummy")
-            continue
-        elems = []
-        for f in dict.fromkeys(int(v) for v in valid):
-            elems.append(tuple(int(i) for i in np.unravel_index(f, shape)))
-        per_byte = []
-        for v in vals:
-            per_byte.append(_csv(np.unravel_index(int(v), shape)) if v >= 0 else
-                            "dummy" if v == -2 else "-")
-        feat = _feature(tensor, elems[0])
-        if group > 1:  # a packed block belongs to the packed feature (n // k, c)
-            feat = (feat[0] // group, feat[1])
-        if feat not in colours:
-            colours[feat] = PALETTE[(feat[0] * ncols + feat[1]) % len(PALETTE)]
-        dummies = tuple(j for j, v in enumerate(vals) if v == -2)
-        any_dummy |= bool(dummies)
-        if label == "feature":
-            text, sub = _tup(feat), ""
-        elif group > 1:  # the packed int8x4 / int16x2 / fp32x2 element and what it holds here
-            packed = (elems[0][0] // group,) + elems[0][1:]
-            text = _tup(packed) + f"\u00d7{group}"
-            sub = ("i " if mode == "2IC" else "n ") + ",".join(str(e[0]) for e in elems)
-            if dummies:
-                sub += f" +{len(dummies) // itemsize} dummy"
-        elif len(elems) == 1:
-            text, sub = _tup(elems[0]), ""
-        else:
-            text, sub = _tup(elems[0]), "\u2026" + _tup(elems[-1])
-        blocks[(q, b + lo // BLOCK_BYTES)] = Block(
-            q, offset, "element", colours[feat], text, sub, dummies,
-            data={"element": " ".join(_csv(e) for e in elems), "bytes": "|".join(per_byte),
-                  "feature": _csv(feat)},
-            tooltip=f"NPU {q}, bytes {offset}\u2013{offset + BLOCK_BYTES - 1}: "
-                    + ", ".join(_tup(e) for e in elems) + (f" and {len(dummies)} dummy byte(s)" if dummies else ""))
-    first_block, end_block = lo // BLOCK_BYTES, hi // BLOCK_BYTES
-    any_empty = len(blocks) < X * (end_block - first_block)
+    drawn_blocks = 0
+    for wa, wb in windows:
+        region = tensor.byte_map(wa * BLOCK_BYTES, wb * BLOCK_BYTES).reshape(X, wb - wa, BLOCK_BYTES)
+        drawn_blocks += X * (wb - wa)
+        for q, b in zip(*np.nonzero((region != -1).any(axis=2))):
+            any_dummy |= _add_block(blocks, colours, tensor, region[q, b], int(q), wa + int(b),
+                                    shape, group, ncols, itemsize, label, mode)
+    any_empty = len(blocks) < drawn_blocks
+    n_batches = -(-int(tensor.shape[0]) // group)
+    n_features = n_batches * ncols
 
-    legend = []
-    for feat, fill in sorted(colours.items())[:8]:
+    legend = []  # the first features of the whole tensor, drawn or elided
+    for feat in itertools.islice(itertools.product(range(n_batches), range(ncols)), 8):
+        fill = PALETTE[(feat[0] * ncols + feat[1]) % len(PALETTE)]
         if getattr(tensor, "matrix_shape", None) is not None:
             legend.append((fill, f"row {feat[0]}, channel {feat[1]}"))
         else:
             legend.append((fill, f"{'packed feature' if group > 1 else 'feature'} {_tup(feat)}"))
-    if len(colours) > 8:
-        legend.append((None, f"\u2026 {len(colours)} features in all: the {len(PALETTE)} colours repeat"))
+    if n_features > 8:
+        legend.append((None, f"\u2026 {n_features} features in all: the {len(PALETTE)} colours repeat"))
     if any_empty:
         legend.append((EMPTY_FILL, "empty: holds nothing of this tensor"))
     if any_dummy:
@@ -218,6 +193,50 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
         notes=list(notes), used_npus=used)
     return svg.finish(width, height, data={"figure": "npu", "address": tensor.address,
                                             "start-npu": tensor.start_npu, "offset": R})
+
+
+def _add_block(blocks, colours, tensor, vals, q, blk, shape, group, ncols, itemsize, label, mode) -> bool:
+    """Describe block ``blk`` of NPU ``q`` from its bytes' ``vals``; True if it holds a dummy."""
+    valid = vals[vals >= 0]
+    offset = blk * BLOCK_BYTES
+    if valid.size == 0:
+        blocks[(q, blk)] = Block(
+            q, offset, "dummy", DUMMY_FILL, data={"bytes": "|".join(
+                "dummy" if v == -2 else "-" for v in vals)},
+            tooltip=f"NPU {q}, bytes {offset}\u2013{offset + BLOCK_BYTES - 1}: dummy")
+        return True
+    elems = []
+    for f in dict.fromkeys(int(v) for v in valid):
+        elems.append(tuple(int(i) for i in np.unravel_index(f, shape)))
+    per_byte = []
+    for v in vals:
+        per_byte.append(_csv(np.unravel_index(int(v), shape)) if v >= 0 else
+                        "dummy" if v == -2 else "-")
+    feat = _feature(tensor, elems[0])
+    if group > 1:  # a packed block belongs to the packed feature (n // k, c)
+        feat = (feat[0] // group, feat[1])
+    if feat not in colours:
+        colours[feat] = PALETTE[(feat[0] * ncols + feat[1]) % len(PALETTE)]
+    dummies = tuple(j for j, v in enumerate(vals) if v == -2)
+    if label == "feature":
+        text, sub = _tup(feat), ""
+    elif group > 1:  # the packed int8x4 / int16x2 / fp32x2 element and what it holds here
+        packed = (elems[0][0] // group,) + elems[0][1:]
+        text = _tup(packed) + f"\u00d7{group}"
+        sub = ("i " if mode == "2IC" else "n ") + ",".join(str(e[0]) for e in elems)
+        if dummies:
+            sub += f" +{len(dummies) // itemsize} dummy"
+    elif len(elems) == 1:
+        text, sub = _tup(elems[0]), ""
+    else:
+        text, sub = _tup(elems[0]), "\u2026" + _tup(elems[-1])
+    blocks[(q, blk)] = Block(
+        q, offset, "element", colours[feat], text, sub, dummies,
+        data={"element": " ".join(_csv(e) for e in elems), "bytes": "|".join(per_byte),
+              "feature": _csv(feat)},
+        tooltip=f"NPU {q}, bytes {offset}\u2013{offset + BLOCK_BYTES - 1}: "
+                + ", ".join(_tup(e) for e in elems) + (f" and {len(dummies)} dummy byte(s)" if dummies else ""))
+    return bool(dummies)
 
 
 def address_figure(chip, addresses: dict, *, heading: str | None = None, blocks_per_row: int = 16,
