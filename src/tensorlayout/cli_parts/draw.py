@@ -54,8 +54,12 @@ def _write(path: str, text: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise LayoutError(f"output = {path!r} is not allowed: folder {folder!r} does not exist")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise LayoutError(f"output = {path!r} is not allowed: it cannot be written "
+                          f"({exc.strerror or exc})") from None
 
 
 def _figures(args) -> int:

@@ -236,15 +236,17 @@ def write_gallery(out_dir) -> list[str]:
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise LayoutError(f"out = {out_dir!r} is not allowed: it exists and is not a folder")
     figures = list(gallery_figures())
-    os.makedirs(out_dir, exist_ok=True)
+    files = [(name, svg) for name, _, svg in figures]
+    files.append(("index.html", _index_html([(n, c) for n, c, _ in figures])))
     paths = []
-    for name, _, svg in figures:
-        path = os.path.join(out_dir, name)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(svg)
-        paths.append(path)
-    path = os.path.join(out_dir, "index.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(_index_html([(n, c) for n, c, _ in figures]))
-    paths.append(path)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        for name, text in files:
+            path = os.path.join(out_dir, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            paths.append(path)
+    except OSError as exc:
+        raise LayoutError(f"out = {out_dir!r} is not allowed: the gallery cannot be written there "
+                          f"({exc.strerror or exc})") from None
     return paths
