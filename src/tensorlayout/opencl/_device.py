@@ -107,9 +107,10 @@ def _info(index, platform, device, ctx) -> DeviceInfo:
 def list_devices() -> list[DeviceInfo]:
     """Describe every OpenCL device: image limits and half support, read from each device.
 
-    >>> infos = list_devices()                     # doctest: +SKIP
-    >>> infos[0].max_image_size                    # doctest: +SKIP
-    (8192, 8192)
+    >>> infos = list_devices()
+    >>> w, h = infos[0].max_image_size          # PoCL: (8192, 8192); an H100: (32768, 32768)
+    >>> w >= 8192 and h >= 8192
+    True
     """
     pcl = cl()
     out = []
@@ -250,9 +251,9 @@ def get_context(device=None) -> CLContext:
     ``"NVIDIA"``, ``"H100"``), or
     ``"platform:device"`` substrings.  A :class:`CLContext` is returned as is.
 
-    >>> ctx = get_context()                        # doctest: +SKIP
-    >>> ctx.info.name                              # doctest: +SKIP
-    'pthread-haswell-AMD EPYC'
+    >>> ctx = get_context()
+    >>> ctx.info.name == list_devices()[0].name   # e.g. 'pthread-haswell-AMD EPYC' on PoCL
+    True
     """
     if isinstance(device, CLContext):
         return device
