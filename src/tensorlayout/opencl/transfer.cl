@@ -161,7 +161,7 @@ __kernel void buffer_to_image(__global const BUF_T *src,
 {
     DECODE
     VEC v = (VEC)(0);
-    if (nlanes >= 4 && lane_stride == 1) {
+    if ((nlanes >= 4) & (lane_stride == 1)) {   /* both 0 or 1; lane_stride may be a constant */
         v = LOAD4(src, off);
     } else if (nlanes >= 4) {
         v = (VEC)(LOAD1(src, off), LOAD1(src, off + lane_stride),
@@ -205,7 +205,7 @@ __kernel void image_to_buffer(
 #else
     float4 v = read_imagef(img, (int2)(x, y));
 #endif
-    if (nlanes >= 4 && lane_stride == 1) {
+    if ((nlanes >= 4) & (lane_stride == 1)) {   /* both 0 or 1; lane_stride may be a constant */
         STORE4(v, dst, off);
     } else {
         STORE1(v.x, dst, off);
