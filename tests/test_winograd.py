@@ -494,3 +494,33 @@ def test_many_blocks(m, backend):
     x[1, 3, 10, 10] = np.nan
     y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=7)(x)
     np.testing.assert_array_equal(np.isnan(y), np.isnan(reference_conv(x, w, b, 1, 1)))
+
+
+@pytest.mark.parametrize("m,r", [(2, 3), (4, 3), (6, 3), (4, 5)])
+def test_row_layout_blocks(m, r, monkeypatch):
+    """Blocks of whole tile rows (the layout wide images get) on small inputs: one row per
+    block and whole images per block, batch 2, sizes that are not multiples of m, padding
+    0 to 2, against the float64 loop; NaN lands where direct convolution puts it."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(conv_mod, "USE_NUMBA", True)
+    monkeypatch.setattr(conv_mod, "ROW_LAYOUT_MIN_TILES", 1)
+    rng = np.random.default_rng(29)
+    x = rng.standard_normal((2, 5, 19, 23)).astype(np.float32)
+    w = rng.standard_normal((6, 5, r, r)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    tol = {2: 2e-6, 4: 1e-5, 6: 3e-5}[m] if r == 3 else 3e-5
+    for block_bytes in (1, 1 << 30):          # one tile row per block / whole images
+        monkeypatch.setattr(conv_mod, "BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(conv_mod, "ROW_LAYOUT_MIN_BLOCK", 1)
+        for pad in (0, 1, 2):
+            plan = plan_conv2d(x.shape, w, b, padding=pad, algorithm=f"winograd:{m}")
+            _, _, u2 = conv_mod._blocks(plan, 2, 1, 8, 5, 6, m, m + r - 1, 4, plan._wino["gen"])
+            assert u2 > 0
+            assert rel_err(plan(x), reference_conv(x, w, b, 1, pad)) < tol
+    xn = x.copy()
+    xn[1, 2, 0, 22] = np.nan
+    xn[0, 4, 9, 0] = np.inf
+    y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}")(xn)
+    ref = reference_conv(xn, w, b, 1, 1)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(ref))

@@ -5,8 +5,14 @@ time, one short vector loop per coefficient.  For the standard tiles that loop o
 dominates, so this generator writes, for each of F(2,3), F(4,3), F(6,3) and F(4,5), a
 kernel whose 2-D transform is a short sequence of loops over the tiles of a block, one per
 row or column of the tile, each body straight-line code (only the non-zero terms, ±1 as
-plain adds) with few live values, so the compiler vectorises every loop.  The constants come in as an array of the data's dtype, so
-float32 stays float32.
+plain adds) with few live values, so the compiler vectorises every loop.  Work is shared
+where the matrices allow: rows of Bᵀ that evaluate at ±p are computed as e + o and e - o,
+and columns of Aᵀ that differ only in sign are summed and differenced once.  The constants
+come in as an array of the data's dtype, so float32 stays float32.
+
+Wide images use a row layout (see ``wino_input``): a block is whole rows of tiles, the
+input rows are split into m column phases, and the two passes of the input transform run
+as long unit-stride loops (vertical per row of tiles, horizontal over the whole block).
 
 Regenerate with ``python -m tensorlayout.winograd._codegen`` after changing the default
 transforms; at run time the exact matrices recorded in the file are compared with
@@ -49,26 +55,145 @@ def _lin(row, names, coefs):
     return s[2:] if s.startswith("+ ") else "-" + s[2:]
 
 
+def _pairs(vecs):
+    """Greedy pairs (i, k) of vectors with vecs[k][n] = ±vecs[i][n] for every n, both signs
+    occurring: the two are then e + o and e - o (evaluations at ±p)."""
+    used, out = set(), []
+    for i in range(len(vecs)):
+        if i in used:
+            continue
+        for k in range(i + 1, len(vecs)):
+            if k in used:
+                continue
+            same = all(x == y for x, y in zip(vecs[i], vecs[k]))
+            ok = all(x == y or x == -y for x, y in zip(vecs[i], vecs[k]))
+            flip = any(x == -y and x != 0 for x, y in zip(vecs[i], vecs[k]))
+            if ok and flip and not same:
+                used.update((i, k))
+                out.append((i, k))
+                break
+    return out
+
+
+def _apply(mat, names, targets, coefs, indent, tag):
+    """Lines computing ``targets[i].format(mat[i] · names)`` for every row, sharing work:
+    columns that differ only in sign on every row are first summed and differenced once,
+    and rows that are e + o and e - o compute e and o once."""
+    from fractions import Fraction
+
+    rows = [list(r) for r in mat]
+    names = list(names)
+    lines = []
+    cols = [[r[n] for r in rows] for n in range(len(names))]
+    for c1, c2 in _pairs(cols):
+        if sum(1 for r in rows if r[c1] != 0) < 2:
+            continue
+        sp, sm = f"{tag}p{c1}", f"{tag}m{c1}"
+        lines.append(f"{indent}{sp} = {names[c1]} + {names[c2]}")
+        lines.append(f"{indent}{sm} = {names[c1]} - {names[c2]}")
+        names += [sp, sm]
+        for r in rows:
+            v1, v2 = r[c1], r[c2]
+            r[c1] = r[c2] = Fraction(0)
+            r += [v1 if v1 == v2 else Fraction(0), v1 if v1 == -v2 and v1 != 0 else Fraction(0)]
+    for r in rows:
+        r += [Fraction(0)] * (len(names) - len(r))
+    done = set()
+    for i, k in _pairs(rows):
+        ev = [x if x == y else Fraction(0) for x, y in zip(rows[i], rows[k])]
+        od = [x if x == -y else Fraction(0) for x, y in zip(rows[i], rows[k])]
+        if sum(1 for v in ev if v) == 0:
+            continue
+        lines.append(f"{indent}{tag}e{i} = {_lin(ev, names, coefs)}")
+        lines.append(f"{indent}{tag}o{i} = {_lin(od, names, coefs)}")
+        lines.append(indent + targets[i].format(f"{tag}e{i} + {tag}o{i}"))
+        lines.append(indent + targets[k].format(f"{tag}e{i} - {tag}o{i}"))
+        done.update((i, k))
+    for i, r in enumerate(rows):
+        if i not in done:
+            lines.append(indent + targets[i].format(_lin(r, names, coefs)))
+    return lines
+
+
 _DRIVERS = """
 @njit(nogil=True, cache=True)
-def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
+def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
     N, C, H, W = x.shape
     Pb = V.shape[2]
     T = nty * ntx
-    D = np.zeros(({a} * {a}, Pb), dtype=V.dtype)
-    E = np.empty(({a} * {a}, Pb), dtype=V.dtype)
-    # When the block lies in one image, its rows of each channel are first copied, with
-    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
-    # the tiles are gathered from there without bounds checks.
     n0 = p0 // T
     n1 = (p0 + npb - 1) // T
-    ty_lo = (p0 - n0 * T) // ntx
-    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
-    ybase = ty_lo * {m} - pad_t
-    rows = (ty_hi - ty_lo) * {m} + {a} if n0 == n1 else 1
-    Wp = ntx * {m} + {a} - {m}
-    plane = np.zeros((rows, Wp), dtype=V.dtype)
-    # where each tile of the block starts (image, top row, left column), divisions done once
+    if U2 > 0:
+        # Row layout: the block is R whole rows of tiles of one image, tile (rl, u) in
+        # column rl·U2 + u of V; the last column of each row (u = ntx) is a spare tile that
+        # lets the horizontal pass run over the whole block in one unit-stride loop.  Per
+        # channel the rows are copied with the zero padding, split into {m} column phases
+        # (P[row, s, u] = column {m}·u + s), transformed vertically one row of tiles at a time
+        # and horizontally over the whole block.
+        R = npb // ntx
+        ybase = (p0 - n0 * T) // ntx * {m} - pad_t
+        rows = (R - 1) * {m} + {a}
+        lim = min(W, {m} * U2 - pad_l)
+        for c in range(c0, c1):
+            for t in range({a} * {a}):
+                for q in range(R * U2, Pb):
+                    V[t, c, q] = 0
+        row = np.zeros({m} * U2, dtype=V.dtype)
+        P = np.zeros((rows, {m}, U2), dtype=V.dtype)
+        Fb = np.zeros(({a}, {m}, (R + 1) * U2), dtype=V.dtype)
+        F4 = Fb.reshape(({a}, {m}, R + 1, U2))
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    row[pad_l + xx] = x[n0, c, yy, xx]
+                deint_{m}_{r}(row, P, rr, U2)
+            for rl in range(R):
+                vert_{m}_{r}(P, F4, rl, coef)
+            horiz_{m}_{r}(Fb, V, c, R * U2, coef)
+        return
+    for c in range(c0, c1):
+        for t in range({a} * {a}):
+            for q in range(npb, Pb):
+                V[t, c, q] = 0
+    D = np.zeros(({a} * {a}, Pb), dtype=V.dtype)
+    E = np.empty(({a} * {a}, Pb), dtype=V.dtype)
+    if n0 == n1:
+        # One image: its rows of each channel are first copied, with the zero padding,
+        # into a small plane (a streaming read the prefetchers follow), and the tiles are
+        # gathered from there without bounds checks.
+        ty_lo = (p0 - n0 * T) // ntx
+        ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+        ybase = ty_lo * {m} - pad_t
+        rows = (ty_hi - ty_lo) * {m} + {a}
+        Wp = ntx * {m} + {a} - {m}
+        plane = np.zeros((rows, Wp), dtype=V.dtype)
+        qy = np.empty(npb, dtype=np.int64)
+        qx = np.empty(npb, dtype=np.int64)
+        for q in range(npb):
+            rem = p0 + q - n0 * T
+            ty = rem // ntx
+            qy[q] = ty * {m} - pad_t - ybase
+            qx[q] = (rem - ty * ntx) * {m}
+        lim = min(W, Wp - pad_l)
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                r0 = qy[q]
+                x0 = qx[q]
+                for i in range({a}):
+                    for j in range({a}):
+                        D[i * {a} + j, q] = plane[r0 + i, x0 + j]
+            input_{m}_{r}(D, E, V, c, coef, Pb)
+        return
+    # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
@@ -81,22 +206,6 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
         qy[q] = ty * {m} - pad_t
         qx[q] = (rem - ty * ntx) * {m} - pad_l
     for c in range(c0, c1):
-        if n0 == n1:
-            for rr in range(rows):
-                yy = ybase + rr
-                if yy < 0 or yy >= H:
-                    continue
-                lim = min(W, Wp - pad_l)
-                for xx in range(lim):
-                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
-            for q in range(npb):
-                r0 = qy[q] - ybase
-                x0 = qx[q] + pad_l
-                for i in range({a}):
-                    for j in range({a}):
-                        D[i * {a} + j, q] = plane[r0 + i, x0 + j]
-            input_{m}_{r}(D, E, V, c, coef, Pb)
-            continue
         for q in range(npb):
             n = qn[q]
             y0 = qy[q]
@@ -118,15 +227,19 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
 
 
 @njit(nogil=True, cache=True)
-def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
+def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
     N, K, OH, OW = y.shape
     Pb = M.shape[2]
     T = nty * ntx
     O = np.empty(({m} * {m}, Pb), dtype=M.dtype)
     S = np.empty(({m} * {a}, Pb), dtype=M.dtype)
+    # Z[q] gathers value * 0 over every output of tile q: 0 unless one is NaN or ±Inf (one
+    # vector add per output instead of a serial sum)
+    Z = np.zeros(Pb, dtype=M.dtype)
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
+    qs = np.empty(npb, dtype=np.int64)      # column of tile q in M (see the row layout)
     for q in range(npb):
         p = p0 + q
         n = p // T
@@ -135,27 +248,28 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
         qn[q] = n
         qy[q] = ty * {m}
         qx[q] = (rem - ty * ntx) * {m}
+        qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
     for k in range(k0, k1):
         bk = bias[k]
-        output_{m}_{r}(M, S, O, k, bk, coef, Pb)
-        acc = bk * 0
+        output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
             ox = qx[q]
+            sq = qs[q]
             if oy + {m} <= OH and ox + {m} <= OW:
                 for i in range({m}):
                     for j in range({m}):
-                        val = O[i * {m} + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
+                        y[n, k, oy + i, ox + j] = O[i * {m} + j, sq]
             else:
                 for i in range(min({m}, OH - oy)):
                     for j in range(min({m}, OW - ox)):
-                        val = O[i * {m} + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
-        bad[k] += acc
+                        y[n, k, oy + i, ox + j] = O[i * {m} + j, sq]
+    if k1 > k0:
+        acc = Z[0] * 0
+        for q in range(npb):
+            acc += Z[qs[q]]
+        bad[k0] += acc
 
 """
 
@@ -176,35 +290,69 @@ def _kernel_source(m, r):
         L.append("    for q in range(Pb):")
         for i in range(a):
             L.append(f"        d{i} = D[{i * a + j}, q]")
-        for a1 in range(a):
-            L.append(f"        E[{a1 * a + j}, q] = "
-                     + _lin(t.BT[a1], [f"d{i}" for i in range(a)], coefs))
+        L += _apply(t.BT, [f"d{i}" for i in range(a)],
+                    [f"E[{a1 * a + j}, q] = {{}}" for a1 in range(a)], coefs, "        ", "t")
     # columns: one loop per row a1
     for a1 in range(a):
         L.append("    for q in range(Pb):")
         for j in range(a):
             L.append(f"        e{j} = E[{a1 * a + j}, q]")
-        for b in range(a):
-            L.append(f"        V[{a1 * a + b}, c, q] = "
-                     + _lin(t.BT[b], [f"e{j}" for j in range(a)], coefs))
+        L += _apply(t.BT, [f"e{j}" for j in range(a)],
+                    [f"V[{a1 * a + b}, c, q] = {{}}" for b in range(a)], coefs, "        ", "t")
+    L.append("")
+    # In the three loops below the innermost index is the bare loop counter (plus a small
+    # constant) and every other index is fixed during the loop, so numba's negative-index
+    # handling folds away and the compiler vectorises them.
+    # deinterleave one padded row into its m column phases: P[rr, s, u] = row[m·u + s]
+    L.append("@njit(nogil=True, cache=True)")
+    L.append(f"def deint_{m}_{r}(row, P, rr, U2):")
+    L.append("    for u in range(U2):")
+    for sph in range(m):
+        L.append(f"        P[rr, {sph}, u] = row[{m} * u + {sph}]")
+    L.append("")
+    # vertical, one row rl of tiles: F4[a1, s, rl, u] = sum_i BT[a1, i] P[rl·m + i, s, u]
+    L.append("@njit(nogil=True, cache=True)")
+    L.append(f"def vert_{m}_{r}(P, F4, rl, coef):")
+    L.append(ks)
+    L.append("    U2 = P.shape[2]")
+    L.append(f"    r0 = rl * {m}")
+    L.append(f"    for s in range({m}):")
+    L.append("        for u in range(U2):")
+    for i in range(a):
+        L.append(f"            d{i} = P[r0 + {i}, s, u]")
+    L += _apply(t.BT, [f"d{i}" for i in range(a)], [f"F4[{a1}, s, rl, u] = {{}}" for a1 in range(a)],
+                coefs, "            ", "t")
+    L.append("")
+    # horizontal, whole block: V[a1*a + b, c, v] = sum_j BT[b, j] F[a1, j % m, v + j // m]
+    # (v = rl·U2 + u; the spare columns u >= ntx of each row hold a harmless extra tile)
+    L.append("@njit(nogil=True, cache=True)")
+    L.append(f"def horiz_{m}_{r}(F, V, c, n, coef):")
+    L.append(ks)
+    for a1 in range(a):
+        L.append("    for u in range(n):")
+        for j in range(a):
+            L.append(f"        e{j} = F[{a1}, {j % m}, u + {j // m}]")
+        L += _apply(t.BT, [f"e{j}" for j in range(a)],
+                    [f"V[{a1 * a + b}, c, u] = {{}}" for b in range(a)], coefs, "        ", "t")
     L.append("")
     L.append("@njit(nogil=True, cache=True)")
-    L.append(f"def output_{m}_{r}(M, S, O, k, bk, coef, Pb):")
+    L.append(f"def output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb):")
     L.append(ks)
     for b in range(a):
         L.append("    for q in range(Pb):")
         for a1 in range(a):
             L.append(f"        u{a1} = M[{a1 * a + b}, k, q]")
-        for i in range(m):
-            L.append(f"        S[{i * a + b}, q] = "
-                     + _lin(t.AT[i], [f"u{a1}" for a1 in range(a)], coefs))
+        L += _apply(t.AT, [f"u{a1}" for a1 in range(a)],
+                    [f"S[{i * a + b}, q] = {{}}" for i in range(m)], coefs, "        ", "t")
     for i in range(m):
         L.append("    for q in range(Pb):")
         for b in range(a):
             L.append(f"        s{b} = S[{i * a + b}, q]")
+        L += _apply(t.AT, [f"s{b}" for b in range(a)], [f"o{j} = bk + ({{}})" for j in range(m)],
+                    coefs, "        ", "t")
         for j in range(m):
-            L.append(f"        O[{i * m + j}, q] = bk + ("
-                     + _lin(t.AT[j], [f"s{b}" for b in range(a)], coefs) + ")")
+            L.append(f"        O[{i * m + j}, q] = o{j}")
+        L.append("        Z[q] += " + " + ".join(f"o{j} * 0" for j in range(m)))
     L.append("")
     exact = (tuple(tuple(str(v) for v in row) for row in t.AT),
              tuple(tuple(str(v) for v in row) for row in t.BT))

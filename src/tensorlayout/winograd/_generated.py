@@ -11,24 +11,83 @@ COEFS[(2, 3)] = []
 
 
 @njit(nogil=True, cache=True)
-def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
+def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
     N, C, H, W = x.shape
     Pb = V.shape[2]
     T = nty * ntx
-    D = np.zeros((4 * 4, Pb), dtype=V.dtype)
-    E = np.empty((4 * 4, Pb), dtype=V.dtype)
-    # When the block lies in one image, its rows of each channel are first copied, with
-    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
-    # the tiles are gathered from there without bounds checks.
     n0 = p0 // T
     n1 = (p0 + npb - 1) // T
-    ty_lo = (p0 - n0 * T) // ntx
-    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
-    ybase = ty_lo * 2 - pad_t
-    rows = (ty_hi - ty_lo) * 2 + 4 if n0 == n1 else 1
-    Wp = ntx * 2 + 4 - 2
-    plane = np.zeros((rows, Wp), dtype=V.dtype)
-    # where each tile of the block starts (image, top row, left column), divisions done once
+    if U2 > 0:
+        # Row layout: the block is R whole rows of tiles of one image, tile (rl, u) in
+        # column rl·U2 + u of V; the last column of each row (u = ntx) is a spare tile that
+        # lets the horizontal pass run over the whole block in one unit-stride loop.  Per
+        # channel the rows are copied with the zero padding, split into 2 column phases
+        # (P[row, s, u] = column 2·u + s), transformed vertically one row of tiles at a time
+        # and horizontally over the whole block.
+        R = npb // ntx
+        ybase = (p0 - n0 * T) // ntx * 2 - pad_t
+        rows = (R - 1) * 2 + 4
+        lim = min(W, 2 * U2 - pad_l)
+        for c in range(c0, c1):
+            for t in range(4 * 4):
+                for q in range(R * U2, Pb):
+                    V[t, c, q] = 0
+        row = np.zeros(2 * U2, dtype=V.dtype)
+        P = np.zeros((rows, 2, U2), dtype=V.dtype)
+        Fb = np.zeros((4, 2, (R + 1) * U2), dtype=V.dtype)
+        F4 = Fb.reshape((4, 2, R + 1, U2))
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    row[pad_l + xx] = x[n0, c, yy, xx]
+                deint_2_3(row, P, rr, U2)
+            for rl in range(R):
+                vert_2_3(P, F4, rl, coef)
+            horiz_2_3(Fb, V, c, R * U2, coef)
+        return
+    for c in range(c0, c1):
+        for t in range(4 * 4):
+            for q in range(npb, Pb):
+                V[t, c, q] = 0
+    D = np.zeros((4 * 4, Pb), dtype=V.dtype)
+    E = np.empty((4 * 4, Pb), dtype=V.dtype)
+    if n0 == n1:
+        # One image: its rows of each channel are first copied, with the zero padding,
+        # into a small plane (a streaming read the prefetchers follow), and the tiles are
+        # gathered from there without bounds checks.
+        ty_lo = (p0 - n0 * T) // ntx
+        ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+        ybase = ty_lo * 2 - pad_t
+        rows = (ty_hi - ty_lo) * 2 + 4
+        Wp = ntx * 2 + 4 - 2
+        plane = np.zeros((rows, Wp), dtype=V.dtype)
+        qy = np.empty(npb, dtype=np.int64)
+        qx = np.empty(npb, dtype=np.int64)
+        for q in range(npb):
+            rem = p0 + q - n0 * T
+            ty = rem // ntx
+            qy[q] = ty * 2 - pad_t - ybase
+            qx[q] = (rem - ty * ntx) * 2
+        lim = min(W, Wp - pad_l)
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                r0 = qy[q]
+                x0 = qx[q]
+                for i in range(4):
+                    for j in range(4):
+                        D[i * 4 + j, q] = plane[r0 + i, x0 + j]
+            input_2_3(D, E, V, c, coef, Pb)
+        return
+    # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
@@ -41,22 +100,6 @@ def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
         qy[q] = ty * 2 - pad_t
         qx[q] = (rem - ty * ntx) * 2 - pad_l
     for c in range(c0, c1):
-        if n0 == n1:
-            for rr in range(rows):
-                yy = ybase + rr
-                if yy < 0 or yy >= H:
-                    continue
-                lim = min(W, Wp - pad_l)
-                for xx in range(lim):
-                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
-            for q in range(npb):
-                r0 = qy[q] - ybase
-                x0 = qx[q] + pad_l
-                for i in range(4):
-                    for j in range(4):
-                        D[i * 4 + j, q] = plane[r0 + i, x0 + j]
-            input_2_3(D, E, V, c, coef, Pb)
-            continue
         for q in range(npb):
             n = qn[q]
             y0 = qy[q]
@@ -78,15 +121,19 @@ def wino_input_2_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
 
 
 @njit(nogil=True, cache=True)
-def wino_output_2_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
+def wino_output_2_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
     N, K, OH, OW = y.shape
     Pb = M.shape[2]
     T = nty * ntx
     O = np.empty((2 * 2, Pb), dtype=M.dtype)
     S = np.empty((2 * 4, Pb), dtype=M.dtype)
+    # Z[q] gathers value * 0 over every output of tile q: 0 unless one is NaN or ±Inf (one
+    # vector add per output instead of a serial sum)
+    Z = np.zeros(Pb, dtype=M.dtype)
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
+    qs = np.empty(npb, dtype=np.int64)      # column of tile q in M (see the row layout)
     for q in range(npb):
         p = p0 + q
         n = p // T
@@ -95,27 +142,28 @@ def wino_output_2_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
         qn[q] = n
         qy[q] = ty * 2
         qx[q] = (rem - ty * ntx) * 2
+        qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
     for k in range(k0, k1):
         bk = bias[k]
-        output_2_3(M, S, O, k, bk, coef, Pb)
-        acc = bk * 0
+        output_2_3(M, S, O, Z, k, bk, coef, Pb)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
             ox = qx[q]
+            sq = qs[q]
             if oy + 2 <= OH and ox + 2 <= OW:
                 for i in range(2):
                     for j in range(2):
-                        val = O[i * 2 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
+                        y[n, k, oy + i, ox + j] = O[i * 2 + j, sq]
             else:
                 for i in range(min(2, OH - oy)):
                     for j in range(min(2, OW - ox)):
-                        val = O[i * 2 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
-        bad[k] += acc
+                        y[n, k, oy + i, ox + j] = O[i * 2 + j, sq]
+    if k1 > k0:
+        acc = Z[0] * 0
+        for q in range(npb):
+            acc += Z[qs[q]]
+        bad[k0] += acc
 
 
 @njit(nogil=True, cache=True)
@@ -126,119 +174,225 @@ def input_2_3(D, E, V, c, coef, Pb):
         d1 = D[4, q]
         d2 = D[8, q]
         d3 = D[12, q]
+        te1 = d2
+        to1 = d1
+        E[4, q] = te1 + to1
+        E[8, q] = te1 - to1
         E[0, q] = d0 - d2
-        E[4, q] = d1 + d2
-        E[8, q] = -d1 + d2
         E[12, q] = -d1 + d3
     for q in range(Pb):
         d0 = D[1, q]
         d1 = D[5, q]
         d2 = D[9, q]
         d3 = D[13, q]
+        te1 = d2
+        to1 = d1
+        E[5, q] = te1 + to1
+        E[9, q] = te1 - to1
         E[1, q] = d0 - d2
-        E[5, q] = d1 + d2
-        E[9, q] = -d1 + d2
         E[13, q] = -d1 + d3
     for q in range(Pb):
         d0 = D[2, q]
         d1 = D[6, q]
         d2 = D[10, q]
         d3 = D[14, q]
+        te1 = d2
+        to1 = d1
+        E[6, q] = te1 + to1
+        E[10, q] = te1 - to1
         E[2, q] = d0 - d2
-        E[6, q] = d1 + d2
-        E[10, q] = -d1 + d2
         E[14, q] = -d1 + d3
     for q in range(Pb):
         d0 = D[3, q]
         d1 = D[7, q]
         d2 = D[11, q]
         d3 = D[15, q]
+        te1 = d2
+        to1 = d1
+        E[7, q] = te1 + to1
+        E[11, q] = te1 - to1
         E[3, q] = d0 - d2
-        E[7, q] = d1 + d2
-        E[11, q] = -d1 + d2
         E[15, q] = -d1 + d3
     for q in range(Pb):
         e0 = E[0, q]
         e1 = E[1, q]
         e2 = E[2, q]
         e3 = E[3, q]
+        te1 = e2
+        to1 = e1
+        V[1, c, q] = te1 + to1
+        V[2, c, q] = te1 - to1
         V[0, c, q] = e0 - e2
-        V[1, c, q] = e1 + e2
-        V[2, c, q] = -e1 + e2
         V[3, c, q] = -e1 + e3
     for q in range(Pb):
         e0 = E[4, q]
         e1 = E[5, q]
         e2 = E[6, q]
         e3 = E[7, q]
+        te1 = e2
+        to1 = e1
+        V[5, c, q] = te1 + to1
+        V[6, c, q] = te1 - to1
         V[4, c, q] = e0 - e2
-        V[5, c, q] = e1 + e2
-        V[6, c, q] = -e1 + e2
         V[7, c, q] = -e1 + e3
     for q in range(Pb):
         e0 = E[8, q]
         e1 = E[9, q]
         e2 = E[10, q]
         e3 = E[11, q]
+        te1 = e2
+        to1 = e1
+        V[9, c, q] = te1 + to1
+        V[10, c, q] = te1 - to1
         V[8, c, q] = e0 - e2
-        V[9, c, q] = e1 + e2
-        V[10, c, q] = -e1 + e2
         V[11, c, q] = -e1 + e3
     for q in range(Pb):
         e0 = E[12, q]
         e1 = E[13, q]
         e2 = E[14, q]
         e3 = E[15, q]
+        te1 = e2
+        to1 = e1
+        V[13, c, q] = te1 + to1
+        V[14, c, q] = te1 - to1
         V[12, c, q] = e0 - e2
-        V[13, c, q] = e1 + e2
-        V[14, c, q] = -e1 + e2
         V[15, c, q] = -e1 + e3
 
 @njit(nogil=True, cache=True)
-def output_2_3(M, S, O, k, bk, coef, Pb):
+def deint_2_3(row, P, rr, U2):
+    for u in range(U2):
+        P[rr, 0, u] = row[2 * u + 0]
+        P[rr, 1, u] = row[2 * u + 1]
+
+@njit(nogil=True, cache=True)
+def vert_2_3(P, F4, rl, coef):
+
+    U2 = P.shape[2]
+    r0 = rl * 2
+    for s in range(2):
+        for u in range(U2):
+            d0 = P[r0 + 0, s, u]
+            d1 = P[r0 + 1, s, u]
+            d2 = P[r0 + 2, s, u]
+            d3 = P[r0 + 3, s, u]
+            te1 = d2
+            to1 = d1
+            F4[1, s, rl, u] = te1 + to1
+            F4[2, s, rl, u] = te1 - to1
+            F4[0, s, rl, u] = d0 - d2
+            F4[3, s, rl, u] = -d1 + d3
+
+@njit(nogil=True, cache=True)
+def horiz_2_3(F, V, c, n, coef):
+
+    for u in range(n):
+        e0 = F[0, 0, u + 0]
+        e1 = F[0, 1, u + 0]
+        e2 = F[0, 0, u + 1]
+        e3 = F[0, 1, u + 1]
+        te1 = e2
+        to1 = e1
+        V[1, c, u] = te1 + to1
+        V[2, c, u] = te1 - to1
+        V[0, c, u] = e0 - e2
+        V[3, c, u] = -e1 + e3
+    for u in range(n):
+        e0 = F[1, 0, u + 0]
+        e1 = F[1, 1, u + 0]
+        e2 = F[1, 0, u + 1]
+        e3 = F[1, 1, u + 1]
+        te1 = e2
+        to1 = e1
+        V[5, c, u] = te1 + to1
+        V[6, c, u] = te1 - to1
+        V[4, c, u] = e0 - e2
+        V[7, c, u] = -e1 + e3
+    for u in range(n):
+        e0 = F[2, 0, u + 0]
+        e1 = F[2, 1, u + 0]
+        e2 = F[2, 0, u + 1]
+        e3 = F[2, 1, u + 1]
+        te1 = e2
+        to1 = e1
+        V[9, c, u] = te1 + to1
+        V[10, c, u] = te1 - to1
+        V[8, c, u] = e0 - e2
+        V[11, c, u] = -e1 + e3
+    for u in range(n):
+        e0 = F[3, 0, u + 0]
+        e1 = F[3, 1, u + 0]
+        e2 = F[3, 0, u + 1]
+        e3 = F[3, 1, u + 1]
+        te1 = e2
+        to1 = e1
+        V[13, c, u] = te1 + to1
+        V[14, c, u] = te1 - to1
+        V[12, c, u] = e0 - e2
+        V[15, c, u] = -e1 + e3
+
+@njit(nogil=True, cache=True)
+def output_2_3(M, S, O, Z, k, bk, coef, Pb):
 
     for q in range(Pb):
         u0 = M[0, k, q]
         u1 = M[4, k, q]
         u2 = M[8, k, q]
         u3 = M[12, k, q]
-        S[0, q] = u0 + u1 + u2
-        S[4, q] = u1 - u2 + u3
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        S[0, q] = u0 + tp1
+        S[4, q] = u3 + tm1
     for q in range(Pb):
         u0 = M[1, k, q]
         u1 = M[5, k, q]
         u2 = M[9, k, q]
         u3 = M[13, k, q]
-        S[1, q] = u0 + u1 + u2
-        S[5, q] = u1 - u2 + u3
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        S[1, q] = u0 + tp1
+        S[5, q] = u3 + tm1
     for q in range(Pb):
         u0 = M[2, k, q]
         u1 = M[6, k, q]
         u2 = M[10, k, q]
         u3 = M[14, k, q]
-        S[2, q] = u0 + u1 + u2
-        S[6, q] = u1 - u2 + u3
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        S[2, q] = u0 + tp1
+        S[6, q] = u3 + tm1
     for q in range(Pb):
         u0 = M[3, k, q]
         u1 = M[7, k, q]
         u2 = M[11, k, q]
         u3 = M[15, k, q]
-        S[3, q] = u0 + u1 + u2
-        S[7, q] = u1 - u2 + u3
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        S[3, q] = u0 + tp1
+        S[7, q] = u3 + tm1
     for q in range(Pb):
         s0 = S[0, q]
         s1 = S[1, q]
         s2 = S[2, q]
         s3 = S[3, q]
-        O[0, q] = bk + (s0 + s1 + s2)
-        O[1, q] = bk + (s1 - s2 + s3)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        o0 = bk + (s0 + tp1)
+        o1 = bk + (s3 + tm1)
+        O[0, q] = o0
+        O[1, q] = o1
+        Z[q] += o0 * 0 + o1 * 0
     for q in range(Pb):
         s0 = S[4, q]
         s1 = S[5, q]
         s2 = S[6, q]
         s3 = S[7, q]
-        O[2, q] = bk + (s0 + s1 + s2)
-        O[3, q] = bk + (s1 - s2 + s3)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        o0 = bk + (s0 + tp1)
+        o1 = bk + (s3 + tm1)
+        O[2, q] = o0
+        O[3, q] = o1
+        Z[q] += o0 * 0 + o1 * 0
 
 
 EXACT[(4, 3)] = ((('1', '1', '1', '1', '1', '0'), ('0', '1', '-1', '2', '-2', '0'), ('0', '1', '1', '4', '4', '0'), ('0', '1', '-1', '8', '-8', '1')), (('4', '0', '-5', '0', '1', '0'), ('0', '-4', '-4', '1', '1', '0'), ('0', '4', '-4', '-1', '1', '0'), ('0', '-2', '-1', '2', '1', '0'), ('0', '2', '-1', '-2', '1', '0'), ('0', '4', '0', '-5', '0', '1')))
@@ -246,24 +400,83 @@ COEFS[(4, 3)] = ['2', '4', '5', '8']
 
 
 @njit(nogil=True, cache=True)
-def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
+def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
     N, C, H, W = x.shape
     Pb = V.shape[2]
     T = nty * ntx
-    D = np.zeros((6 * 6, Pb), dtype=V.dtype)
-    E = np.empty((6 * 6, Pb), dtype=V.dtype)
-    # When the block lies in one image, its rows of each channel are first copied, with
-    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
-    # the tiles are gathered from there without bounds checks.
     n0 = p0 // T
     n1 = (p0 + npb - 1) // T
-    ty_lo = (p0 - n0 * T) // ntx
-    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
-    ybase = ty_lo * 4 - pad_t
-    rows = (ty_hi - ty_lo) * 4 + 6 if n0 == n1 else 1
-    Wp = ntx * 4 + 6 - 4
-    plane = np.zeros((rows, Wp), dtype=V.dtype)
-    # where each tile of the block starts (image, top row, left column), divisions done once
+    if U2 > 0:
+        # Row layout: the block is R whole rows of tiles of one image, tile (rl, u) in
+        # column rl·U2 + u of V; the last column of each row (u = ntx) is a spare tile that
+        # lets the horizontal pass run over the whole block in one unit-stride loop.  Per
+        # channel the rows are copied with the zero padding, split into 4 column phases
+        # (P[row, s, u] = column 4·u + s), transformed vertically one row of tiles at a time
+        # and horizontally over the whole block.
+        R = npb // ntx
+        ybase = (p0 - n0 * T) // ntx * 4 - pad_t
+        rows = (R - 1) * 4 + 6
+        lim = min(W, 4 * U2 - pad_l)
+        for c in range(c0, c1):
+            for t in range(6 * 6):
+                for q in range(R * U2, Pb):
+                    V[t, c, q] = 0
+        row = np.zeros(4 * U2, dtype=V.dtype)
+        P = np.zeros((rows, 4, U2), dtype=V.dtype)
+        Fb = np.zeros((6, 4, (R + 1) * U2), dtype=V.dtype)
+        F4 = Fb.reshape((6, 4, R + 1, U2))
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    row[pad_l + xx] = x[n0, c, yy, xx]
+                deint_4_3(row, P, rr, U2)
+            for rl in range(R):
+                vert_4_3(P, F4, rl, coef)
+            horiz_4_3(Fb, V, c, R * U2, coef)
+        return
+    for c in range(c0, c1):
+        for t in range(6 * 6):
+            for q in range(npb, Pb):
+                V[t, c, q] = 0
+    D = np.zeros((6 * 6, Pb), dtype=V.dtype)
+    E = np.empty((6 * 6, Pb), dtype=V.dtype)
+    if n0 == n1:
+        # One image: its rows of each channel are first copied, with the zero padding,
+        # into a small plane (a streaming read the prefetchers follow), and the tiles are
+        # gathered from there without bounds checks.
+        ty_lo = (p0 - n0 * T) // ntx
+        ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+        ybase = ty_lo * 4 - pad_t
+        rows = (ty_hi - ty_lo) * 4 + 6
+        Wp = ntx * 4 + 6 - 4
+        plane = np.zeros((rows, Wp), dtype=V.dtype)
+        qy = np.empty(npb, dtype=np.int64)
+        qx = np.empty(npb, dtype=np.int64)
+        for q in range(npb):
+            rem = p0 + q - n0 * T
+            ty = rem // ntx
+            qy[q] = ty * 4 - pad_t - ybase
+            qx[q] = (rem - ty * ntx) * 4
+        lim = min(W, Wp - pad_l)
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                r0 = qy[q]
+                x0 = qx[q]
+                for i in range(6):
+                    for j in range(6):
+                        D[i * 6 + j, q] = plane[r0 + i, x0 + j]
+            input_4_3(D, E, V, c, coef, Pb)
+        return
+    # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
@@ -276,22 +489,6 @@ def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
         qy[q] = ty * 4 - pad_t
         qx[q] = (rem - ty * ntx) * 4 - pad_l
     for c in range(c0, c1):
-        if n0 == n1:
-            for rr in range(rows):
-                yy = ybase + rr
-                if yy < 0 or yy >= H:
-                    continue
-                lim = min(W, Wp - pad_l)
-                for xx in range(lim):
-                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
-            for q in range(npb):
-                r0 = qy[q] - ybase
-                x0 = qx[q] + pad_l
-                for i in range(6):
-                    for j in range(6):
-                        D[i * 6 + j, q] = plane[r0 + i, x0 + j]
-            input_4_3(D, E, V, c, coef, Pb)
-            continue
         for q in range(npb):
             n = qn[q]
             y0 = qy[q]
@@ -313,15 +510,19 @@ def wino_input_4_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
 
 
 @njit(nogil=True, cache=True)
-def wino_output_4_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
+def wino_output_4_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
     N, K, OH, OW = y.shape
     Pb = M.shape[2]
     T = nty * ntx
     O = np.empty((4 * 4, Pb), dtype=M.dtype)
     S = np.empty((4 * 6, Pb), dtype=M.dtype)
+    # Z[q] gathers value * 0 over every output of tile q: 0 unless one is NaN or ±Inf (one
+    # vector add per output instead of a serial sum)
+    Z = np.zeros(Pb, dtype=M.dtype)
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
+    qs = np.empty(npb, dtype=np.int64)      # column of tile q in M (see the row layout)
     for q in range(npb):
         p = p0 + q
         n = p // T
@@ -330,27 +531,28 @@ def wino_output_4_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
         qn[q] = n
         qy[q] = ty * 4
         qx[q] = (rem - ty * ntx) * 4
+        qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
     for k in range(k0, k1):
         bk = bias[k]
-        output_4_3(M, S, O, k, bk, coef, Pb)
-        acc = bk * 0
+        output_4_3(M, S, O, Z, k, bk, coef, Pb)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
             ox = qx[q]
+            sq = qs[q]
             if oy + 4 <= OH and ox + 4 <= OW:
                 for i in range(4):
                     for j in range(4):
-                        val = O[i * 4 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
+                        y[n, k, oy + i, ox + j] = O[i * 4 + j, sq]
             else:
                 for i in range(min(4, OH - oy)):
                     for j in range(min(4, OW - ox)):
-                        val = O[i * 4 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
-        bad[k] += acc
+                        y[n, k, oy + i, ox + j] = O[i * 4 + j, sq]
+    if k1 > k0:
+        acc = Z[0] * 0
+        for q in range(npb):
+            acc += Z[qs[q]]
+        bad[k0] += acc
 
 
 @njit(nogil=True, cache=True)
@@ -366,11 +568,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         d3 = D[18, q]
         d4 = D[24, q]
         d5 = D[30, q]
+        te1 = -k1 * d2 + d4
+        to1 = -k1 * d1 + d3
+        E[6, q] = te1 + to1
+        E[12, q] = te1 - to1
+        te3 = -d2 + d4
+        to3 = -k0 * d1 + k0 * d3
+        E[18, q] = te3 + to3
+        E[24, q] = te3 - to3
         E[0, q] = k1 * d0 - k2 * d2 + d4
-        E[6, q] = -k1 * d1 - k1 * d2 + d3 + d4
-        E[12, q] = k1 * d1 - k1 * d2 - d3 + d4
-        E[18, q] = -k0 * d1 - d2 + k0 * d3 + d4
-        E[24, q] = k0 * d1 - d2 - k0 * d3 + d4
         E[30, q] = k1 * d1 - k2 * d3 + d5
     for q in range(Pb):
         d0 = D[1, q]
@@ -379,11 +585,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         d3 = D[19, q]
         d4 = D[25, q]
         d5 = D[31, q]
+        te1 = -k1 * d2 + d4
+        to1 = -k1 * d1 + d3
+        E[7, q] = te1 + to1
+        E[13, q] = te1 - to1
+        te3 = -d2 + d4
+        to3 = -k0 * d1 + k0 * d3
+        E[19, q] = te3 + to3
+        E[25, q] = te3 - to3
         E[1, q] = k1 * d0 - k2 * d2 + d4
-        E[7, q] = -k1 * d1 - k1 * d2 + d3 + d4
-        E[13, q] = k1 * d1 - k1 * d2 - d3 + d4
-        E[19, q] = -k0 * d1 - d2 + k0 * d3 + d4
-        E[25, q] = k0 * d1 - d2 - k0 * d3 + d4
         E[31, q] = k1 * d1 - k2 * d3 + d5
     for q in range(Pb):
         d0 = D[2, q]
@@ -392,11 +602,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         d3 = D[20, q]
         d4 = D[26, q]
         d5 = D[32, q]
+        te1 = -k1 * d2 + d4
+        to1 = -k1 * d1 + d3
+        E[8, q] = te1 + to1
+        E[14, q] = te1 - to1
+        te3 = -d2 + d4
+        to3 = -k0 * d1 + k0 * d3
+        E[20, q] = te3 + to3
+        E[26, q] = te3 - to3
         E[2, q] = k1 * d0 - k2 * d2 + d4
-        E[8, q] = -k1 * d1 - k1 * d2 + d3 + d4
-        E[14, q] = k1 * d1 - k1 * d2 - d3 + d4
-        E[20, q] = -k0 * d1 - d2 + k0 * d3 + d4
-        E[26, q] = k0 * d1 - d2 - k0 * d3 + d4
         E[32, q] = k1 * d1 - k2 * d3 + d5
     for q in range(Pb):
         d0 = D[3, q]
@@ -405,11 +619,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         d3 = D[21, q]
         d4 = D[27, q]
         d5 = D[33, q]
+        te1 = -k1 * d2 + d4
+        to1 = -k1 * d1 + d3
+        E[9, q] = te1 + to1
+        E[15, q] = te1 - to1
+        te3 = -d2 + d4
+        to3 = -k0 * d1 + k0 * d3
+        E[21, q] = te3 + to3
+        E[27, q] = te3 - to3
         E[3, q] = k1 * d0 - k2 * d2 + d4
-        E[9, q] = -k1 * d1 - k1 * d2 + d3 + d4
-        E[15, q] = k1 * d1 - k1 * d2 - d3 + d4
-        E[21, q] = -k0 * d1 - d2 + k0 * d3 + d4
-        E[27, q] = k0 * d1 - d2 - k0 * d3 + d4
         E[33, q] = k1 * d1 - k2 * d3 + d5
     for q in range(Pb):
         d0 = D[4, q]
@@ -418,11 +636,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         d3 = D[22, q]
         d4 = D[28, q]
         d5 = D[34, q]
+        te1 = -k1 * d2 + d4
+        to1 = -k1 * d1 + d3
+        E[10, q] = te1 + to1
+        E[16, q] = te1 - to1
+        te3 = -d2 + d4
+        to3 = -k0 * d1 + k0 * d3
+        E[22, q] = te3 + to3
+        E[28, q] = te3 - to3
         E[4, q] = k1 * d0 - k2 * d2 + d4
-        E[10, q] = -k1 * d1 - k1 * d2 + d3 + d4
-        E[16, q] = k1 * d1 - k1 * d2 - d3 + d4
-        E[22, q] = -k0 * d1 - d2 + k0 * d3 + d4
-        E[28, q] = k0 * d1 - d2 - k0 * d3 + d4
         E[34, q] = k1 * d1 - k2 * d3 + d5
     for q in range(Pb):
         d0 = D[5, q]
@@ -431,11 +653,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         d3 = D[23, q]
         d4 = D[29, q]
         d5 = D[35, q]
+        te1 = -k1 * d2 + d4
+        to1 = -k1 * d1 + d3
+        E[11, q] = te1 + to1
+        E[17, q] = te1 - to1
+        te3 = -d2 + d4
+        to3 = -k0 * d1 + k0 * d3
+        E[23, q] = te3 + to3
+        E[29, q] = te3 - to3
         E[5, q] = k1 * d0 - k2 * d2 + d4
-        E[11, q] = -k1 * d1 - k1 * d2 + d3 + d4
-        E[17, q] = k1 * d1 - k1 * d2 - d3 + d4
-        E[23, q] = -k0 * d1 - d2 + k0 * d3 + d4
-        E[29, q] = k0 * d1 - d2 - k0 * d3 + d4
         E[35, q] = k1 * d1 - k2 * d3 + d5
     for q in range(Pb):
         e0 = E[0, q]
@@ -444,11 +670,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         e3 = E[3, q]
         e4 = E[4, q]
         e5 = E[5, q]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[1, c, q] = te1 + to1
+        V[2, c, q] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[3, c, q] = te3 + to3
+        V[4, c, q] = te3 - to3
         V[0, c, q] = k1 * e0 - k2 * e2 + e4
-        V[1, c, q] = -k1 * e1 - k1 * e2 + e3 + e4
-        V[2, c, q] = k1 * e1 - k1 * e2 - e3 + e4
-        V[3, c, q] = -k0 * e1 - e2 + k0 * e3 + e4
-        V[4, c, q] = k0 * e1 - e2 - k0 * e3 + e4
         V[5, c, q] = k1 * e1 - k2 * e3 + e5
     for q in range(Pb):
         e0 = E[6, q]
@@ -457,11 +687,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         e3 = E[9, q]
         e4 = E[10, q]
         e5 = E[11, q]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[7, c, q] = te1 + to1
+        V[8, c, q] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[9, c, q] = te3 + to3
+        V[10, c, q] = te3 - to3
         V[6, c, q] = k1 * e0 - k2 * e2 + e4
-        V[7, c, q] = -k1 * e1 - k1 * e2 + e3 + e4
-        V[8, c, q] = k1 * e1 - k1 * e2 - e3 + e4
-        V[9, c, q] = -k0 * e1 - e2 + k0 * e3 + e4
-        V[10, c, q] = k0 * e1 - e2 - k0 * e3 + e4
         V[11, c, q] = k1 * e1 - k2 * e3 + e5
     for q in range(Pb):
         e0 = E[12, q]
@@ -470,11 +704,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         e3 = E[15, q]
         e4 = E[16, q]
         e5 = E[17, q]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[13, c, q] = te1 + to1
+        V[14, c, q] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[15, c, q] = te3 + to3
+        V[16, c, q] = te3 - to3
         V[12, c, q] = k1 * e0 - k2 * e2 + e4
-        V[13, c, q] = -k1 * e1 - k1 * e2 + e3 + e4
-        V[14, c, q] = k1 * e1 - k1 * e2 - e3 + e4
-        V[15, c, q] = -k0 * e1 - e2 + k0 * e3 + e4
-        V[16, c, q] = k0 * e1 - e2 - k0 * e3 + e4
         V[17, c, q] = k1 * e1 - k2 * e3 + e5
     for q in range(Pb):
         e0 = E[18, q]
@@ -483,11 +721,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         e3 = E[21, q]
         e4 = E[22, q]
         e5 = E[23, q]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[19, c, q] = te1 + to1
+        V[20, c, q] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[21, c, q] = te3 + to3
+        V[22, c, q] = te3 - to3
         V[18, c, q] = k1 * e0 - k2 * e2 + e4
-        V[19, c, q] = -k1 * e1 - k1 * e2 + e3 + e4
-        V[20, c, q] = k1 * e1 - k1 * e2 - e3 + e4
-        V[21, c, q] = -k0 * e1 - e2 + k0 * e3 + e4
-        V[22, c, q] = k0 * e1 - e2 - k0 * e3 + e4
         V[23, c, q] = k1 * e1 - k2 * e3 + e5
     for q in range(Pb):
         e0 = E[24, q]
@@ -496,11 +738,15 @@ def input_4_3(D, E, V, c, coef, Pb):
         e3 = E[27, q]
         e4 = E[28, q]
         e5 = E[29, q]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[25, c, q] = te1 + to1
+        V[26, c, q] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[27, c, q] = te3 + to3
+        V[28, c, q] = te3 - to3
         V[24, c, q] = k1 * e0 - k2 * e2 + e4
-        V[25, c, q] = -k1 * e1 - k1 * e2 + e3 + e4
-        V[26, c, q] = k1 * e1 - k1 * e2 - e3 + e4
-        V[27, c, q] = -k0 * e1 - e2 + k0 * e3 + e4
-        V[28, c, q] = k0 * e1 - e2 - k0 * e3 + e4
         V[29, c, q] = k1 * e1 - k2 * e3 + e5
     for q in range(Pb):
         e0 = E[30, q]
@@ -509,15 +755,163 @@ def input_4_3(D, E, V, c, coef, Pb):
         e3 = E[33, q]
         e4 = E[34, q]
         e5 = E[35, q]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[31, c, q] = te1 + to1
+        V[32, c, q] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[33, c, q] = te3 + to3
+        V[34, c, q] = te3 - to3
         V[30, c, q] = k1 * e0 - k2 * e2 + e4
-        V[31, c, q] = -k1 * e1 - k1 * e2 + e3 + e4
-        V[32, c, q] = k1 * e1 - k1 * e2 - e3 + e4
-        V[33, c, q] = -k0 * e1 - e2 + k0 * e3 + e4
-        V[34, c, q] = k0 * e1 - e2 - k0 * e3 + e4
         V[35, c, q] = k1 * e1 - k2 * e3 + e5
 
 @njit(nogil=True, cache=True)
-def output_4_3(M, S, O, k, bk, coef, Pb):
+def deint_4_3(row, P, rr, U2):
+    for u in range(U2):
+        P[rr, 0, u] = row[4 * u + 0]
+        P[rr, 1, u] = row[4 * u + 1]
+        P[rr, 2, u] = row[4 * u + 2]
+        P[rr, 3, u] = row[4 * u + 3]
+
+@njit(nogil=True, cache=True)
+def vert_4_3(P, F4, rl, coef):
+    k0 = coef[0]
+    k1 = coef[1]
+    k2 = coef[2]
+    k3 = coef[3]
+    U2 = P.shape[2]
+    r0 = rl * 4
+    for s in range(4):
+        for u in range(U2):
+            d0 = P[r0 + 0, s, u]
+            d1 = P[r0 + 1, s, u]
+            d2 = P[r0 + 2, s, u]
+            d3 = P[r0 + 3, s, u]
+            d4 = P[r0 + 4, s, u]
+            d5 = P[r0 + 5, s, u]
+            te1 = -k1 * d2 + d4
+            to1 = -k1 * d1 + d3
+            F4[1, s, rl, u] = te1 + to1
+            F4[2, s, rl, u] = te1 - to1
+            te3 = -d2 + d4
+            to3 = -k0 * d1 + k0 * d3
+            F4[3, s, rl, u] = te3 + to3
+            F4[4, s, rl, u] = te3 - to3
+            F4[0, s, rl, u] = k1 * d0 - k2 * d2 + d4
+            F4[5, s, rl, u] = k1 * d1 - k2 * d3 + d5
+
+@njit(nogil=True, cache=True)
+def horiz_4_3(F, V, c, n, coef):
+    k0 = coef[0]
+    k1 = coef[1]
+    k2 = coef[2]
+    k3 = coef[3]
+    for u in range(n):
+        e0 = F[0, 0, u + 0]
+        e1 = F[0, 1, u + 0]
+        e2 = F[0, 2, u + 0]
+        e3 = F[0, 3, u + 0]
+        e4 = F[0, 0, u + 1]
+        e5 = F[0, 1, u + 1]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[1, c, u] = te1 + to1
+        V[2, c, u] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[3, c, u] = te3 + to3
+        V[4, c, u] = te3 - to3
+        V[0, c, u] = k1 * e0 - k2 * e2 + e4
+        V[5, c, u] = k1 * e1 - k2 * e3 + e5
+    for u in range(n):
+        e0 = F[1, 0, u + 0]
+        e1 = F[1, 1, u + 0]
+        e2 = F[1, 2, u + 0]
+        e3 = F[1, 3, u + 0]
+        e4 = F[1, 0, u + 1]
+        e5 = F[1, 1, u + 1]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[7, c, u] = te1 + to1
+        V[8, c, u] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[9, c, u] = te3 + to3
+        V[10, c, u] = te3 - to3
+        V[6, c, u] = k1 * e0 - k2 * e2 + e4
+        V[11, c, u] = k1 * e1 - k2 * e3 + e5
+    for u in range(n):
+        e0 = F[2, 0, u + 0]
+        e1 = F[2, 1, u + 0]
+        e2 = F[2, 2, u + 0]
+        e3 = F[2, 3, u + 0]
+        e4 = F[2, 0, u + 1]
+        e5 = F[2, 1, u + 1]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[13, c, u] = te1 + to1
+        V[14, c, u] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[15, c, u] = te3 + to3
+        V[16, c, u] = te3 - to3
+        V[12, c, u] = k1 * e0 - k2 * e2 + e4
+        V[17, c, u] = k1 * e1 - k2 * e3 + e5
+    for u in range(n):
+        e0 = F[3, 0, u + 0]
+        e1 = F[3, 1, u + 0]
+        e2 = F[3, 2, u + 0]
+        e3 = F[3, 3, u + 0]
+        e4 = F[3, 0, u + 1]
+        e5 = F[3, 1, u + 1]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[19, c, u] = te1 + to1
+        V[20, c, u] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[21, c, u] = te3 + to3
+        V[22, c, u] = te3 - to3
+        V[18, c, u] = k1 * e0 - k2 * e2 + e4
+        V[23, c, u] = k1 * e1 - k2 * e3 + e5
+    for u in range(n):
+        e0 = F[4, 0, u + 0]
+        e1 = F[4, 1, u + 0]
+        e2 = F[4, 2, u + 0]
+        e3 = F[4, 3, u + 0]
+        e4 = F[4, 0, u + 1]
+        e5 = F[4, 1, u + 1]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[25, c, u] = te1 + to1
+        V[26, c, u] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[27, c, u] = te3 + to3
+        V[28, c, u] = te3 - to3
+        V[24, c, u] = k1 * e0 - k2 * e2 + e4
+        V[29, c, u] = k1 * e1 - k2 * e3 + e5
+    for u in range(n):
+        e0 = F[5, 0, u + 0]
+        e1 = F[5, 1, u + 0]
+        e2 = F[5, 2, u + 0]
+        e3 = F[5, 3, u + 0]
+        e4 = F[5, 0, u + 1]
+        e5 = F[5, 1, u + 1]
+        te1 = -k1 * e2 + e4
+        to1 = -k1 * e1 + e3
+        V[31, c, u] = te1 + to1
+        V[32, c, u] = te1 - to1
+        te3 = -e2 + e4
+        to3 = -k0 * e1 + k0 * e3
+        V[33, c, u] = te3 + to3
+        V[34, c, u] = te3 - to3
+        V[30, c, u] = k1 * e0 - k2 * e2 + e4
+        V[35, c, u] = k1 * e1 - k2 * e3 + e5
+
+@njit(nogil=True, cache=True)
+def output_4_3(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
@@ -529,10 +923,14 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         u3 = M[18, k, q]
         u4 = M[24, k, q]
         u5 = M[30, k, q]
-        S[0, q] = u0 + u1 + u2 + u3 + u4
-        S[6, q] = u1 - u2 + k0 * u3 - k0 * u4
-        S[12, q] = u1 + u2 + k1 * u3 + k1 * u4
-        S[18, q] = u1 - u2 + k3 * u3 - k3 * u4 + u5
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        S[0, q] = u0 + tp1 + tp3
+        S[6, q] = tm1 + k0 * tm3
+        S[12, q] = tp1 + k1 * tp3
+        S[18, q] = u5 + tm1 + k3 * tm3
     for q in range(Pb):
         u0 = M[1, k, q]
         u1 = M[7, k, q]
@@ -540,10 +938,14 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         u3 = M[19, k, q]
         u4 = M[25, k, q]
         u5 = M[31, k, q]
-        S[1, q] = u0 + u1 + u2 + u3 + u4
-        S[7, q] = u1 - u2 + k0 * u3 - k0 * u4
-        S[13, q] = u1 + u2 + k1 * u3 + k1 * u4
-        S[19, q] = u1 - u2 + k3 * u3 - k3 * u4 + u5
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        S[1, q] = u0 + tp1 + tp3
+        S[7, q] = tm1 + k0 * tm3
+        S[13, q] = tp1 + k1 * tp3
+        S[19, q] = u5 + tm1 + k3 * tm3
     for q in range(Pb):
         u0 = M[2, k, q]
         u1 = M[8, k, q]
@@ -551,10 +953,14 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         u3 = M[20, k, q]
         u4 = M[26, k, q]
         u5 = M[32, k, q]
-        S[2, q] = u0 + u1 + u2 + u3 + u4
-        S[8, q] = u1 - u2 + k0 * u3 - k0 * u4
-        S[14, q] = u1 + u2 + k1 * u3 + k1 * u4
-        S[20, q] = u1 - u2 + k3 * u3 - k3 * u4 + u5
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        S[2, q] = u0 + tp1 + tp3
+        S[8, q] = tm1 + k0 * tm3
+        S[14, q] = tp1 + k1 * tp3
+        S[20, q] = u5 + tm1 + k3 * tm3
     for q in range(Pb):
         u0 = M[3, k, q]
         u1 = M[9, k, q]
@@ -562,10 +968,14 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         u3 = M[21, k, q]
         u4 = M[27, k, q]
         u5 = M[33, k, q]
-        S[3, q] = u0 + u1 + u2 + u3 + u4
-        S[9, q] = u1 - u2 + k0 * u3 - k0 * u4
-        S[15, q] = u1 + u2 + k1 * u3 + k1 * u4
-        S[21, q] = u1 - u2 + k3 * u3 - k3 * u4 + u5
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        S[3, q] = u0 + tp1 + tp3
+        S[9, q] = tm1 + k0 * tm3
+        S[15, q] = tp1 + k1 * tp3
+        S[21, q] = u5 + tm1 + k3 * tm3
     for q in range(Pb):
         u0 = M[4, k, q]
         u1 = M[10, k, q]
@@ -573,10 +983,14 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         u3 = M[22, k, q]
         u4 = M[28, k, q]
         u5 = M[34, k, q]
-        S[4, q] = u0 + u1 + u2 + u3 + u4
-        S[10, q] = u1 - u2 + k0 * u3 - k0 * u4
-        S[16, q] = u1 + u2 + k1 * u3 + k1 * u4
-        S[22, q] = u1 - u2 + k3 * u3 - k3 * u4 + u5
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        S[4, q] = u0 + tp1 + tp3
+        S[10, q] = tm1 + k0 * tm3
+        S[16, q] = tp1 + k1 * tp3
+        S[22, q] = u5 + tm1 + k3 * tm3
     for q in range(Pb):
         u0 = M[5, k, q]
         u1 = M[11, k, q]
@@ -584,10 +998,14 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         u3 = M[23, k, q]
         u4 = M[29, k, q]
         u5 = M[35, k, q]
-        S[5, q] = u0 + u1 + u2 + u3 + u4
-        S[11, q] = u1 - u2 + k0 * u3 - k0 * u4
-        S[17, q] = u1 + u2 + k1 * u3 + k1 * u4
-        S[23, q] = u1 - u2 + k3 * u3 - k3 * u4 + u5
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        S[5, q] = u0 + tp1 + tp3
+        S[11, q] = tm1 + k0 * tm3
+        S[17, q] = tp1 + k1 * tp3
+        S[23, q] = u5 + tm1 + k3 * tm3
     for q in range(Pb):
         s0 = S[0, q]
         s1 = S[1, q]
@@ -595,10 +1013,19 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         s3 = S[3, q]
         s4 = S[4, q]
         s5 = S[5, q]
-        O[0, q] = bk + (s0 + s1 + s2 + s3 + s4)
-        O[1, q] = bk + (s1 - s2 + k0 * s3 - k0 * s4)
-        O[2, q] = bk + (s1 + s2 + k1 * s3 + k1 * s4)
-        O[3, q] = bk + (s1 - s2 + k3 * s3 - k3 * s4 + s5)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        o0 = bk + (s0 + tp1 + tp3)
+        o1 = bk + (tm1 + k0 * tm3)
+        o2 = bk + (tp1 + k1 * tp3)
+        o3 = bk + (s5 + tm1 + k3 * tm3)
+        O[0, q] = o0
+        O[1, q] = o1
+        O[2, q] = o2
+        O[3, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
     for q in range(Pb):
         s0 = S[6, q]
         s1 = S[7, q]
@@ -606,10 +1033,19 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         s3 = S[9, q]
         s4 = S[10, q]
         s5 = S[11, q]
-        O[4, q] = bk + (s0 + s1 + s2 + s3 + s4)
-        O[5, q] = bk + (s1 - s2 + k0 * s3 - k0 * s4)
-        O[6, q] = bk + (s1 + s2 + k1 * s3 + k1 * s4)
-        O[7, q] = bk + (s1 - s2 + k3 * s3 - k3 * s4 + s5)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        o0 = bk + (s0 + tp1 + tp3)
+        o1 = bk + (tm1 + k0 * tm3)
+        o2 = bk + (tp1 + k1 * tp3)
+        o3 = bk + (s5 + tm1 + k3 * tm3)
+        O[4, q] = o0
+        O[5, q] = o1
+        O[6, q] = o2
+        O[7, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
     for q in range(Pb):
         s0 = S[12, q]
         s1 = S[13, q]
@@ -617,10 +1053,19 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         s3 = S[15, q]
         s4 = S[16, q]
         s5 = S[17, q]
-        O[8, q] = bk + (s0 + s1 + s2 + s3 + s4)
-        O[9, q] = bk + (s1 - s2 + k0 * s3 - k0 * s4)
-        O[10, q] = bk + (s1 + s2 + k1 * s3 + k1 * s4)
-        O[11, q] = bk + (s1 - s2 + k3 * s3 - k3 * s4 + s5)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        o0 = bk + (s0 + tp1 + tp3)
+        o1 = bk + (tm1 + k0 * tm3)
+        o2 = bk + (tp1 + k1 * tp3)
+        o3 = bk + (s5 + tm1 + k3 * tm3)
+        O[8, q] = o0
+        O[9, q] = o1
+        O[10, q] = o2
+        O[11, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
     for q in range(Pb):
         s0 = S[18, q]
         s1 = S[19, q]
@@ -628,10 +1073,19 @@ def output_4_3(M, S, O, k, bk, coef, Pb):
         s3 = S[21, q]
         s4 = S[22, q]
         s5 = S[23, q]
-        O[12, q] = bk + (s0 + s1 + s2 + s3 + s4)
-        O[13, q] = bk + (s1 - s2 + k0 * s3 - k0 * s4)
-        O[14, q] = bk + (s1 + s2 + k1 * s3 + k1 * s4)
-        O[15, q] = bk + (s1 - s2 + k3 * s3 - k3 * s4 + s5)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        o0 = bk + (s0 + tp1 + tp3)
+        o1 = bk + (tm1 + k0 * tm3)
+        o2 = bk + (tp1 + k1 * tp3)
+        o3 = bk + (s5 + tm1 + k3 * tm3)
+        O[12, q] = o0
+        O[13, q] = o1
+        O[14, q] = o2
+        O[15, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
 
 
 EXACT[(6, 3)] = ((('1', '1', '1', '1', '1', '1', '1', '0'), ('0', '1', '-1', '2', '-2', '1/2', '-1/2', '0'), ('0', '1', '1', '4', '4', '1/4', '1/4', '0'), ('0', '1', '-1', '8', '-8', '1/8', '-1/8', '0'), ('0', '1', '1', '16', '16', '1/16', '1/16', '0'), ('0', '1', '-1', '32', '-32', '1/32', '-1/32', '1')), (('1', '0', '-21/4', '0', '21/4', '0', '-1', '0'), ('0', '1', '1', '-17/4', '-17/4', '1', '1', '0'), ('0', '-1', '1', '17/4', '-17/4', '-1', '1', '0'), ('0', '1/2', '1/4', '-5/2', '-5/4', '2', '1', '0'), ('0', '-1/2', '1/4', '5/2', '-5/4', '-2', '1', '0'), ('0', '64', '128', '-80', '-160', '16', '32', '0'), ('0', '-64', '128', '80', '-160', '-16', '32', '0'), ('0', '-1', '0', '21/4', '0', '-21/4', '0', '1')))
@@ -639,24 +1093,83 @@ COEFS[(6, 3)] = ['1/32', '1/16', '1/8', '1/4', '1/2', '5/4', '2', '5/2', '4', '1
 
 
 @njit(nogil=True, cache=True)
-def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
+def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
     N, C, H, W = x.shape
     Pb = V.shape[2]
     T = nty * ntx
-    D = np.zeros((8 * 8, Pb), dtype=V.dtype)
-    E = np.empty((8 * 8, Pb), dtype=V.dtype)
-    # When the block lies in one image, its rows of each channel are first copied, with
-    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
-    # the tiles are gathered from there without bounds checks.
     n0 = p0 // T
     n1 = (p0 + npb - 1) // T
-    ty_lo = (p0 - n0 * T) // ntx
-    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
-    ybase = ty_lo * 6 - pad_t
-    rows = (ty_hi - ty_lo) * 6 + 8 if n0 == n1 else 1
-    Wp = ntx * 6 + 8 - 6
-    plane = np.zeros((rows, Wp), dtype=V.dtype)
-    # where each tile of the block starts (image, top row, left column), divisions done once
+    if U2 > 0:
+        # Row layout: the block is R whole rows of tiles of one image, tile (rl, u) in
+        # column rl·U2 + u of V; the last column of each row (u = ntx) is a spare tile that
+        # lets the horizontal pass run over the whole block in one unit-stride loop.  Per
+        # channel the rows are copied with the zero padding, split into 6 column phases
+        # (P[row, s, u] = column 6·u + s), transformed vertically one row of tiles at a time
+        # and horizontally over the whole block.
+        R = npb // ntx
+        ybase = (p0 - n0 * T) // ntx * 6 - pad_t
+        rows = (R - 1) * 6 + 8
+        lim = min(W, 6 * U2 - pad_l)
+        for c in range(c0, c1):
+            for t in range(8 * 8):
+                for q in range(R * U2, Pb):
+                    V[t, c, q] = 0
+        row = np.zeros(6 * U2, dtype=V.dtype)
+        P = np.zeros((rows, 6, U2), dtype=V.dtype)
+        Fb = np.zeros((8, 6, (R + 1) * U2), dtype=V.dtype)
+        F4 = Fb.reshape((8, 6, R + 1, U2))
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    row[pad_l + xx] = x[n0, c, yy, xx]
+                deint_6_3(row, P, rr, U2)
+            for rl in range(R):
+                vert_6_3(P, F4, rl, coef)
+            horiz_6_3(Fb, V, c, R * U2, coef)
+        return
+    for c in range(c0, c1):
+        for t in range(8 * 8):
+            for q in range(npb, Pb):
+                V[t, c, q] = 0
+    D = np.zeros((8 * 8, Pb), dtype=V.dtype)
+    E = np.empty((8 * 8, Pb), dtype=V.dtype)
+    if n0 == n1:
+        # One image: its rows of each channel are first copied, with the zero padding,
+        # into a small plane (a streaming read the prefetchers follow), and the tiles are
+        # gathered from there without bounds checks.
+        ty_lo = (p0 - n0 * T) // ntx
+        ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+        ybase = ty_lo * 6 - pad_t
+        rows = (ty_hi - ty_lo) * 6 + 8
+        Wp = ntx * 6 + 8 - 6
+        plane = np.zeros((rows, Wp), dtype=V.dtype)
+        qy = np.empty(npb, dtype=np.int64)
+        qx = np.empty(npb, dtype=np.int64)
+        for q in range(npb):
+            rem = p0 + q - n0 * T
+            ty = rem // ntx
+            qy[q] = ty * 6 - pad_t - ybase
+            qx[q] = (rem - ty * ntx) * 6
+        lim = min(W, Wp - pad_l)
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                r0 = qy[q]
+                x0 = qx[q]
+                for i in range(8):
+                    for j in range(8):
+                        D[i * 8 + j, q] = plane[r0 + i, x0 + j]
+            input_6_3(D, E, V, c, coef, Pb)
+        return
+    # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
@@ -669,22 +1182,6 @@ def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
         qy[q] = ty * 6 - pad_t
         qx[q] = (rem - ty * ntx) * 6 - pad_l
     for c in range(c0, c1):
-        if n0 == n1:
-            for rr in range(rows):
-                yy = ybase + rr
-                if yy < 0 or yy >= H:
-                    continue
-                lim = min(W, Wp - pad_l)
-                for xx in range(lim):
-                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
-            for q in range(npb):
-                r0 = qy[q] - ybase
-                x0 = qx[q] + pad_l
-                for i in range(8):
-                    for j in range(8):
-                        D[i * 8 + j, q] = plane[r0 + i, x0 + j]
-            input_6_3(D, E, V, c, coef, Pb)
-            continue
         for q in range(npb):
             n = qn[q]
             y0 = qy[q]
@@ -706,15 +1203,19 @@ def wino_input_6_3(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
 
 
 @njit(nogil=True, cache=True)
-def wino_output_6_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
+def wino_output_6_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
     N, K, OH, OW = y.shape
     Pb = M.shape[2]
     T = nty * ntx
     O = np.empty((6 * 6, Pb), dtype=M.dtype)
     S = np.empty((6 * 8, Pb), dtype=M.dtype)
+    # Z[q] gathers value * 0 over every output of tile q: 0 unless one is NaN or ±Inf (one
+    # vector add per output instead of a serial sum)
+    Z = np.zeros(Pb, dtype=M.dtype)
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
+    qs = np.empty(npb, dtype=np.int64)      # column of tile q in M (see the row layout)
     for q in range(npb):
         p = p0 + q
         n = p // T
@@ -723,27 +1224,28 @@ def wino_output_6_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
         qn[q] = n
         qy[q] = ty * 6
         qx[q] = (rem - ty * ntx) * 6
+        qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
     for k in range(k0, k1):
         bk = bias[k]
-        output_6_3(M, S, O, k, bk, coef, Pb)
-        acc = bk * 0
+        output_6_3(M, S, O, Z, k, bk, coef, Pb)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
             ox = qx[q]
+            sq = qs[q]
             if oy + 6 <= OH and ox + 6 <= OW:
                 for i in range(6):
                     for j in range(6):
-                        val = O[i * 6 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
+                        y[n, k, oy + i, ox + j] = O[i * 6 + j, sq]
             else:
                 for i in range(min(6, OH - oy)):
                     for j in range(min(6, OW - ox)):
-                        val = O[i * 6 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
-        bad[k] += acc
+                        y[n, k, oy + i, ox + j] = O[i * 6 + j, sq]
+    if k1 > k0:
+        acc = Z[0] * 0
+        for q in range(npb):
+            acc += Z[qs[q]]
+        bad[k0] += acc
 
 
 @njit(nogil=True, cache=True)
@@ -775,13 +1277,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[40, q]
         d6 = D[48, q]
         d7 = D[56, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[8, q] = te1 + to1
+        E[16, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[24, q] = te3 + to3
+        E[32, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[40, q] = te5 + to5
+        E[48, q] = te5 - to5
         E[0, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[8, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[16, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[24, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[32, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[40, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[48, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[56, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[1, q]
@@ -792,13 +1300,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[41, q]
         d6 = D[49, q]
         d7 = D[57, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[9, q] = te1 + to1
+        E[17, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[25, q] = te3 + to3
+        E[33, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[41, q] = te5 + to5
+        E[49, q] = te5 - to5
         E[1, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[9, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[17, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[25, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[33, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[41, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[49, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[57, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[2, q]
@@ -809,13 +1323,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[42, q]
         d6 = D[50, q]
         d7 = D[58, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[10, q] = te1 + to1
+        E[18, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[26, q] = te3 + to3
+        E[34, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[42, q] = te5 + to5
+        E[50, q] = te5 - to5
         E[2, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[10, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[18, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[26, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[34, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[42, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[50, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[58, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[3, q]
@@ -826,13 +1346,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[43, q]
         d6 = D[51, q]
         d7 = D[59, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[11, q] = te1 + to1
+        E[19, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[27, q] = te3 + to3
+        E[35, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[43, q] = te5 + to5
+        E[51, q] = te5 - to5
         E[3, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[11, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[19, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[27, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[35, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[43, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[51, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[59, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[4, q]
@@ -843,13 +1369,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[44, q]
         d6 = D[52, q]
         d7 = D[60, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[12, q] = te1 + to1
+        E[20, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[28, q] = te3 + to3
+        E[36, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[44, q] = te5 + to5
+        E[52, q] = te5 - to5
         E[4, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[12, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[20, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[28, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[36, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[44, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[52, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[60, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[5, q]
@@ -860,13 +1392,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[45, q]
         d6 = D[53, q]
         d7 = D[61, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[13, q] = te1 + to1
+        E[21, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[29, q] = te3 + to3
+        E[37, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[45, q] = te5 + to5
+        E[53, q] = te5 - to5
         E[5, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[13, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[21, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[29, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[37, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[45, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[53, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[61, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[6, q]
@@ -877,13 +1415,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[46, q]
         d6 = D[54, q]
         d7 = D[62, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[14, q] = te1 + to1
+        E[22, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[30, q] = te3 + to3
+        E[38, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[46, q] = te5 + to5
+        E[54, q] = te5 - to5
         E[6, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[14, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[22, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[30, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[38, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[46, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[54, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[62, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         d0 = D[7, q]
@@ -894,13 +1438,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         d5 = D[47, q]
         d6 = D[55, q]
         d7 = D[63, q]
+        te1 = d2 - k9 * d4 + d6
+        to1 = d1 - k9 * d3 + d5
+        E[15, q] = te1 + to1
+        E[23, q] = te1 - to1
+        te3 = k3 * d2 - k5 * d4 + d6
+        to3 = k4 * d1 - k7 * d3 + k6 * d5
+        E[31, q] = te3 + to3
+        E[39, q] = te3 - to3
+        te5 = k16 * d2 - k17 * d4 + k13 * d6
+        to5 = k14 * d1 - k15 * d3 + k12 * d5
+        E[47, q] = te5 + to5
+        E[55, q] = te5 - to5
         E[7, q] = d0 - k10 * d2 + k10 * d4 - d6
-        E[15, q] = d1 + d2 - k9 * d3 - k9 * d4 + d5 + d6
-        E[23, q] = -d1 + d2 + k9 * d3 - k9 * d4 - d5 + d6
-        E[31, q] = k4 * d1 + k3 * d2 - k7 * d3 - k5 * d4 + k6 * d5 + d6
-        E[39, q] = -k4 * d1 + k3 * d2 + k7 * d3 - k5 * d4 - k6 * d5 + d6
-        E[47, q] = k14 * d1 + k16 * d2 - k15 * d3 - k17 * d4 + k12 * d5 + k13 * d6
-        E[55, q] = -k14 * d1 + k16 * d2 + k15 * d3 - k17 * d4 - k12 * d5 + k13 * d6
         E[63, q] = -d1 + k10 * d3 - k10 * d5 + d7
     for q in range(Pb):
         e0 = E[0, q]
@@ -911,13 +1461,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[5, q]
         e6 = E[6, q]
         e7 = E[7, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[1, c, q] = te1 + to1
+        V[2, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[3, c, q] = te3 + to3
+        V[4, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[5, c, q] = te5 + to5
+        V[6, c, q] = te5 - to5
         V[0, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[1, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[2, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[3, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[4, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[5, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[6, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[7, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[8, q]
@@ -928,13 +1484,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[13, q]
         e6 = E[14, q]
         e7 = E[15, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[9, c, q] = te1 + to1
+        V[10, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[11, c, q] = te3 + to3
+        V[12, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[13, c, q] = te5 + to5
+        V[14, c, q] = te5 - to5
         V[8, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[9, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[10, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[11, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[12, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[13, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[14, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[15, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[16, q]
@@ -945,13 +1507,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[21, q]
         e6 = E[22, q]
         e7 = E[23, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[17, c, q] = te1 + to1
+        V[18, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[19, c, q] = te3 + to3
+        V[20, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[21, c, q] = te5 + to5
+        V[22, c, q] = te5 - to5
         V[16, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[17, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[18, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[19, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[20, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[21, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[22, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[23, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[24, q]
@@ -962,13 +1530,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[29, q]
         e6 = E[30, q]
         e7 = E[31, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[25, c, q] = te1 + to1
+        V[26, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[27, c, q] = te3 + to3
+        V[28, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[29, c, q] = te5 + to5
+        V[30, c, q] = te5 - to5
         V[24, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[25, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[26, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[27, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[28, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[29, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[30, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[31, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[32, q]
@@ -979,13 +1553,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[37, q]
         e6 = E[38, q]
         e7 = E[39, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[33, c, q] = te1 + to1
+        V[34, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[35, c, q] = te3 + to3
+        V[36, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[37, c, q] = te5 + to5
+        V[38, c, q] = te5 - to5
         V[32, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[33, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[34, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[35, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[36, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[37, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[38, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[39, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[40, q]
@@ -996,13 +1576,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[45, q]
         e6 = E[46, q]
         e7 = E[47, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[41, c, q] = te1 + to1
+        V[42, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[43, c, q] = te3 + to3
+        V[44, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[45, c, q] = te5 + to5
+        V[46, c, q] = te5 - to5
         V[40, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[41, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[42, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[43, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[44, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[45, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[46, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[47, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[48, q]
@@ -1013,13 +1599,19 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[53, q]
         e6 = E[54, q]
         e7 = E[55, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[49, c, q] = te1 + to1
+        V[50, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[51, c, q] = te3 + to3
+        V[52, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[53, c, q] = te5 + to5
+        V[54, c, q] = te5 - to5
         V[48, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[49, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[50, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[51, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[52, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[53, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[54, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[55, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
     for q in range(Pb):
         e0 = E[56, q]
@@ -1030,17 +1622,285 @@ def input_6_3(D, E, V, c, coef, Pb):
         e5 = E[61, q]
         e6 = E[62, q]
         e7 = E[63, q]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[57, c, q] = te1 + to1
+        V[58, c, q] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[59, c, q] = te3 + to3
+        V[60, c, q] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[61, c, q] = te5 + to5
+        V[62, c, q] = te5 - to5
         V[56, c, q] = e0 - k10 * e2 + k10 * e4 - e6
-        V[57, c, q] = e1 + e2 - k9 * e3 - k9 * e4 + e5 + e6
-        V[58, c, q] = -e1 + e2 + k9 * e3 - k9 * e4 - e5 + e6
-        V[59, c, q] = k4 * e1 + k3 * e2 - k7 * e3 - k5 * e4 + k6 * e5 + e6
-        V[60, c, q] = -k4 * e1 + k3 * e2 + k7 * e3 - k5 * e4 - k6 * e5 + e6
-        V[61, c, q] = k14 * e1 + k16 * e2 - k15 * e3 - k17 * e4 + k12 * e5 + k13 * e6
-        V[62, c, q] = -k14 * e1 + k16 * e2 + k15 * e3 - k17 * e4 - k12 * e5 + k13 * e6
         V[63, c, q] = -e1 + k10 * e3 - k10 * e5 + e7
 
 @njit(nogil=True, cache=True)
-def output_6_3(M, S, O, k, bk, coef, Pb):
+def deint_6_3(row, P, rr, U2):
+    for u in range(U2):
+        P[rr, 0, u] = row[6 * u + 0]
+        P[rr, 1, u] = row[6 * u + 1]
+        P[rr, 2, u] = row[6 * u + 2]
+        P[rr, 3, u] = row[6 * u + 3]
+        P[rr, 4, u] = row[6 * u + 4]
+        P[rr, 5, u] = row[6 * u + 5]
+
+@njit(nogil=True, cache=True)
+def vert_6_3(P, F4, rl, coef):
+    k0 = coef[0]
+    k1 = coef[1]
+    k2 = coef[2]
+    k3 = coef[3]
+    k4 = coef[4]
+    k5 = coef[5]
+    k6 = coef[6]
+    k7 = coef[7]
+    k8 = coef[8]
+    k9 = coef[9]
+    k10 = coef[10]
+    k11 = coef[11]
+    k12 = coef[12]
+    k13 = coef[13]
+    k14 = coef[14]
+    k15 = coef[15]
+    k16 = coef[16]
+    k17 = coef[17]
+    U2 = P.shape[2]
+    r0 = rl * 6
+    for s in range(6):
+        for u in range(U2):
+            d0 = P[r0 + 0, s, u]
+            d1 = P[r0 + 1, s, u]
+            d2 = P[r0 + 2, s, u]
+            d3 = P[r0 + 3, s, u]
+            d4 = P[r0 + 4, s, u]
+            d5 = P[r0 + 5, s, u]
+            d6 = P[r0 + 6, s, u]
+            d7 = P[r0 + 7, s, u]
+            te1 = d2 - k9 * d4 + d6
+            to1 = d1 - k9 * d3 + d5
+            F4[1, s, rl, u] = te1 + to1
+            F4[2, s, rl, u] = te1 - to1
+            te3 = k3 * d2 - k5 * d4 + d6
+            to3 = k4 * d1 - k7 * d3 + k6 * d5
+            F4[3, s, rl, u] = te3 + to3
+            F4[4, s, rl, u] = te3 - to3
+            te5 = k16 * d2 - k17 * d4 + k13 * d6
+            to5 = k14 * d1 - k15 * d3 + k12 * d5
+            F4[5, s, rl, u] = te5 + to5
+            F4[6, s, rl, u] = te5 - to5
+            F4[0, s, rl, u] = d0 - k10 * d2 + k10 * d4 - d6
+            F4[7, s, rl, u] = -d1 + k10 * d3 - k10 * d5 + d7
+
+@njit(nogil=True, cache=True)
+def horiz_6_3(F, V, c, n, coef):
+    k0 = coef[0]
+    k1 = coef[1]
+    k2 = coef[2]
+    k3 = coef[3]
+    k4 = coef[4]
+    k5 = coef[5]
+    k6 = coef[6]
+    k7 = coef[7]
+    k8 = coef[8]
+    k9 = coef[9]
+    k10 = coef[10]
+    k11 = coef[11]
+    k12 = coef[12]
+    k13 = coef[13]
+    k14 = coef[14]
+    k15 = coef[15]
+    k16 = coef[16]
+    k17 = coef[17]
+    for u in range(n):
+        e0 = F[0, 0, u + 0]
+        e1 = F[0, 1, u + 0]
+        e2 = F[0, 2, u + 0]
+        e3 = F[0, 3, u + 0]
+        e4 = F[0, 4, u + 0]
+        e5 = F[0, 5, u + 0]
+        e6 = F[0, 0, u + 1]
+        e7 = F[0, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[1, c, u] = te1 + to1
+        V[2, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[3, c, u] = te3 + to3
+        V[4, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[5, c, u] = te5 + to5
+        V[6, c, u] = te5 - to5
+        V[0, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[7, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[1, 0, u + 0]
+        e1 = F[1, 1, u + 0]
+        e2 = F[1, 2, u + 0]
+        e3 = F[1, 3, u + 0]
+        e4 = F[1, 4, u + 0]
+        e5 = F[1, 5, u + 0]
+        e6 = F[1, 0, u + 1]
+        e7 = F[1, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[9, c, u] = te1 + to1
+        V[10, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[11, c, u] = te3 + to3
+        V[12, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[13, c, u] = te5 + to5
+        V[14, c, u] = te5 - to5
+        V[8, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[15, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[2, 0, u + 0]
+        e1 = F[2, 1, u + 0]
+        e2 = F[2, 2, u + 0]
+        e3 = F[2, 3, u + 0]
+        e4 = F[2, 4, u + 0]
+        e5 = F[2, 5, u + 0]
+        e6 = F[2, 0, u + 1]
+        e7 = F[2, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[17, c, u] = te1 + to1
+        V[18, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[19, c, u] = te3 + to3
+        V[20, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[21, c, u] = te5 + to5
+        V[22, c, u] = te5 - to5
+        V[16, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[23, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[3, 0, u + 0]
+        e1 = F[3, 1, u + 0]
+        e2 = F[3, 2, u + 0]
+        e3 = F[3, 3, u + 0]
+        e4 = F[3, 4, u + 0]
+        e5 = F[3, 5, u + 0]
+        e6 = F[3, 0, u + 1]
+        e7 = F[3, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[25, c, u] = te1 + to1
+        V[26, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[27, c, u] = te3 + to3
+        V[28, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[29, c, u] = te5 + to5
+        V[30, c, u] = te5 - to5
+        V[24, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[31, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[4, 0, u + 0]
+        e1 = F[4, 1, u + 0]
+        e2 = F[4, 2, u + 0]
+        e3 = F[4, 3, u + 0]
+        e4 = F[4, 4, u + 0]
+        e5 = F[4, 5, u + 0]
+        e6 = F[4, 0, u + 1]
+        e7 = F[4, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[33, c, u] = te1 + to1
+        V[34, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[35, c, u] = te3 + to3
+        V[36, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[37, c, u] = te5 + to5
+        V[38, c, u] = te5 - to5
+        V[32, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[39, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[5, 0, u + 0]
+        e1 = F[5, 1, u + 0]
+        e2 = F[5, 2, u + 0]
+        e3 = F[5, 3, u + 0]
+        e4 = F[5, 4, u + 0]
+        e5 = F[5, 5, u + 0]
+        e6 = F[5, 0, u + 1]
+        e7 = F[5, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[41, c, u] = te1 + to1
+        V[42, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[43, c, u] = te3 + to3
+        V[44, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[45, c, u] = te5 + to5
+        V[46, c, u] = te5 - to5
+        V[40, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[47, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[6, 0, u + 0]
+        e1 = F[6, 1, u + 0]
+        e2 = F[6, 2, u + 0]
+        e3 = F[6, 3, u + 0]
+        e4 = F[6, 4, u + 0]
+        e5 = F[6, 5, u + 0]
+        e6 = F[6, 0, u + 1]
+        e7 = F[6, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[49, c, u] = te1 + to1
+        V[50, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[51, c, u] = te3 + to3
+        V[52, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[53, c, u] = te5 + to5
+        V[54, c, u] = te5 - to5
+        V[48, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[55, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+    for u in range(n):
+        e0 = F[7, 0, u + 0]
+        e1 = F[7, 1, u + 0]
+        e2 = F[7, 2, u + 0]
+        e3 = F[7, 3, u + 0]
+        e4 = F[7, 4, u + 0]
+        e5 = F[7, 5, u + 0]
+        e6 = F[7, 0, u + 1]
+        e7 = F[7, 1, u + 1]
+        te1 = e2 - k9 * e4 + e6
+        to1 = e1 - k9 * e3 + e5
+        V[57, c, u] = te1 + to1
+        V[58, c, u] = te1 - to1
+        te3 = k3 * e2 - k5 * e4 + e6
+        to3 = k4 * e1 - k7 * e3 + k6 * e5
+        V[59, c, u] = te3 + to3
+        V[60, c, u] = te3 - to3
+        te5 = k16 * e2 - k17 * e4 + k13 * e6
+        to5 = k14 * e1 - k15 * e3 + k12 * e5
+        V[61, c, u] = te5 + to5
+        V[62, c, u] = te5 - to5
+        V[56, c, u] = e0 - k10 * e2 + k10 * e4 - e6
+        V[63, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
+
+@njit(nogil=True, cache=True)
+def output_6_3(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
@@ -1068,12 +1928,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[40, k, q]
         u6 = M[48, k, q]
         u7 = M[56, k, q]
-        S[0, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[8, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[16, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[24, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[32, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[40, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[0, q] = u0 + tp1 + tp3 + tp5
+        S[8, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[16, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[24, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[32, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[40, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[1, k, q]
         u1 = M[9, k, q]
@@ -1083,12 +1949,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[41, k, q]
         u6 = M[49, k, q]
         u7 = M[57, k, q]
-        S[1, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[9, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[17, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[25, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[33, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[41, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[1, q] = u0 + tp1 + tp3 + tp5
+        S[9, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[17, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[25, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[33, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[41, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[2, k, q]
         u1 = M[10, k, q]
@@ -1098,12 +1970,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[42, k, q]
         u6 = M[50, k, q]
         u7 = M[58, k, q]
-        S[2, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[10, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[18, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[26, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[34, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[42, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[2, q] = u0 + tp1 + tp3 + tp5
+        S[10, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[18, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[26, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[34, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[42, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[3, k, q]
         u1 = M[11, k, q]
@@ -1113,12 +1991,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[43, k, q]
         u6 = M[51, k, q]
         u7 = M[59, k, q]
-        S[3, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[11, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[19, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[27, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[35, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[43, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[3, q] = u0 + tp1 + tp3 + tp5
+        S[11, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[19, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[27, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[35, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[43, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[4, k, q]
         u1 = M[12, k, q]
@@ -1128,12 +2012,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[44, k, q]
         u6 = M[52, k, q]
         u7 = M[60, k, q]
-        S[4, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[12, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[20, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[28, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[36, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[44, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[4, q] = u0 + tp1 + tp3 + tp5
+        S[12, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[20, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[28, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[36, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[44, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[5, k, q]
         u1 = M[13, k, q]
@@ -1143,12 +2033,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[45, k, q]
         u6 = M[53, k, q]
         u7 = M[61, k, q]
-        S[5, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[13, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[21, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[29, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[37, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[45, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[5, q] = u0 + tp1 + tp3 + tp5
+        S[13, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[21, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[29, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[37, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[45, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[6, k, q]
         u1 = M[14, k, q]
@@ -1158,12 +2054,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[46, k, q]
         u6 = M[54, k, q]
         u7 = M[62, k, q]
-        S[6, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[14, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[22, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[30, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[38, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[46, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[6, q] = u0 + tp1 + tp3 + tp5
+        S[14, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[22, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[30, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[38, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[46, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[7, k, q]
         u1 = M[15, k, q]
@@ -1173,12 +2075,18 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         u5 = M[47, k, q]
         u6 = M[55, k, q]
         u7 = M[63, k, q]
-        S[7, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[15, q] = u1 - u2 + k6 * u3 - k6 * u4 + k4 * u5 - k4 * u6
-        S[23, q] = u1 + u2 + k8 * u3 + k8 * u4 + k3 * u5 + k3 * u6
-        S[31, q] = u1 - u2 + k11 * u3 - k11 * u4 + k2 * u5 - k2 * u6
-        S[39, q] = u1 + u2 + k12 * u3 + k12 * u4 + k1 * u5 + k1 * u6
-        S[47, q] = u1 - u2 + k13 * u3 - k13 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[7, q] = u0 + tp1 + tp3 + tp5
+        S[15, q] = tm1 + k6 * tm3 + k4 * tm5
+        S[23, q] = tp1 + k8 * tp3 + k3 * tp5
+        S[31, q] = tm1 + k11 * tm3 + k2 * tm5
+        S[39, q] = tp1 + k12 * tp3 + k1 * tp5
+        S[47, q] = u7 + tm1 + k13 * tm3 + k0 * tm5
     for q in range(Pb):
         s0 = S[0, q]
         s1 = S[1, q]
@@ -1188,12 +2096,25 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         s5 = S[5, q]
         s6 = S[6, q]
         s7 = S[7, q]
-        O[0, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[1, q] = bk + (s1 - s2 + k6 * s3 - k6 * s4 + k4 * s5 - k4 * s6)
-        O[2, q] = bk + (s1 + s2 + k8 * s3 + k8 * s4 + k3 * s5 + k3 * s6)
-        O[3, q] = bk + (s1 - s2 + k11 * s3 - k11 * s4 + k2 * s5 - k2 * s6)
-        O[4, q] = bk + (s1 + s2 + k12 * s3 + k12 * s4 + k1 * s5 + k1 * s6)
-        O[5, q] = bk + (s1 - s2 + k13 * s3 - k13 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k6 * tm3 + k4 * tm5)
+        o2 = bk + (tp1 + k8 * tp3 + k3 * tp5)
+        o3 = bk + (tm1 + k11 * tm3 + k2 * tm5)
+        o4 = bk + (tp1 + k12 * tp3 + k1 * tp5)
+        o5 = bk + (s7 + tm1 + k13 * tm3 + k0 * tm5)
+        O[0, q] = o0
+        O[1, q] = o1
+        O[2, q] = o2
+        O[3, q] = o3
+        O[4, q] = o4
+        O[5, q] = o5
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0 + o4 * 0 + o5 * 0
     for q in range(Pb):
         s0 = S[8, q]
         s1 = S[9, q]
@@ -1203,12 +2124,25 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         s5 = S[13, q]
         s6 = S[14, q]
         s7 = S[15, q]
-        O[6, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[7, q] = bk + (s1 - s2 + k6 * s3 - k6 * s4 + k4 * s5 - k4 * s6)
-        O[8, q] = bk + (s1 + s2 + k8 * s3 + k8 * s4 + k3 * s5 + k3 * s6)
-        O[9, q] = bk + (s1 - s2 + k11 * s3 - k11 * s4 + k2 * s5 - k2 * s6)
-        O[10, q] = bk + (s1 + s2 + k12 * s3 + k12 * s4 + k1 * s5 + k1 * s6)
-        O[11, q] = bk + (s1 - s2 + k13 * s3 - k13 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k6 * tm3 + k4 * tm5)
+        o2 = bk + (tp1 + k8 * tp3 + k3 * tp5)
+        o3 = bk + (tm1 + k11 * tm3 + k2 * tm5)
+        o4 = bk + (tp1 + k12 * tp3 + k1 * tp5)
+        o5 = bk + (s7 + tm1 + k13 * tm3 + k0 * tm5)
+        O[6, q] = o0
+        O[7, q] = o1
+        O[8, q] = o2
+        O[9, q] = o3
+        O[10, q] = o4
+        O[11, q] = o5
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0 + o4 * 0 + o5 * 0
     for q in range(Pb):
         s0 = S[16, q]
         s1 = S[17, q]
@@ -1218,12 +2152,25 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         s5 = S[21, q]
         s6 = S[22, q]
         s7 = S[23, q]
-        O[12, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[13, q] = bk + (s1 - s2 + k6 * s3 - k6 * s4 + k4 * s5 - k4 * s6)
-        O[14, q] = bk + (s1 + s2 + k8 * s3 + k8 * s4 + k3 * s5 + k3 * s6)
-        O[15, q] = bk + (s1 - s2 + k11 * s3 - k11 * s4 + k2 * s5 - k2 * s6)
-        O[16, q] = bk + (s1 + s2 + k12 * s3 + k12 * s4 + k1 * s5 + k1 * s6)
-        O[17, q] = bk + (s1 - s2 + k13 * s3 - k13 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k6 * tm3 + k4 * tm5)
+        o2 = bk + (tp1 + k8 * tp3 + k3 * tp5)
+        o3 = bk + (tm1 + k11 * tm3 + k2 * tm5)
+        o4 = bk + (tp1 + k12 * tp3 + k1 * tp5)
+        o5 = bk + (s7 + tm1 + k13 * tm3 + k0 * tm5)
+        O[12, q] = o0
+        O[13, q] = o1
+        O[14, q] = o2
+        O[15, q] = o3
+        O[16, q] = o4
+        O[17, q] = o5
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0 + o4 * 0 + o5 * 0
     for q in range(Pb):
         s0 = S[24, q]
         s1 = S[25, q]
@@ -1233,12 +2180,25 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         s5 = S[29, q]
         s6 = S[30, q]
         s7 = S[31, q]
-        O[18, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[19, q] = bk + (s1 - s2 + k6 * s3 - k6 * s4 + k4 * s5 - k4 * s6)
-        O[20, q] = bk + (s1 + s2 + k8 * s3 + k8 * s4 + k3 * s5 + k3 * s6)
-        O[21, q] = bk + (s1 - s2 + k11 * s3 - k11 * s4 + k2 * s5 - k2 * s6)
-        O[22, q] = bk + (s1 + s2 + k12 * s3 + k12 * s4 + k1 * s5 + k1 * s6)
-        O[23, q] = bk + (s1 - s2 + k13 * s3 - k13 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k6 * tm3 + k4 * tm5)
+        o2 = bk + (tp1 + k8 * tp3 + k3 * tp5)
+        o3 = bk + (tm1 + k11 * tm3 + k2 * tm5)
+        o4 = bk + (tp1 + k12 * tp3 + k1 * tp5)
+        o5 = bk + (s7 + tm1 + k13 * tm3 + k0 * tm5)
+        O[18, q] = o0
+        O[19, q] = o1
+        O[20, q] = o2
+        O[21, q] = o3
+        O[22, q] = o4
+        O[23, q] = o5
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0 + o4 * 0 + o5 * 0
     for q in range(Pb):
         s0 = S[32, q]
         s1 = S[33, q]
@@ -1248,12 +2208,25 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         s5 = S[37, q]
         s6 = S[38, q]
         s7 = S[39, q]
-        O[24, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[25, q] = bk + (s1 - s2 + k6 * s3 - k6 * s4 + k4 * s5 - k4 * s6)
-        O[26, q] = bk + (s1 + s2 + k8 * s3 + k8 * s4 + k3 * s5 + k3 * s6)
-        O[27, q] = bk + (s1 - s2 + k11 * s3 - k11 * s4 + k2 * s5 - k2 * s6)
-        O[28, q] = bk + (s1 + s2 + k12 * s3 + k12 * s4 + k1 * s5 + k1 * s6)
-        O[29, q] = bk + (s1 - s2 + k13 * s3 - k13 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k6 * tm3 + k4 * tm5)
+        o2 = bk + (tp1 + k8 * tp3 + k3 * tp5)
+        o3 = bk + (tm1 + k11 * tm3 + k2 * tm5)
+        o4 = bk + (tp1 + k12 * tp3 + k1 * tp5)
+        o5 = bk + (s7 + tm1 + k13 * tm3 + k0 * tm5)
+        O[24, q] = o0
+        O[25, q] = o1
+        O[26, q] = o2
+        O[27, q] = o3
+        O[28, q] = o4
+        O[29, q] = o5
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0 + o4 * 0 + o5 * 0
     for q in range(Pb):
         s0 = S[40, q]
         s1 = S[41, q]
@@ -1263,12 +2236,25 @@ def output_6_3(M, S, O, k, bk, coef, Pb):
         s5 = S[45, q]
         s6 = S[46, q]
         s7 = S[47, q]
-        O[30, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[31, q] = bk + (s1 - s2 + k6 * s3 - k6 * s4 + k4 * s5 - k4 * s6)
-        O[32, q] = bk + (s1 + s2 + k8 * s3 + k8 * s4 + k3 * s5 + k3 * s6)
-        O[33, q] = bk + (s1 - s2 + k11 * s3 - k11 * s4 + k2 * s5 - k2 * s6)
-        O[34, q] = bk + (s1 + s2 + k12 * s3 + k12 * s4 + k1 * s5 + k1 * s6)
-        O[35, q] = bk + (s1 - s2 + k13 * s3 - k13 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k6 * tm3 + k4 * tm5)
+        o2 = bk + (tp1 + k8 * tp3 + k3 * tp5)
+        o3 = bk + (tm1 + k11 * tm3 + k2 * tm5)
+        o4 = bk + (tp1 + k12 * tp3 + k1 * tp5)
+        o5 = bk + (s7 + tm1 + k13 * tm3 + k0 * tm5)
+        O[30, q] = o0
+        O[31, q] = o1
+        O[32, q] = o2
+        O[33, q] = o3
+        O[34, q] = o4
+        O[35, q] = o5
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0 + o4 * 0 + o5 * 0
 
 
 EXACT[(4, 5)] = ((('1', '1', '1', '1', '1', '1', '1', '0'), ('0', '1', '-1', '2', '-2', '1/2', '-1/2', '0'), ('0', '1', '1', '4', '4', '1/4', '1/4', '0'), ('0', '1', '-1', '8', '-8', '1/8', '-1/8', '1')), (('-1', '0', '21/4', '0', '-21/4', '0', '1', '0'), ('0', '1', '1', '-17/4', '-17/4', '1', '1', '0'), ('0', '-1', '1', '17/4', '-17/4', '-1', '1', '0'), ('0', '1/2', '1/4', '-5/2', '-5/4', '2', '1', '0'), ('0', '-1/2', '1/4', '5/2', '-5/4', '-2', '1', '0'), ('0', '2', '4', '-5/2', '-5', '1/2', '1', '0'), ('0', '-2', '4', '5/2', '-5', '-1/2', '1', '0'), ('0', '-1', '0', '21/4', '0', '-21/4', '0', '1')))
@@ -1276,24 +2262,83 @@ COEFS[(4, 5)] = ['1/8', '1/4', '1/2', '5/4', '2', '5/2', '4', '17/4', '5', '21/4
 
 
 @njit(nogil=True, cache=True)
-def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
+def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
     N, C, H, W = x.shape
     Pb = V.shape[2]
     T = nty * ntx
-    D = np.zeros((8 * 8, Pb), dtype=V.dtype)
-    E = np.empty((8 * 8, Pb), dtype=V.dtype)
-    # When the block lies in one image, its rows of each channel are first copied, with
-    # the zero padding, into a small plane (a streaming read the prefetchers follow), and
-    # the tiles are gathered from there without bounds checks.
     n0 = p0 // T
     n1 = (p0 + npb - 1) // T
-    ty_lo = (p0 - n0 * T) // ntx
-    ty_hi = (p0 + npb - 1 - n1 * T) // ntx
-    ybase = ty_lo * 4 - pad_t
-    rows = (ty_hi - ty_lo) * 4 + 8 if n0 == n1 else 1
-    Wp = ntx * 4 + 8 - 4
-    plane = np.zeros((rows, Wp), dtype=V.dtype)
-    # where each tile of the block starts (image, top row, left column), divisions done once
+    if U2 > 0:
+        # Row layout: the block is R whole rows of tiles of one image, tile (rl, u) in
+        # column rl·U2 + u of V; the last column of each row (u = ntx) is a spare tile that
+        # lets the horizontal pass run over the whole block in one unit-stride loop.  Per
+        # channel the rows are copied with the zero padding, split into 4 column phases
+        # (P[row, s, u] = column 4·u + s), transformed vertically one row of tiles at a time
+        # and horizontally over the whole block.
+        R = npb // ntx
+        ybase = (p0 - n0 * T) // ntx * 4 - pad_t
+        rows = (R - 1) * 4 + 8
+        lim = min(W, 4 * U2 - pad_l)
+        for c in range(c0, c1):
+            for t in range(8 * 8):
+                for q in range(R * U2, Pb):
+                    V[t, c, q] = 0
+        row = np.zeros(4 * U2, dtype=V.dtype)
+        P = np.zeros((rows, 4, U2), dtype=V.dtype)
+        Fb = np.zeros((8, 4, (R + 1) * U2), dtype=V.dtype)
+        F4 = Fb.reshape((8, 4, R + 1, U2))
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    row[pad_l + xx] = x[n0, c, yy, xx]
+                deint_4_5(row, P, rr, U2)
+            for rl in range(R):
+                vert_4_5(P, F4, rl, coef)
+            horiz_4_5(Fb, V, c, R * U2, coef)
+        return
+    for c in range(c0, c1):
+        for t in range(8 * 8):
+            for q in range(npb, Pb):
+                V[t, c, q] = 0
+    D = np.zeros((8 * 8, Pb), dtype=V.dtype)
+    E = np.empty((8 * 8, Pb), dtype=V.dtype)
+    if n0 == n1:
+        # One image: its rows of each channel are first copied, with the zero padding,
+        # into a small plane (a streaming read the prefetchers follow), and the tiles are
+        # gathered from there without bounds checks.
+        ty_lo = (p0 - n0 * T) // ntx
+        ty_hi = (p0 + npb - 1 - n1 * T) // ntx
+        ybase = ty_lo * 4 - pad_t
+        rows = (ty_hi - ty_lo) * 4 + 8
+        Wp = ntx * 4 + 8 - 4
+        plane = np.zeros((rows, Wp), dtype=V.dtype)
+        qy = np.empty(npb, dtype=np.int64)
+        qx = np.empty(npb, dtype=np.int64)
+        for q in range(npb):
+            rem = p0 + q - n0 * T
+            ty = rem // ntx
+            qy[q] = ty * 4 - pad_t - ybase
+            qx[q] = (rem - ty * ntx) * 4
+        lim = min(W, Wp - pad_l)
+        for c in range(c0, c1):
+            for rr in range(rows):
+                yy = ybase + rr
+                if yy < 0 or yy >= H:
+                    continue
+                for xx in range(lim):
+                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
+            for q in range(npb):
+                r0 = qy[q]
+                x0 = qx[q]
+                for i in range(8):
+                    for j in range(8):
+                        D[i * 8 + j, q] = plane[r0 + i, x0 + j]
+            input_4_5(D, E, V, c, coef, Pb)
+        return
+    # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
@@ -1306,22 +2351,6 @@ def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
         qy[q] = ty * 4 - pad_t
         qx[q] = (rem - ty * ntx) * 4 - pad_l
     for c in range(c0, c1):
-        if n0 == n1:
-            for rr in range(rows):
-                yy = ybase + rr
-                if yy < 0 or yy >= H:
-                    continue
-                lim = min(W, Wp - pad_l)
-                for xx in range(lim):
-                    plane[rr, pad_l + xx] = x[n0, c, yy, xx]
-            for q in range(npb):
-                r0 = qy[q] - ybase
-                x0 = qx[q] + pad_l
-                for i in range(8):
-                    for j in range(8):
-                        D[i * 8 + j, q] = plane[r0 + i, x0 + j]
-            input_4_5(D, E, V, c, coef, Pb)
-            continue
         for q in range(npb):
             n = qn[q]
             y0 = qy[q]
@@ -1343,15 +2372,19 @@ def wino_input_4_5(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1):
 
 
 @njit(nogil=True, cache=True)
-def wino_output_4_5(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
+def wino_output_4_5(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
     N, K, OH, OW = y.shape
     Pb = M.shape[2]
     T = nty * ntx
     O = np.empty((4 * 4, Pb), dtype=M.dtype)
     S = np.empty((4 * 8, Pb), dtype=M.dtype)
+    # Z[q] gathers value * 0 over every output of tile q: 0 unless one is NaN or ±Inf (one
+    # vector add per output instead of a serial sum)
+    Z = np.zeros(Pb, dtype=M.dtype)
     qn = np.empty(npb, dtype=np.int64)
     qy = np.empty(npb, dtype=np.int64)
     qx = np.empty(npb, dtype=np.int64)
+    qs = np.empty(npb, dtype=np.int64)      # column of tile q in M (see the row layout)
     for q in range(npb):
         p = p0 + q
         n = p // T
@@ -1360,27 +2393,28 @@ def wino_output_4_5(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1):
         qn[q] = n
         qy[q] = ty * 4
         qx[q] = (rem - ty * ntx) * 4
+        qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
     for k in range(k0, k1):
         bk = bias[k]
-        output_4_5(M, S, O, k, bk, coef, Pb)
-        acc = bk * 0
+        output_4_5(M, S, O, Z, k, bk, coef, Pb)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
             ox = qx[q]
+            sq = qs[q]
             if oy + 4 <= OH and ox + 4 <= OW:
                 for i in range(4):
                     for j in range(4):
-                        val = O[i * 4 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
+                        y[n, k, oy + i, ox + j] = O[i * 4 + j, sq]
             else:
                 for i in range(min(4, OH - oy)):
                     for j in range(min(4, OW - ox)):
-                        val = O[i * 4 + j, q]
-                        acc += val * 0
-                        y[n, k, oy + i, ox + j] = val
-        bad[k] += acc
+                        y[n, k, oy + i, ox + j] = O[i * 4 + j, sq]
+    if k1 > k0:
+        acc = Z[0] * 0
+        for q in range(npb):
+            acc += Z[qs[q]]
+        bad[k0] += acc
 
 
 @njit(nogil=True, cache=True)
@@ -1405,13 +2439,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[40, q]
         d6 = D[48, q]
         d7 = D[56, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[8, q] = te1 + to1
+        E[16, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[24, q] = te3 + to3
+        E[32, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[40, q] = te5 + to5
+        E[48, q] = te5 - to5
         E[0, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[8, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[16, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[24, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[32, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[40, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[48, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[56, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[1, q]
@@ -1422,13 +2462,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[41, q]
         d6 = D[49, q]
         d7 = D[57, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[9, q] = te1 + to1
+        E[17, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[25, q] = te3 + to3
+        E[33, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[41, q] = te5 + to5
+        E[49, q] = te5 - to5
         E[1, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[9, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[17, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[25, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[33, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[41, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[49, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[57, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[2, q]
@@ -1439,13 +2485,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[42, q]
         d6 = D[50, q]
         d7 = D[58, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[10, q] = te1 + to1
+        E[18, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[26, q] = te3 + to3
+        E[34, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[42, q] = te5 + to5
+        E[50, q] = te5 - to5
         E[2, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[10, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[18, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[26, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[34, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[42, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[50, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[58, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[3, q]
@@ -1456,13 +2508,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[43, q]
         d6 = D[51, q]
         d7 = D[59, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[11, q] = te1 + to1
+        E[19, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[27, q] = te3 + to3
+        E[35, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[43, q] = te5 + to5
+        E[51, q] = te5 - to5
         E[3, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[11, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[19, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[27, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[35, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[43, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[51, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[59, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[4, q]
@@ -1473,13 +2531,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[44, q]
         d6 = D[52, q]
         d7 = D[60, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[12, q] = te1 + to1
+        E[20, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[28, q] = te3 + to3
+        E[36, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[44, q] = te5 + to5
+        E[52, q] = te5 - to5
         E[4, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[12, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[20, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[28, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[36, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[44, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[52, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[60, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[5, q]
@@ -1490,13 +2554,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[45, q]
         d6 = D[53, q]
         d7 = D[61, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[13, q] = te1 + to1
+        E[21, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[29, q] = te3 + to3
+        E[37, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[45, q] = te5 + to5
+        E[53, q] = te5 - to5
         E[5, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[13, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[21, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[29, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[37, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[45, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[53, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[61, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[6, q]
@@ -1507,13 +2577,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[46, q]
         d6 = D[54, q]
         d7 = D[62, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[14, q] = te1 + to1
+        E[22, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[30, q] = te3 + to3
+        E[38, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[46, q] = te5 + to5
+        E[54, q] = te5 - to5
         E[6, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[14, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[22, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[30, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[38, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[46, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[54, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[62, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         d0 = D[7, q]
@@ -1524,13 +2600,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         d5 = D[47, q]
         d6 = D[55, q]
         d7 = D[63, q]
+        te1 = d2 - k7 * d4 + d6
+        to1 = d1 - k7 * d3 + d5
+        E[15, q] = te1 + to1
+        E[23, q] = te1 - to1
+        te3 = k1 * d2 - k3 * d4 + d6
+        to3 = k2 * d1 - k5 * d3 + k4 * d5
+        E[31, q] = te3 + to3
+        E[39, q] = te3 - to3
+        te5 = k6 * d2 - k8 * d4 + d6
+        to5 = k4 * d1 - k5 * d3 + k2 * d5
+        E[47, q] = te5 + to5
+        E[55, q] = te5 - to5
         E[7, q] = -d0 + k9 * d2 - k9 * d4 + d6
-        E[15, q] = d1 + d2 - k7 * d3 - k7 * d4 + d5 + d6
-        E[23, q] = -d1 + d2 + k7 * d3 - k7 * d4 - d5 + d6
-        E[31, q] = k2 * d1 + k1 * d2 - k5 * d3 - k3 * d4 + k4 * d5 + d6
-        E[39, q] = -k2 * d1 + k1 * d2 + k5 * d3 - k3 * d4 - k4 * d5 + d6
-        E[47, q] = k4 * d1 + k6 * d2 - k5 * d3 - k8 * d4 + k2 * d5 + d6
-        E[55, q] = -k4 * d1 + k6 * d2 + k5 * d3 - k8 * d4 - k2 * d5 + d6
         E[63, q] = -d1 + k9 * d3 - k9 * d5 + d7
     for q in range(Pb):
         e0 = E[0, q]
@@ -1541,13 +2623,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[5, q]
         e6 = E[6, q]
         e7 = E[7, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[1, c, q] = te1 + to1
+        V[2, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[3, c, q] = te3 + to3
+        V[4, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[5, c, q] = te5 + to5
+        V[6, c, q] = te5 - to5
         V[0, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[1, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[2, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[3, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[4, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[5, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[6, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[7, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[8, q]
@@ -1558,13 +2646,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[13, q]
         e6 = E[14, q]
         e7 = E[15, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[9, c, q] = te1 + to1
+        V[10, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[11, c, q] = te3 + to3
+        V[12, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[13, c, q] = te5 + to5
+        V[14, c, q] = te5 - to5
         V[8, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[9, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[10, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[11, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[12, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[13, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[14, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[15, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[16, q]
@@ -1575,13 +2669,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[21, q]
         e6 = E[22, q]
         e7 = E[23, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[17, c, q] = te1 + to1
+        V[18, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[19, c, q] = te3 + to3
+        V[20, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[21, c, q] = te5 + to5
+        V[22, c, q] = te5 - to5
         V[16, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[17, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[18, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[19, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[20, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[21, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[22, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[23, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[24, q]
@@ -1592,13 +2692,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[29, q]
         e6 = E[30, q]
         e7 = E[31, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[25, c, q] = te1 + to1
+        V[26, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[27, c, q] = te3 + to3
+        V[28, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[29, c, q] = te5 + to5
+        V[30, c, q] = te5 - to5
         V[24, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[25, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[26, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[27, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[28, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[29, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[30, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[31, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[32, q]
@@ -1609,13 +2715,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[37, q]
         e6 = E[38, q]
         e7 = E[39, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[33, c, q] = te1 + to1
+        V[34, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[35, c, q] = te3 + to3
+        V[36, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[37, c, q] = te5 + to5
+        V[38, c, q] = te5 - to5
         V[32, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[33, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[34, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[35, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[36, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[37, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[38, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[39, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[40, q]
@@ -1626,13 +2738,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[45, q]
         e6 = E[46, q]
         e7 = E[47, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[41, c, q] = te1 + to1
+        V[42, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[43, c, q] = te3 + to3
+        V[44, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[45, c, q] = te5 + to5
+        V[46, c, q] = te5 - to5
         V[40, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[41, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[42, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[43, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[44, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[45, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[46, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[47, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[48, q]
@@ -1643,13 +2761,19 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[53, q]
         e6 = E[54, q]
         e7 = E[55, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[49, c, q] = te1 + to1
+        V[50, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[51, c, q] = te3 + to3
+        V[52, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[53, c, q] = te5 + to5
+        V[54, c, q] = te5 - to5
         V[48, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[49, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[50, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[51, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[52, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[53, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[54, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[55, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
     for q in range(Pb):
         e0 = E[56, q]
@@ -1660,17 +2784,269 @@ def input_4_5(D, E, V, c, coef, Pb):
         e5 = E[61, q]
         e6 = E[62, q]
         e7 = E[63, q]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[57, c, q] = te1 + to1
+        V[58, c, q] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[59, c, q] = te3 + to3
+        V[60, c, q] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[61, c, q] = te5 + to5
+        V[62, c, q] = te5 - to5
         V[56, c, q] = -e0 + k9 * e2 - k9 * e4 + e6
-        V[57, c, q] = e1 + e2 - k7 * e3 - k7 * e4 + e5 + e6
-        V[58, c, q] = -e1 + e2 + k7 * e3 - k7 * e4 - e5 + e6
-        V[59, c, q] = k2 * e1 + k1 * e2 - k5 * e3 - k3 * e4 + k4 * e5 + e6
-        V[60, c, q] = -k2 * e1 + k1 * e2 + k5 * e3 - k3 * e4 - k4 * e5 + e6
-        V[61, c, q] = k4 * e1 + k6 * e2 - k5 * e3 - k8 * e4 + k2 * e5 + e6
-        V[62, c, q] = -k4 * e1 + k6 * e2 + k5 * e3 - k8 * e4 - k2 * e5 + e6
         V[63, c, q] = -e1 + k9 * e3 - k9 * e5 + e7
 
 @njit(nogil=True, cache=True)
-def output_4_5(M, S, O, k, bk, coef, Pb):
+def deint_4_5(row, P, rr, U2):
+    for u in range(U2):
+        P[rr, 0, u] = row[4 * u + 0]
+        P[rr, 1, u] = row[4 * u + 1]
+        P[rr, 2, u] = row[4 * u + 2]
+        P[rr, 3, u] = row[4 * u + 3]
+
+@njit(nogil=True, cache=True)
+def vert_4_5(P, F4, rl, coef):
+    k0 = coef[0]
+    k1 = coef[1]
+    k2 = coef[2]
+    k3 = coef[3]
+    k4 = coef[4]
+    k5 = coef[5]
+    k6 = coef[6]
+    k7 = coef[7]
+    k8 = coef[8]
+    k9 = coef[9]
+    k10 = coef[10]
+    U2 = P.shape[2]
+    r0 = rl * 4
+    for s in range(4):
+        for u in range(U2):
+            d0 = P[r0 + 0, s, u]
+            d1 = P[r0 + 1, s, u]
+            d2 = P[r0 + 2, s, u]
+            d3 = P[r0 + 3, s, u]
+            d4 = P[r0 + 4, s, u]
+            d5 = P[r0 + 5, s, u]
+            d6 = P[r0 + 6, s, u]
+            d7 = P[r0 + 7, s, u]
+            te1 = d2 - k7 * d4 + d6
+            to1 = d1 - k7 * d3 + d5
+            F4[1, s, rl, u] = te1 + to1
+            F4[2, s, rl, u] = te1 - to1
+            te3 = k1 * d2 - k3 * d4 + d6
+            to3 = k2 * d1 - k5 * d3 + k4 * d5
+            F4[3, s, rl, u] = te3 + to3
+            F4[4, s, rl, u] = te3 - to3
+            te5 = k6 * d2 - k8 * d4 + d6
+            to5 = k4 * d1 - k5 * d3 + k2 * d5
+            F4[5, s, rl, u] = te5 + to5
+            F4[6, s, rl, u] = te5 - to5
+            F4[0, s, rl, u] = -d0 + k9 * d2 - k9 * d4 + d6
+            F4[7, s, rl, u] = -d1 + k9 * d3 - k9 * d5 + d7
+
+@njit(nogil=True, cache=True)
+def horiz_4_5(F, V, c, n, coef):
+    k0 = coef[0]
+    k1 = coef[1]
+    k2 = coef[2]
+    k3 = coef[3]
+    k4 = coef[4]
+    k5 = coef[5]
+    k6 = coef[6]
+    k7 = coef[7]
+    k8 = coef[8]
+    k9 = coef[9]
+    k10 = coef[10]
+    for u in range(n):
+        e0 = F[0, 0, u + 0]
+        e1 = F[0, 1, u + 0]
+        e2 = F[0, 2, u + 0]
+        e3 = F[0, 3, u + 0]
+        e4 = F[0, 0, u + 1]
+        e5 = F[0, 1, u + 1]
+        e6 = F[0, 2, u + 1]
+        e7 = F[0, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[1, c, u] = te1 + to1
+        V[2, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[3, c, u] = te3 + to3
+        V[4, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[5, c, u] = te5 + to5
+        V[6, c, u] = te5 - to5
+        V[0, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[7, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[1, 0, u + 0]
+        e1 = F[1, 1, u + 0]
+        e2 = F[1, 2, u + 0]
+        e3 = F[1, 3, u + 0]
+        e4 = F[1, 0, u + 1]
+        e5 = F[1, 1, u + 1]
+        e6 = F[1, 2, u + 1]
+        e7 = F[1, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[9, c, u] = te1 + to1
+        V[10, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[11, c, u] = te3 + to3
+        V[12, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[13, c, u] = te5 + to5
+        V[14, c, u] = te5 - to5
+        V[8, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[15, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[2, 0, u + 0]
+        e1 = F[2, 1, u + 0]
+        e2 = F[2, 2, u + 0]
+        e3 = F[2, 3, u + 0]
+        e4 = F[2, 0, u + 1]
+        e5 = F[2, 1, u + 1]
+        e6 = F[2, 2, u + 1]
+        e7 = F[2, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[17, c, u] = te1 + to1
+        V[18, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[19, c, u] = te3 + to3
+        V[20, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[21, c, u] = te5 + to5
+        V[22, c, u] = te5 - to5
+        V[16, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[23, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[3, 0, u + 0]
+        e1 = F[3, 1, u + 0]
+        e2 = F[3, 2, u + 0]
+        e3 = F[3, 3, u + 0]
+        e4 = F[3, 0, u + 1]
+        e5 = F[3, 1, u + 1]
+        e6 = F[3, 2, u + 1]
+        e7 = F[3, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[25, c, u] = te1 + to1
+        V[26, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[27, c, u] = te3 + to3
+        V[28, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[29, c, u] = te5 + to5
+        V[30, c, u] = te5 - to5
+        V[24, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[31, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[4, 0, u + 0]
+        e1 = F[4, 1, u + 0]
+        e2 = F[4, 2, u + 0]
+        e3 = F[4, 3, u + 0]
+        e4 = F[4, 0, u + 1]
+        e5 = F[4, 1, u + 1]
+        e6 = F[4, 2, u + 1]
+        e7 = F[4, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[33, c, u] = te1 + to1
+        V[34, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[35, c, u] = te3 + to3
+        V[36, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[37, c, u] = te5 + to5
+        V[38, c, u] = te5 - to5
+        V[32, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[39, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[5, 0, u + 0]
+        e1 = F[5, 1, u + 0]
+        e2 = F[5, 2, u + 0]
+        e3 = F[5, 3, u + 0]
+        e4 = F[5, 0, u + 1]
+        e5 = F[5, 1, u + 1]
+        e6 = F[5, 2, u + 1]
+        e7 = F[5, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[41, c, u] = te1 + to1
+        V[42, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[43, c, u] = te3 + to3
+        V[44, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[45, c, u] = te5 + to5
+        V[46, c, u] = te5 - to5
+        V[40, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[47, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[6, 0, u + 0]
+        e1 = F[6, 1, u + 0]
+        e2 = F[6, 2, u + 0]
+        e3 = F[6, 3, u + 0]
+        e4 = F[6, 0, u + 1]
+        e5 = F[6, 1, u + 1]
+        e6 = F[6, 2, u + 1]
+        e7 = F[6, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[49, c, u] = te1 + to1
+        V[50, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[51, c, u] = te3 + to3
+        V[52, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[53, c, u] = te5 + to5
+        V[54, c, u] = te5 - to5
+        V[48, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[55, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+    for u in range(n):
+        e0 = F[7, 0, u + 0]
+        e1 = F[7, 1, u + 0]
+        e2 = F[7, 2, u + 0]
+        e3 = F[7, 3, u + 0]
+        e4 = F[7, 0, u + 1]
+        e5 = F[7, 1, u + 1]
+        e6 = F[7, 2, u + 1]
+        e7 = F[7, 3, u + 1]
+        te1 = e2 - k7 * e4 + e6
+        to1 = e1 - k7 * e3 + e5
+        V[57, c, u] = te1 + to1
+        V[58, c, u] = te1 - to1
+        te3 = k1 * e2 - k3 * e4 + e6
+        to3 = k2 * e1 - k5 * e3 + k4 * e5
+        V[59, c, u] = te3 + to3
+        V[60, c, u] = te3 - to3
+        te5 = k6 * e2 - k8 * e4 + e6
+        to5 = k4 * e1 - k5 * e3 + k2 * e5
+        V[61, c, u] = te5 + to5
+        V[62, c, u] = te5 - to5
+        V[56, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
+        V[63, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+
+@njit(nogil=True, cache=True)
+def output_4_5(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
@@ -1691,10 +3067,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[40, k, q]
         u6 = M[48, k, q]
         u7 = M[56, k, q]
-        S[0, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[8, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[16, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[24, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[0, q] = u0 + tp1 + tp3 + tp5
+        S[8, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[16, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[24, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[1, k, q]
         u1 = M[9, k, q]
@@ -1704,10 +3086,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[41, k, q]
         u6 = M[49, k, q]
         u7 = M[57, k, q]
-        S[1, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[9, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[17, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[25, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[1, q] = u0 + tp1 + tp3 + tp5
+        S[9, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[17, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[25, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[2, k, q]
         u1 = M[10, k, q]
@@ -1717,10 +3105,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[42, k, q]
         u6 = M[50, k, q]
         u7 = M[58, k, q]
-        S[2, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[10, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[18, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[26, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[2, q] = u0 + tp1 + tp3 + tp5
+        S[10, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[18, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[26, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[3, k, q]
         u1 = M[11, k, q]
@@ -1730,10 +3124,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[43, k, q]
         u6 = M[51, k, q]
         u7 = M[59, k, q]
-        S[3, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[11, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[19, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[27, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[3, q] = u0 + tp1 + tp3 + tp5
+        S[11, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[19, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[27, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[4, k, q]
         u1 = M[12, k, q]
@@ -1743,10 +3143,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[44, k, q]
         u6 = M[52, k, q]
         u7 = M[60, k, q]
-        S[4, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[12, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[20, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[28, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[4, q] = u0 + tp1 + tp3 + tp5
+        S[12, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[20, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[28, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[5, k, q]
         u1 = M[13, k, q]
@@ -1756,10 +3162,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[45, k, q]
         u6 = M[53, k, q]
         u7 = M[61, k, q]
-        S[5, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[13, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[21, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[29, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[5, q] = u0 + tp1 + tp3 + tp5
+        S[13, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[21, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[29, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[6, k, q]
         u1 = M[14, k, q]
@@ -1769,10 +3181,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[46, k, q]
         u6 = M[54, k, q]
         u7 = M[62, k, q]
-        S[6, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[14, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[22, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[30, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[6, q] = u0 + tp1 + tp3 + tp5
+        S[14, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[22, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[30, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         u0 = M[7, k, q]
         u1 = M[15, k, q]
@@ -1782,10 +3200,16 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         u5 = M[47, k, q]
         u6 = M[55, k, q]
         u7 = M[63, k, q]
-        S[7, q] = u0 + u1 + u2 + u3 + u4 + u5 + u6
-        S[15, q] = u1 - u2 + k4 * u3 - k4 * u4 + k2 * u5 - k2 * u6
-        S[23, q] = u1 + u2 + k6 * u3 + k6 * u4 + k1 * u5 + k1 * u6
-        S[31, q] = u1 - u2 + k10 * u3 - k10 * u4 + k0 * u5 - k0 * u6 + u7
+        tp1 = u1 + u2
+        tm1 = u1 - u2
+        tp3 = u3 + u4
+        tm3 = u3 - u4
+        tp5 = u5 + u6
+        tm5 = u5 - u6
+        S[7, q] = u0 + tp1 + tp3 + tp5
+        S[15, q] = tm1 + k4 * tm3 + k2 * tm5
+        S[23, q] = tp1 + k6 * tp3 + k1 * tp5
+        S[31, q] = u7 + tm1 + k10 * tm3 + k0 * tm5
     for q in range(Pb):
         s0 = S[0, q]
         s1 = S[1, q]
@@ -1795,10 +3219,21 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         s5 = S[5, q]
         s6 = S[6, q]
         s7 = S[7, q]
-        O[0, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[1, q] = bk + (s1 - s2 + k4 * s3 - k4 * s4 + k2 * s5 - k2 * s6)
-        O[2, q] = bk + (s1 + s2 + k6 * s3 + k6 * s4 + k1 * s5 + k1 * s6)
-        O[3, q] = bk + (s1 - s2 + k10 * s3 - k10 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k4 * tm3 + k2 * tm5)
+        o2 = bk + (tp1 + k6 * tp3 + k1 * tp5)
+        o3 = bk + (s7 + tm1 + k10 * tm3 + k0 * tm5)
+        O[0, q] = o0
+        O[1, q] = o1
+        O[2, q] = o2
+        O[3, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
     for q in range(Pb):
         s0 = S[8, q]
         s1 = S[9, q]
@@ -1808,10 +3243,21 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         s5 = S[13, q]
         s6 = S[14, q]
         s7 = S[15, q]
-        O[4, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[5, q] = bk + (s1 - s2 + k4 * s3 - k4 * s4 + k2 * s5 - k2 * s6)
-        O[6, q] = bk + (s1 + s2 + k6 * s3 + k6 * s4 + k1 * s5 + k1 * s6)
-        O[7, q] = bk + (s1 - s2 + k10 * s3 - k10 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k4 * tm3 + k2 * tm5)
+        o2 = bk + (tp1 + k6 * tp3 + k1 * tp5)
+        o3 = bk + (s7 + tm1 + k10 * tm3 + k0 * tm5)
+        O[4, q] = o0
+        O[5, q] = o1
+        O[6, q] = o2
+        O[7, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
     for q in range(Pb):
         s0 = S[16, q]
         s1 = S[17, q]
@@ -1821,10 +3267,21 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         s5 = S[21, q]
         s6 = S[22, q]
         s7 = S[23, q]
-        O[8, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[9, q] = bk + (s1 - s2 + k4 * s3 - k4 * s4 + k2 * s5 - k2 * s6)
-        O[10, q] = bk + (s1 + s2 + k6 * s3 + k6 * s4 + k1 * s5 + k1 * s6)
-        O[11, q] = bk + (s1 - s2 + k10 * s3 - k10 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k4 * tm3 + k2 * tm5)
+        o2 = bk + (tp1 + k6 * tp3 + k1 * tp5)
+        o3 = bk + (s7 + tm1 + k10 * tm3 + k0 * tm5)
+        O[8, q] = o0
+        O[9, q] = o1
+        O[10, q] = o2
+        O[11, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
     for q in range(Pb):
         s0 = S[24, q]
         s1 = S[25, q]
@@ -1834,8 +3291,19 @@ def output_4_5(M, S, O, k, bk, coef, Pb):
         s5 = S[29, q]
         s6 = S[30, q]
         s7 = S[31, q]
-        O[12, q] = bk + (s0 + s1 + s2 + s3 + s4 + s5 + s6)
-        O[13, q] = bk + (s1 - s2 + k4 * s3 - k4 * s4 + k2 * s5 - k2 * s6)
-        O[14, q] = bk + (s1 + s2 + k6 * s3 + k6 * s4 + k1 * s5 + k1 * s6)
-        O[15, q] = bk + (s1 - s2 + k10 * s3 - k10 * s4 + k0 * s5 - k0 * s6 + s7)
+        tp1 = s1 + s2
+        tm1 = s1 - s2
+        tp3 = s3 + s4
+        tm3 = s3 - s4
+        tp5 = s5 + s6
+        tm5 = s5 - s6
+        o0 = bk + (s0 + tp1 + tp3 + tp5)
+        o1 = bk + (tm1 + k4 * tm3 + k2 * tm5)
+        o2 = bk + (tp1 + k6 * tp3 + k1 * tp5)
+        o3 = bk + (s7 + tm1 + k10 * tm3 + k0 * tm5)
+        O[12, q] = o0
+        O[13, q] = o1
+        O[14, q] = o2
+        O[15, q] = o3
+        Z[q] += o0 * 0 + o1 * 0 + o2 * 0 + o3 * 0
 

@@ -40,6 +40,8 @@ AUTO_F45_MIN_SIDE = 20          # F(4,5) when min(OH, OW) >= this
 
 _KERNELS = None
 BLOCK_BYTES = 2 << 20
+ROW_LAYOUT_MIN_TILES = 16       # tiles per row from which blocks are whole rows (see _blocks)
+ROW_LAYOUT_MIN_BLOCK = 128      # ... and hold at least about this many tiles
 IM2COL_SPLIT_GEMM = True
 
 
@@ -445,6 +447,26 @@ def _block_size(plan, P, C, K, alpha, itemsize):
     return min(pb, P)
 
 
+def _blocks(plan, N, nty, ntx, C, K, m, alpha, itemsize, gen):
+    """``(blocks, Pb, U2)``: the blocks as (first tile, tile count), the columns of V and M
+    per block, and U2 (> 0 for the row layout of the compiled kernels, 0 otherwise).
+
+    Row layout (wide images, float32 generated kernels): a block is R whole rows of tiles
+    of one image, each row taking ``U2 = ntx + (alpha - 1) // m`` columns (the extra ones
+    spare tiles), so that the input transform runs unit-stride over the whole block."""
+    T = nty * ntx
+    P = N * T
+    if gen is not None and plan.block is None and ntx >= ROW_LAYOUT_MIN_TILES:
+        U2 = ntx + (alpha - 1) // m
+        target = BLOCK_BYTES // (alpha * alpha * max(C, K) * itemsize)
+        R = max(1, min(nty, int(round(max(target, ROW_LAYOUT_MIN_BLOCK) / ntx))))
+        blocks = [(n * T + ty0 * ntx, min(R, nty - ty0) * ntx)
+                  for n in range(N) for ty0 in range(0, nty, R)]
+        return blocks, R * U2, U2
+    Pb = _block_size(plan, P, C, K, alpha, itemsize)
+    return [(p0, min(Pb, P - p0)) for p0 in range(0, P, Pb)], Pb, 0
+
+
 def _gemm(U, V, M, groups, Kg, Cg):
     a2 = U.shape[0]
     Pb = V.shape[2]
@@ -471,7 +493,8 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
     if not numba_available():
         return _winograd_numpy(plan, x, nty, ntx)
     k = _KERNELS
-    Pb = _block_size(plan, P, C, K, alpha, dt.itemsize)
+    gen = wd["gen"]
+    blocks, Pb, U2 = _blocks(plan, N, nty, ntx, C, K, m, alpha, dt.itemsize, gen)
     V = np.empty((alpha * alpha, C, Pb), dtype=dt)
     M = np.empty((alpha * alpha, K, Pb), dtype=dt)
     y = np.empty(plan.out_shape, dtype=dt)
@@ -486,8 +509,7 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
     def gemm(t0, t1):
         _gemm(U[t0:t1], V[t0:t1], M[t0:t1], groups, Kg, Cg)
 
-    gen = wd["gen"]
-    nblocks = -(-P // Pb)
+    nblocks = len(blocks)
     if gen is not None and nt > 1 and nblocks >= 2 * nt:
         # Many blocks: each thread runs whole blocks (transform, GEMMs, inverse) on its own
         # buffers; no barrier between the phases and each block stays in one core's cache.
@@ -499,23 +521,22 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
                 Vt = V if tid == 0 else np.empty_like(V)
                 Mt = M if tid == 0 else np.empty_like(M)
                 for blk in range(tid, nblocks, nt):
-                    p0 = blk * Pb
-                    npb = min(Pb, P - p0)
-                    gin(x, Vt, coef, ph, pw, nty, ntx, p0, npb, 0, C)
+                    p0, npb = blocks[blk]
+                    gin(x, Vt, coef, ph, pw, nty, ntx, p0, npb, 0, C, U2)
                     _gemm(U, Vt, Mt, groups, Kg, Cg)
-                    gout(Mt, y, bias, coef, nty, ntx, p0, npb, bads[tid], 0, K)
+                    gout(Mt, y, bias, coef, nty, ntx, p0, npb, bads[tid], 0, K, U2)
 
         with _threads.single_threaded_blas():
             split(worker, nt, nt)
         return y, not bads.any()
     with _threads.single_threaded_blas():
-        for p0 in range(0, P, Pb):
-            npb = min(Pb, P - p0)
+        for p0, npb in blocks:
             if gen is not None:
                 gin, gout, coef = gen
-                split(lambda c0, c1: gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1), C, nt)
+                split(lambda c0, c1: gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
+                      C, nt)
                 split(gemm, alpha * alpha, nt)
-                split(lambda k0, k1: gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1),
+                split(lambda k0, k1: gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2),
                       K, nt)
                 continue
             split(lambda c0, c1: k.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb,
