@@ -249,6 +249,27 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
         qy[q] = ty * {m}
         qx[q] = (rem - ty * ntx) * {m}
         qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
+    if U2 > 0:
+        # row layout: write each output row of a row of tiles in one interleaving pass
+        R = npb // ntx
+        O3 = O.reshape(({m} * {m}, Pb // U2, U2))
+        oy0 = (p0 - qn[0] * T) // ntx * {m}
+        nfull = OW // {m}
+        for k in range(k0, k1):
+            bk = bias[k]
+            output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb)
+            for rl in range(R):
+                for i in range(min({m}, OH - oy0 - rl * {m})):
+                    yrow = y[qn[0], k, oy0 + rl * {m} + i]
+                    scat_{m}_{r}(O3, yrow, i, rl, nfull)
+                    for xx in range(nfull * {m}, OW):
+                        yrow[xx] = O3[i * {m} + xx - nfull * {m}, rl, nfull]
+        if k1 > k0:
+            acc = Z[0] * 0
+            for q in range(npb):
+                acc += Z[qs[q]]
+            bad[k0] += acc
+        return
     for k in range(k0, k1):
         bk = bias[k]
         output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb)
@@ -334,6 +355,15 @@ def _kernel_source(m, r):
             L.append(f"        e{j} = F[{a1}, {j % m}, u + {j // m}]")
         L += _apply(t.BT, [f"e{j}" for j in range(a)],
                     [f"V[{a1 * a + b}, c, u] = {{}}" for b in range(a)], coefs, "        ", "t")
+    L.append("")
+    # one output row i of a row rl of tiles: yrow[m·u + j] = O[i·m + j, rl, u]
+    L.append("@njit(nogil=True, cache=True)")
+    L.append(f"def scat_{m}_{r}(O3, yrow, i, rl, nfull):")
+    for j in range(m):
+        L.append(f"    o{j} = O3[i * {m} + {j}, rl]")
+    L.append("    for u in range(nfull):")
+    for j in range(m):
+        L.append(f"        yrow[{m} * u + {j}] = o{j}[u]")
     L.append("")
     L.append("@njit(nogil=True, cache=True)")
     L.append(f"def output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb):")

@@ -143,6 +143,27 @@ def wino_output_2_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
         qy[q] = ty * 2
         qx[q] = (rem - ty * ntx) * 2
         qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
+    if U2 > 0:
+        # row layout: write each output row of a row of tiles in one interleaving pass
+        R = npb // ntx
+        O3 = O.reshape((2 * 2, Pb // U2, U2))
+        oy0 = (p0 - qn[0] * T) // ntx * 2
+        nfull = OW // 2
+        for k in range(k0, k1):
+            bk = bias[k]
+            output_2_3(M, S, O, Z, k, bk, coef, Pb)
+            for rl in range(R):
+                for i in range(min(2, OH - oy0 - rl * 2)):
+                    yrow = y[qn[0], k, oy0 + rl * 2 + i]
+                    scat_2_3(O3, yrow, i, rl, nfull)
+                    for xx in range(nfull * 2, OW):
+                        yrow[xx] = O3[i * 2 + xx - nfull * 2, rl, nfull]
+        if k1 > k0:
+            acc = Z[0] * 0
+            for q in range(npb):
+                acc += Z[qs[q]]
+            bad[k0] += acc
+        return
     for k in range(k0, k1):
         bk = bias[k]
         output_2_3(M, S, O, Z, k, bk, coef, Pb)
@@ -329,6 +350,14 @@ def horiz_2_3(F, V, c, n, coef):
         V[14, c, u] = te1 - to1
         V[12, c, u] = e0 - e2
         V[15, c, u] = -e1 + e3
+
+@njit(nogil=True, cache=True)
+def scat_2_3(O3, yrow, i, rl, nfull):
+    o0 = O3[i * 2 + 0, rl]
+    o1 = O3[i * 2 + 1, rl]
+    for u in range(nfull):
+        yrow[2 * u + 0] = o0[u]
+        yrow[2 * u + 1] = o1[u]
 
 @njit(nogil=True, cache=True)
 def output_2_3(M, S, O, Z, k, bk, coef, Pb):
@@ -532,6 +561,27 @@ def wino_output_4_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
         qy[q] = ty * 4
         qx[q] = (rem - ty * ntx) * 4
         qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
+    if U2 > 0:
+        # row layout: write each output row of a row of tiles in one interleaving pass
+        R = npb // ntx
+        O3 = O.reshape((4 * 4, Pb // U2, U2))
+        oy0 = (p0 - qn[0] * T) // ntx * 4
+        nfull = OW // 4
+        for k in range(k0, k1):
+            bk = bias[k]
+            output_4_3(M, S, O, Z, k, bk, coef, Pb)
+            for rl in range(R):
+                for i in range(min(4, OH - oy0 - rl * 4)):
+                    yrow = y[qn[0], k, oy0 + rl * 4 + i]
+                    scat_4_3(O3, yrow, i, rl, nfull)
+                    for xx in range(nfull * 4, OW):
+                        yrow[xx] = O3[i * 4 + xx - nfull * 4, rl, nfull]
+        if k1 > k0:
+            acc = Z[0] * 0
+            for q in range(npb):
+                acc += Z[qs[q]]
+            bad[k0] += acc
+        return
     for k in range(k0, k1):
         bk = bias[k]
         output_4_3(M, S, O, Z, k, bk, coef, Pb)
@@ -911,6 +961,18 @@ def horiz_4_3(F, V, c, n, coef):
         V[35, c, u] = k1 * e1 - k2 * e3 + e5
 
 @njit(nogil=True, cache=True)
+def scat_4_3(O3, yrow, i, rl, nfull):
+    o0 = O3[i * 4 + 0, rl]
+    o1 = O3[i * 4 + 1, rl]
+    o2 = O3[i * 4 + 2, rl]
+    o3 = O3[i * 4 + 3, rl]
+    for u in range(nfull):
+        yrow[4 * u + 0] = o0[u]
+        yrow[4 * u + 1] = o1[u]
+        yrow[4 * u + 2] = o2[u]
+        yrow[4 * u + 3] = o3[u]
+
+@njit(nogil=True, cache=True)
 def output_4_3(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
@@ -1225,6 +1287,27 @@ def wino_output_6_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
         qy[q] = ty * 6
         qx[q] = (rem - ty * ntx) * 6
         qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
+    if U2 > 0:
+        # row layout: write each output row of a row of tiles in one interleaving pass
+        R = npb // ntx
+        O3 = O.reshape((6 * 6, Pb // U2, U2))
+        oy0 = (p0 - qn[0] * T) // ntx * 6
+        nfull = OW // 6
+        for k in range(k0, k1):
+            bk = bias[k]
+            output_6_3(M, S, O, Z, k, bk, coef, Pb)
+            for rl in range(R):
+                for i in range(min(6, OH - oy0 - rl * 6)):
+                    yrow = y[qn[0], k, oy0 + rl * 6 + i]
+                    scat_6_3(O3, yrow, i, rl, nfull)
+                    for xx in range(nfull * 6, OW):
+                        yrow[xx] = O3[i * 6 + xx - nfull * 6, rl, nfull]
+        if k1 > k0:
+            acc = Z[0] * 0
+            for q in range(npb):
+                acc += Z[qs[q]]
+            bad[k0] += acc
+        return
     for k in range(k0, k1):
         bk = bias[k]
         output_6_3(M, S, O, Z, k, bk, coef, Pb)
@@ -1900,6 +1983,22 @@ def horiz_6_3(F, V, c, n, coef):
         V[63, c, u] = -e1 + k10 * e3 - k10 * e5 + e7
 
 @njit(nogil=True, cache=True)
+def scat_6_3(O3, yrow, i, rl, nfull):
+    o0 = O3[i * 6 + 0, rl]
+    o1 = O3[i * 6 + 1, rl]
+    o2 = O3[i * 6 + 2, rl]
+    o3 = O3[i * 6 + 3, rl]
+    o4 = O3[i * 6 + 4, rl]
+    o5 = O3[i * 6 + 5, rl]
+    for u in range(nfull):
+        yrow[6 * u + 0] = o0[u]
+        yrow[6 * u + 1] = o1[u]
+        yrow[6 * u + 2] = o2[u]
+        yrow[6 * u + 3] = o3[u]
+        yrow[6 * u + 4] = o4[u]
+        yrow[6 * u + 5] = o5[u]
+
+@njit(nogil=True, cache=True)
 def output_6_3(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
@@ -2394,6 +2493,27 @@ def wino_output_4_5(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
         qy[q] = ty * 4
         qx[q] = (rem - ty * ntx) * 4
         qs[q] = q if U2 == 0 else (q // ntx) * U2 + q % ntx
+    if U2 > 0:
+        # row layout: write each output row of a row of tiles in one interleaving pass
+        R = npb // ntx
+        O3 = O.reshape((4 * 4, Pb // U2, U2))
+        oy0 = (p0 - qn[0] * T) // ntx * 4
+        nfull = OW // 4
+        for k in range(k0, k1):
+            bk = bias[k]
+            output_4_5(M, S, O, Z, k, bk, coef, Pb)
+            for rl in range(R):
+                for i in range(min(4, OH - oy0 - rl * 4)):
+                    yrow = y[qn[0], k, oy0 + rl * 4 + i]
+                    scat_4_5(O3, yrow, i, rl, nfull)
+                    for xx in range(nfull * 4, OW):
+                        yrow[xx] = O3[i * 4 + xx - nfull * 4, rl, nfull]
+        if k1 > k0:
+            acc = Z[0] * 0
+            for q in range(npb):
+                acc += Z[qs[q]]
+            bad[k0] += acc
+        return
     for k in range(k0, k1):
         bk = bias[k]
         output_4_5(M, S, O, Z, k, bk, coef, Pb)
@@ -3044,6 +3164,18 @@ def horiz_4_5(F, V, c, n, coef):
         V[62, c, u] = te5 - to5
         V[56, c, u] = -e0 + k9 * e2 - k9 * e4 + e6
         V[63, c, u] = -e1 + k9 * e3 - k9 * e5 + e7
+
+@njit(nogil=True, cache=True)
+def scat_4_5(O3, yrow, i, rl, nfull):
+    o0 = O3[i * 4 + 0, rl]
+    o1 = O3[i * 4 + 1, rl]
+    o2 = O3[i * 4 + 2, rl]
+    o3 = O3[i * 4 + 3, rl]
+    for u in range(nfull):
+        yrow[4 * u + 0] = o0[u]
+        yrow[4 * u + 1] = o1[u]
+        yrow[4 * u + 2] = o2[u]
+        yrow[4 * u + 3] = o3[u]
 
 @njit(nogil=True, cache=True)
 def output_4_5(M, S, O, Z, k, bk, coef, Pb):
