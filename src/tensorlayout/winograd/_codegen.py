@@ -349,12 +349,13 @@ def _kernel_source(m, r):
     L.append("@njit(nogil=True, cache=True)")
     L.append(f"def horiz_{m}_{r}(F, V, c, n, coef):")
     L.append(ks)
-    for a1 in range(a):
-        L.append("    for u in range(n):")
-        for j in range(a):
-            L.append(f"        e{j} = F[{a1}, {j % m}, u + {j // m}]")
-        L += _apply(t.BT, [f"e{j}" for j in range(a)],
-                    [f"V[{a1 * a + b}, c, u] = {{}}" for b in range(a)], coefs, "        ", "t")
+    L.append(f"    for a1 in range({a}):")
+    L.append(f"        t0 = a1 * {a}")
+    L.append("        for u in range(n):")
+    for j in range(a):
+        L.append(f"            e{j} = F[a1, {j % m}, u + {j // m}]")
+    L += _apply(t.BT, [f"e{j}" for j in range(a)],
+                [f"V[t0 + {b}, c, u] = {{}}" for b in range(a)], coefs, "            ", "t")
     L.append("")
     # one output row i of a row rl of tiles: yrow[m·u + j] = O[i·m + j, rl, u]
     L.append("@njit(nogil=True, cache=True)")
