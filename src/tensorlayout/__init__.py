@@ -42,7 +42,15 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["__version__"]
 
 
+#: Subpackages and modules reachable as attributes (``tensorlayout.npu``) without an import.
+_SUBMODULES = ("core", "buffer", "image", "npu", "winograd", "opencl", "draw", "errors")
+
+
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"tensorlayout.{name}")
+        globals()[name] = module
+        return module
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'tensorlayout' has no attribute {name!r}")
@@ -52,4 +60,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return __all__
+    return __all__ + list(_SUBMODULES)
