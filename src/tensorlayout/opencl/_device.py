@@ -8,6 +8,7 @@ with a hint when PyOpenCL or an OpenCL platform is missing.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass
 from importlib import resources
@@ -234,10 +235,15 @@ _BY_CTX: dict = {}
 _GLOBAL_LOCK = threading.Lock()
 
 
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.cl)"[ \t]*$', re.M)
+
+
 def _read_source(name: str) -> str:
+    """A .cl file of this package, with its ``#include "x.cl"`` lines replaced by those files."""
     text = _SOURCES.get(name)
     if text is None:
         text = resources.files(__package__).joinpath(name).read_text()
+        text = _INCLUDE.sub(lambda m: _read_source(m.group(1)), text)
         _SOURCES[name] = text
     return text
 

@@ -24,26 +24,7 @@
 
 __constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 
-inline float half_rte(float f)
-{
-    uint u = as_uint(f);
-    uint s = u & 0x80000000u;
-    uint a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u)
-        return f;
-    if (a < 0x38800000u)
-        return rint(f * 0x1p24f) * 0x1p-24f;
-    a += 0x00000fffu + ((a >> 13) & 1u);
-    a &= 0xffffe000u;
-    if (a >= 0x47800000u)
-        a = 0x7f800000u;
-    return as_float(s | a);
-}
-
-inline float4 half_rte4(float4 v)
-{
-    return (float4)(half_rte(v.x), half_rte(v.y), half_rte(v.z), half_rte(v.w));
-}
+#include "half.cl"
 
 inline void store(__write_only image2d_t img, int x, int y, float4 v)
 {
