@@ -83,6 +83,21 @@ def _split_dim(lay) -> int:
     return 0
 
 
+def _place(values, start, step):
+    """Positions of the drawn pixel columns (or rows) ``values``, a gap where they skip some.
+
+    Returns ``(position of each value, gaps as (position, first skipped, last skipped), end)``.
+    """
+    pos, gaps, at = {}, [], start
+    for j, v in enumerate(values):
+        if j and v != values[j - 1] + 1:
+            gaps.append((at, values[j - 1] + 1, v - 1))
+            at += GAP
+        pos[v] = at
+        at += step
+    return pos, gaps, at
+
+
 def image_figure(kind, shape, *, layout=None, filter_format="OIHW", tile=None,
                  heading: str | None = None, max_width: int = 10, max_height: int = 12,
                  max_buffer: int = 96) -> str:
@@ -133,29 +148,13 @@ def image_figure(kind, shape, *, layout=None, filter_format="OIHW", tile=None,
         "width": width, "height": height, "pixel-width": PIXEL_W, "pixel-height": PIXEL_H,
         "lane-height": LANE_H, "lane-top": PIXEL_PAD, "lane-left": LANE_LEFT, "dims": dims})
     x0 = MARGIN + AXIS_W
-    col_x, gx = {}, x0
-    col_gaps = []
-    for j, x in enumerate(xs):
-        if j and x != xs[j - 1] + 1:
-            col_gaps.append((gx, xs[j - 1] + 1, x - 1))
-            gx += GAP
-        col_x[x] = gx
-        gx += PIXEL_W
-    grid_right = gx
+    col_x, col_gaps, grid_right = _place(xs, x0, PIXEL_W)
     svg.text(x0 - 8, y + 12, "y \\ x", size=10, anchor="end", italic=True, parent=grid)
     for x in xs:
         svg.text(col_x[x] + PIXEL_W / 2, y + 12, f"x = {x}", size=10.5, anchor="middle", weight="bold",
                  cls="x-label", data={"x": x, "left": col_x[x]}, parent=grid)
     y += 20
-    row_y, gy = {}, y
-    row_gaps = []
-    for j, yy in enumerate(ys):
-        if j and yy != ys[j - 1] + 1:
-            row_gaps.append((gy, ys[j - 1] + 1, yy - 1))
-            gy += GAP
-        row_y[yy] = gy
-        gy += PIXEL_H
-    grid_bottom = gy
+    row_y, row_gaps, grid_bottom = _place(ys, y, PIXEL_H)
     for yy in ys:
         svg.text(x0 - 8, row_y[yy] + PIXEL_H / 2 + 4, f"y = {yy}", size=10.5, anchor="end", weight="bold",
                  cls="y-label", data={"y": yy, "top": row_y[yy]}, parent=grid)
