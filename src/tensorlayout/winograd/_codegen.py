@@ -115,6 +115,14 @@ def _apply(mat, names, targets, coefs, indent, tag):
     return lines
 
 
+def _pass(mat, var, sources, targets, coefs, header=("    for q in range(Pb):",)):
+    """One loop of a 1-D transform: the ``header`` lines, then ``var{i} = sources[i]`` and
+    ``targets[r]`` set to row r of ``mat`` applied to those values (through :func:`_apply`)."""
+    indent = " " * (len(header[-1]) - len(header[-1].lstrip()) + 4)
+    lines = list(header) + [f"{indent}{var}{i} = {src}" for i, src in enumerate(sources)]
+    return lines + _apply(mat, [f"{var}{i}" for i in range(len(sources))], targets, coefs, indent, "t")
+
+
 _DRIVERS = """
 @njit(nogil=True, cache=True)
 def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
@@ -308,18 +316,12 @@ def _kernel_source(m, r):
     L.append(ks)
     # rows: one small loop over the tiles per column j (few live values: it vectorises)
     for j in range(a):
-        L.append("    for q in range(Pb):")
-        for i in range(a):
-            L.append(f"        d{i} = D[{i * a + j}, q]")
-        L += _apply(t.BT, [f"d{i}" for i in range(a)],
-                    [f"E[{a1 * a + j}, q] = {{}}" for a1 in range(a)], coefs, "        ", "t")
+        L += _pass(t.BT, "d", [f"D[{i * a + j}, q]" for i in range(a)],
+                   [f"E[{a1 * a + j}, q] = {{}}" for a1 in range(a)], coefs)
     # columns: one loop per row a1
     for a1 in range(a):
-        L.append("    for q in range(Pb):")
-        for j in range(a):
-            L.append(f"        e{j} = E[{a1 * a + j}, q]")
-        L += _apply(t.BT, [f"e{j}" for j in range(a)],
-                    [f"V[{a1 * a + b}, c, q] = {{}}" for b in range(a)], coefs, "        ", "t")
+        L += _pass(t.BT, "e", [f"E[{a1 * a + j}, q]" for j in range(a)],
+                   [f"V[{a1 * a + b}, c, q] = {{}}" for b in range(a)], coefs)
     L.append("")
     # In the three loops below the innermost index is the bare loop counter (plus a small
     # constant) and every other index is fixed during the loop, so numba's negative-index
@@ -337,25 +339,18 @@ def _kernel_source(m, r):
     L.append(ks)
     L.append("    U2 = P.shape[2]")
     L.append(f"    r0 = rl * {m}")
-    L.append(f"    for s in range({m}):")
-    L.append("        for u in range(U2):")
-    for i in range(a):
-        L.append(f"            d{i} = P[r0 + {i}, s, u]")
-    L += _apply(t.BT, [f"d{i}" for i in range(a)], [f"F4[{a1}, s, rl, u] = {{}}" for a1 in range(a)],
-                coefs, "            ", "t")
+    L += _pass(t.BT, "d", [f"P[r0 + {i}, s, u]" for i in range(a)],
+               [f"F4[{a1}, s, rl, u] = {{}}" for a1 in range(a)], coefs,
+               header=(f"    for s in range({m}):", "        for u in range(U2):"))
     L.append("")
     # horizontal, whole block: V[a1*a + b, c, v] = sum_j BT[b, j] F[a1, j % m, v + j // m]
     # (v = rl·U2 + u; the spare columns u >= ntx of each row hold a harmless extra tile)
     L.append("@njit(nogil=True, cache=True)")
     L.append(f"def horiz_{m}_{r}(F, V, c, n, coef):")
     L.append(ks)
-    L.append(f"    for a1 in range({a}):")
-    L.append(f"        t0 = a1 * {a}")
-    L.append("        for u in range(n):")
-    for j in range(a):
-        L.append(f"            e{j} = F[a1, {j % m}, u + {j // m}]")
-    L += _apply(t.BT, [f"e{j}" for j in range(a)],
-                [f"V[t0 + {b}, c, u] = {{}}" for b in range(a)], coefs, "            ", "t")
+    L += _pass(t.BT, "e", [f"F[a1, {j % m}, u + {j // m}]" for j in range(a)],
+               [f"V[t0 + {b}, c, u] = {{}}" for b in range(a)], coefs,
+               header=(f"    for a1 in range({a}):", f"        t0 = a1 * {a}", "        for u in range(n):"))
     L.append("")
     # one output row i of a row rl of tiles: yrow[m·u + j] = O[i·m + j, rl, u]
     L.append("@njit(nogil=True, cache=True)")
@@ -370,17 +365,11 @@ def _kernel_source(m, r):
     L.append(f"def output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb):")
     L.append(ks)
     for b in range(a):
-        L.append("    for q in range(Pb):")
-        for a1 in range(a):
-            L.append(f"        u{a1} = M[{a1 * a + b}, k, q]")
-        L += _apply(t.AT, [f"u{a1}" for a1 in range(a)],
-                    [f"S[{i * a + b}, q] = {{}}" for i in range(m)], coefs, "        ", "t")
+        L += _pass(t.AT, "u", [f"M[{a1 * a + b}, k, q]" for a1 in range(a)],
+                   [f"S[{i * a + b}, q] = {{}}" for i in range(m)], coefs)
     for i in range(m):
-        L.append("    for q in range(Pb):")
-        for b in range(a):
-            L.append(f"        s{b} = S[{i * a + b}, q]")
-        L += _apply(t.AT, [f"s{b}" for b in range(a)], [f"o{j} = bk + ({{}})" for j in range(m)],
-                    coefs, "        ", "t")
+        L += _pass(t.AT, "s", [f"S[{i * a + b}, q]" for b in range(a)],
+                   [f"o{j} = bk + ({{}})" for j in range(m)], coefs)
         for j in range(m):
             L.append(f"        O[{i * m + j}, q] = o{j}")
         L.append("        Z[q] += " + " + ".join(f"o{j} * 0" for j in range(m)))
