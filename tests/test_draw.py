@@ -8,7 +8,6 @@ lane table), never from the drawing code.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import xml.etree.ElementTree as ET
 
@@ -18,7 +17,7 @@ from tensorlayout.cli import Tour, main
 from tensorlayout.draw import address_figure, image_figure, npu_figure, write_gallery
 from tensorlayout.draw.gallery import GALLERY
 from tensorlayout.errors import LayoutError
-from tensorlayout.npu import Chip, matrix_layout, tensor_layout
+from tensorlayout.npu import Chip, tensor_layout
 
 NS = "{http://www.w3.org/2000/svg}"
 X, S = 4, 1024

@@ -16,7 +16,6 @@ for CONV2D_FILTER, ...), so the four elements that share a pixel share a colour.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

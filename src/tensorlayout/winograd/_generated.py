@@ -579,7 +579,6 @@ def input_4_3(D, E, V, c, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
-    k3 = coef[3]
     for q in range(Pb):
         d0 = D[0, q]
         d1 = D[6, q]
@@ -798,7 +797,6 @@ def vert_4_3(P, F4, rl, coef):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
-    k3 = coef[3]
     U2 = P.shape[2]
     r0 = rl * 4
     for s in range(4):
@@ -825,7 +823,6 @@ def horiz_4_3(F, V, c, n, coef):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
-    k3 = coef[3]
     for a1 in range(6):
         t0 = a1 * 6
         for u in range(n):
@@ -862,7 +859,6 @@ def scat_4_3(O3, yrow, i, rl, nfull):
 def output_4_3(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
-    k2 = coef[2]
     k3 = coef[3]
     for q in range(Pb):
         u0 = M[0, k, q]
@@ -1219,18 +1215,13 @@ def wino_output_6_3(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 
 @njit(nogil=True, cache=True)
 def input_6_3(D, E, V, c, coef, Pb):
-    k0 = coef[0]
-    k1 = coef[1]
-    k2 = coef[2]
     k3 = coef[3]
     k4 = coef[4]
     k5 = coef[5]
     k6 = coef[6]
     k7 = coef[7]
-    k8 = coef[8]
     k9 = coef[9]
     k10 = coef[10]
-    k11 = coef[11]
     k12 = coef[12]
     k13 = coef[13]
     k14 = coef[14]
@@ -1618,18 +1609,13 @@ def deint_6_3(row, P, rr, U2):
 
 @njit(nogil=True, cache=True)
 def vert_6_3(P, F4, rl, coef):
-    k0 = coef[0]
-    k1 = coef[1]
-    k2 = coef[2]
     k3 = coef[3]
     k4 = coef[4]
     k5 = coef[5]
     k6 = coef[6]
     k7 = coef[7]
-    k8 = coef[8]
     k9 = coef[9]
     k10 = coef[10]
-    k11 = coef[11]
     k12 = coef[12]
     k13 = coef[13]
     k14 = coef[14]
@@ -1665,18 +1651,13 @@ def vert_6_3(P, F4, rl, coef):
 
 @njit(nogil=True, cache=True)
 def horiz_6_3(F, V, c, n, coef):
-    k0 = coef[0]
-    k1 = coef[1]
-    k2 = coef[2]
     k3 = coef[3]
     k4 = coef[4]
     k5 = coef[5]
     k6 = coef[6]
     k7 = coef[7]
-    k8 = coef[8]
     k9 = coef[9]
     k10 = coef[10]
-    k11 = coef[11]
     k12 = coef[12]
     k13 = coef[13]
     k14 = coef[14]
@@ -1732,19 +1713,11 @@ def output_6_3(M, S, O, Z, k, bk, coef, Pb):
     k2 = coef[2]
     k3 = coef[3]
     k4 = coef[4]
-    k5 = coef[5]
     k6 = coef[6]
-    k7 = coef[7]
     k8 = coef[8]
-    k9 = coef[9]
-    k10 = coef[10]
     k11 = coef[11]
     k12 = coef[12]
     k13 = coef[13]
-    k14 = coef[14]
-    k15 = coef[15]
-    k16 = coef[16]
-    k17 = coef[17]
     for q in range(Pb):
         u0 = M[0, k, q]
         u1 = M[8, k, q]
@@ -2266,7 +2239,6 @@ def wino_output_4_5(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 
 @njit(nogil=True, cache=True)
 def input_4_5(D, E, V, c, coef, Pb):
-    k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
     k3 = coef[3]
@@ -2276,7 +2248,6 @@ def input_4_5(D, E, V, c, coef, Pb):
     k7 = coef[7]
     k8 = coef[8]
     k9 = coef[9]
-    k10 = coef[10]
     for q in range(Pb):
         d0 = D[0, q]
         d1 = D[8, q]
@@ -2656,7 +2627,6 @@ def deint_4_5(row, P, rr, U2):
 
 @njit(nogil=True, cache=True)
 def vert_4_5(P, F4, rl, coef):
-    k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
     k3 = coef[3]
@@ -2666,7 +2636,6 @@ def vert_4_5(P, F4, rl, coef):
     k7 = coef[7]
     k8 = coef[8]
     k9 = coef[9]
-    k10 = coef[10]
     U2 = P.shape[2]
     r0 = rl * 4
     for s in range(4):
@@ -2696,7 +2665,6 @@ def vert_4_5(P, F4, rl, coef):
 
 @njit(nogil=True, cache=True)
 def horiz_4_5(F, V, c, n, coef):
-    k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
     k3 = coef[3]
@@ -2706,7 +2674,6 @@ def horiz_4_5(F, V, c, n, coef):
     k7 = coef[7]
     k8 = coef[8]
     k9 = coef[9]
-    k10 = coef[10]
     for a1 in range(8):
         t0 = a1 * 8
         for u in range(n):
@@ -2750,13 +2717,8 @@ def output_4_5(M, S, O, Z, k, bk, coef, Pb):
     k0 = coef[0]
     k1 = coef[1]
     k2 = coef[2]
-    k3 = coef[3]
     k4 = coef[4]
-    k5 = coef[5]
     k6 = coef[6]
-    k7 = coef[7]
-    k8 = coef[8]
-    k9 = coef[9]
     k10 = coef[10]
     for q in range(Pb):
         u0 = M[0, k, q]

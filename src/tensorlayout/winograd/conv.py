@@ -488,7 +488,6 @@ def _winograd(plan: ConvPlan, x: np.ndarray):
     OH, OW = plan.out_shape[2:]
     ph, pw = plan.padding
     nty, ntx = -(-OH // m), -(-OW // m)
-    P = N * nty * ntx
     dt = x.dtype
     if not numba_available():
         return _winograd_numpy(plan, x, nty, ntx)
