@@ -279,6 +279,23 @@ def _image_dtype(dtype) -> np.dtype:
     return dt
 
 
+def _checked_source(array, kind, layout, filter_format):
+    """``(kind, array)`` for a tensor about to be stored in an image: the kind is known, the
+    array has the rank of the kind's buffer format and holds floating-point data."""
+    kind = _kind(kind)
+    fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
+    array = check_array("array", array, rank=len(fmt))
+    if array.dtype.kind != "f":
+        raise DTypeError(f"array has dtype {array.dtype}: an image is built from floating-point data")
+    return kind, array
+
+
+def _stored_dtype(array, dtype) -> np.dtype:
+    """The image's channel type: ``dtype`` if given, else float16 for float16 data and float32."""
+    return _image_dtype(dtype if dtype is not None else
+                        (np.float16 if array.dtype == np.float16 else np.float32))
+
+
 def winograd_filter_values(weights, tile: int) -> np.ndarray:
     """The transformed filter U[t, o, i] = (G g G^T)[t // T, t % T] in float64.
 
@@ -320,11 +337,7 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile
     >>> img.shape, img[0, 1].tolist()
     ((1, 2, 4), [5.0, 0.0, 0.0, 0.0])
     """
-    kind = _kind(kind)
-    fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
-    array = check_array("array", array, rank=len(fmt))
-    if array.dtype.kind != "f":
-        raise DTypeError(f"array has dtype {array.dtype}: an image is built from floating-point data")
+    kind, array = _checked_source(array, kind, layout, filter_format)
     if out is not None:
         out = check_array("out", out, rank=3)
         if out.dtype not in IMAGE_DTYPES:
@@ -332,8 +345,7 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile
         if dtype is not None and _image_dtype(dtype) != out.dtype:
             raise DTypeError(f"dtype = {dtype!r} does not match out, which has dtype {out.dtype}")
         dtype = out.dtype
-    out_dtype = _image_dtype(dtype if dtype is not None else
-                             (np.float16 if array.dtype == np.float16 else np.float32))
+    out_dtype = _stored_dtype(array, dtype)
     lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     height, width, _ = lay.physical_shape
     check_image_limits(width, height, max_size)

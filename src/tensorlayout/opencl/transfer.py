@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, LayoutError, ShapeError, check_array, check_shape
+from ..errors import DTypeError, LayoutError, ShapeError, check_shape
 from ..image import (
     ImageType,
+    _checked_source,
     _image_dtype,
     _kind,
+    _stored_dtype,
     _winograd_filter_weights,
     buffer_format,
     image_layout,
@@ -296,13 +298,8 @@ def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, f
 
 
 def _prepare(array, kind, dtype, layout, filter_format, tile):
-    kind = _kind(kind)
-    fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
-    array = check_array("array", array, rank=len(fmt))
-    if array.dtype.kind != "f":
-        raise DTypeError(f"array has dtype {array.dtype}: an image is built from floating-point data")
-    out_dtype = _image_dtype(dtype if dtype is not None else
-                             (np.float16 if array.dtype == np.float16 else np.float32))
+    kind, array = _checked_source(array, kind, layout, filter_format)
+    out_dtype = _stored_dtype(array, dtype)
     lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     return kind, array, out_dtype, lay
 
