@@ -6,6 +6,7 @@ import os
 
 from ..errors import LayoutError
 from ._common import int_list
+from .npu import add_tensor_options, place
 
 
 def register(sub) -> None:
@@ -19,18 +20,7 @@ def register(sub) -> None:
 
     n = dsub.add_parser("npu", help="a tensor in NPU local memory",
                         description="Draw where a tensor lies in NPU local memory, NPU by NPU.")
-    n.add_argument("--chip", help="a preset: BM1684, BM1684X or BM1688")
-    n.add_argument("--npus", type=int, help="number of NPUs X (with --lmem and --align, instead of --chip)")
-    n.add_argument("--lmem", type=int, help="bytes of local memory per NPU S")
-    n.add_argument("--align", type=int, default=None, help="feature alignment in bytes (default 128)")
-    n.add_argument("--shape", required=True, help="N,C,H,W (rows,cols for --layout matrix:W)")
-    n.add_argument("--dtype", default="fp32", help="fp32, fp16, int32, int16, int8, ... (default fp32)")
-    n.add_argument("--layout", default="aligned",
-                   help="aligned, compact, matrix:W or stride:n,c,h,w (default aligned)")
-    n.add_argument("--mode", choices=("4N", "2N", "2IC"), default=None, help="storage mode")
-    where = n.add_mutually_exclusive_group()
-    where.add_argument("--address", type=int, help="local address A (default 0)")
-    where.add_argument("--start-npu", type=int, help="start at NPU Q, offset 0 (address Q*S)")
+    add_tensor_options(n)
     n.add_argument("--blocks-per-row", type=int, default=None, help="4-byte blocks drawn to a row")
     n.add_argument("--max-rows", type=int, default=40, help="rows drawn before eliding (default 40)")
     n.add_argument("-o", "--output", required=True, metavar="FILE.svg", help="where to write the figure")
@@ -70,50 +60,10 @@ def _figures(args) -> int:
     return 0
 
 
-def _chip(args):
-    from ..npu import Chip, get_chip
-
-    if args.chip is not None:
-        if args.npus is not None or args.lmem is not None or args.align is not None:
-            raise LayoutError("--chip is not allowed with --npus, --lmem or --align: give one or the other")
-        return get_chip(args.chip)
-    if args.npus is None or args.lmem is None:
-        raise LayoutError("the chip is missing: give --chip NAME, or --npus X --lmem S [--align A]")
-    return Chip(args.npus, args.lmem, 128 if args.align is None else args.align, name="custom chip")
-
-
 def _draw_npu(args) -> int:
     from ..draw import npu_figure
-    from ..npu import matrix_layout, tensor_layout
 
-    chip = _chip(args)
-    if args.start_npu is not None:
-        if not 0 <= args.start_npu < chip.npus:
-            raise LayoutError(f"--start-npu = {args.start_npu} is not allowed: it must be in [0, {chip.npus})")
-        address = args.start_npu * chip.lmem_bytes
-    else:
-        address = 0 if args.address is None else args.address
-    layout = args.layout.strip()
-    if layout.startswith("matrix:"):
-        w = int_list(layout[len("matrix:"):], "--layout matrix:W")
-        shape = int_list(args.shape, "--shape")
-        if len(w) != 1 or len(shape) != 2:
-            raise LayoutError(f"--layout {layout!r} with --shape {args.shape!r} is not allowed: "
-                              "the matrix layout takes --layout matrix:W and --shape rows,cols")
-        if args.mode is not None:
-            raise LayoutError(f"--mode = {args.mode!r} is not allowed with the matrix layout")
-        t = matrix_layout(chip, address, shape[0], shape[1], w[0], dtype=args.dtype)
-    else:
-        shape = int_list(args.shape, "--shape")
-        stride = None
-        if layout.startswith("stride:"):
-            stride = int_list(layout[len("stride:"):], "--layout stride:n,c,h,w")
-            layout = "stride"
-        elif layout not in ("aligned", "compact"):
-            raise LayoutError(f"--layout = {args.layout!r} is not allowed: it must be aligned, compact, "
-                              "matrix:W or stride:n,c,h,w")
-        t = tensor_layout(chip, address, shape, stride=stride, dtype=args.dtype, mode=args.mode,
-                          layout=layout)
+    t = place(args)
     svg = npu_figure(t, blocks_per_row=args.blocks_per_row, max_rows=args.max_rows)
     _write(args.output, svg)
     print(f"wrote {args.output}")

@@ -18,11 +18,20 @@ def register(sub) -> None:
         "in a chip's local memory and print its strides, channels per NPU, bytes per NPU and, "
         "with --where / --at, where an element is or what a byte holds.",
     )
-    chip = p.add_argument_group("chip (a preset, or all three of --npus --lmem --align)")
-    chip.add_argument("--chip", choices=CHIP_NAMES, help="a preset chip")
+    add_tensor_options(p)
+    p.add_argument("--where", help="n,c,h,w (row,col for a matrix): print its NPU and byte offset")
+    p.add_argument("--at", help="npu,offset: print the element stored at that byte")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_run)
+
+
+def add_tensor_options(p) -> None:
+    """The options that place a tensor in NPU local memory (``npu`` and ``draw npu`` share them)."""
+    chip = p.add_argument_group("chip (a preset, or --npus and --lmem with an optional --align)")
+    chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIP_NAMES)}")
     chip.add_argument("--npus", type=int, help="number of NPUs X")
     chip.add_argument("--lmem", type=int, help="local memory bytes per NPU S")
-    chip.add_argument("--align", type=int, help="feature alignment in bytes")
+    chip.add_argument("--align", type=int, help="feature alignment in bytes (default 128, the seed's)")
     p.add_argument("--shape", required=True, help="N,C,H,W (rows,cols for a matrix)")
     p.add_argument("--dtype", default="fp32",
                    help="fp32, fp16, int32, uint32, int16, uint16, int8, uint8 (default: %(default)s)")
@@ -33,10 +42,6 @@ def register(sub) -> None:
     where.add_argument("--address", type=int, help="local address A = Q * S + R")
     where.add_argument("--start-npu", type=int, help="start NPU Q (address Q * S + --offset)")
     p.add_argument("--offset", type=int, default=0, help="offset R inside the start NPU with --start-npu")
-    p.add_argument("--where", help="n,c,h,w (row,col for a matrix): print its NPU and byte offset")
-    p.add_argument("--at", help="npu,offset: print the element stored at that byte")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_run)
 
 
 def _chip(args):
@@ -47,12 +52,13 @@ def _chip(args):
         raise LayoutError("--chip cannot be combined with --npus/--lmem/--align: pick a preset or a custom chip")
     if args.chip:
         return get_chip(args.chip)
-    if any(v is None for v in custom):
-        raise LayoutError("chip is missing: give --chip NAME, or all three of --npus, --lmem and --align")
-    return Chip(args.npus, args.lmem, args.align)
+    if args.npus is None or args.lmem is None:
+        raise LayoutError("chip is missing: give --chip NAME, or --npus X and --lmem S (and --align A)")
+    return Chip(args.npus, args.lmem, 128 if args.align is None else args.align)
 
 
-def _place(args):
+def place(args):
+    """The tensor that the options of :func:`add_tensor_options` describe."""
     from ..npu import matrix_layout, tensor_layout
 
     chip = _chip(args)
@@ -119,7 +125,7 @@ def _compact_list(values) -> str:
 
 
 def _run(args) -> int:
-    t = _place(args)
+    t = place(args)
     info = summary(t)
     if args.where:
         idx = int_list(args.where, "--where")
