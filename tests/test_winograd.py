@@ -18,7 +18,7 @@ from tensorlayout.errors import (AlgorithmError, ConvolutionError, DTypeError, L
                                  RankError, ShapeError)
 from tensorlayout.winograd import (Algorithm, WinogradLayer, choose_algorithm, conv2d,
                                    plan_conv2d, transforms)
-from tensorlayout.winograd import conv as conv_mod
+from tensorlayout.winograd import Tuning, numba_available
 
 # ----------------------------------------------------------------------------------------------
 # oracle
@@ -62,16 +62,16 @@ TOL64 = 1e-12
 
 
 @pytest.fixture(params=["numba", "numpy"])
-def backend(request, monkeypatch):
-    """Run a test with the compiled kernels and again with the NumPy fallback."""
+def backend(request):
+    """A :class:`Tuning` for the compiled kernels, and one for the NumPy fallback."""
     if request.param == "numba":
         pytest.importorskip("numba")
-        monkeypatch.setattr(conv_mod, "USE_NUMBA", True)
-        assert conv_mod.numba_available()
+        tuning = Tuning()
+        assert numba_available(tuning)
     else:
-        monkeypatch.setattr(conv_mod, "USE_NUMBA", False)
-        assert not conv_mod.numba_available()
-    return request.param
+        tuning = Tuning(use_numba=False)
+        assert not numba_available(tuning)
+    return tuning
 
 
 # ----------------------------------------------------------------------------------------------
@@ -205,9 +205,10 @@ def test_conv2d_matches_reference(case, alg, backend):
         tol32 = TOL32[alg] * (10 if (k, alg) == (5, "winograd:6") else 1)
         for dt, tol in ((np.float64, TOL64 * 10), (np.float32, tol32)):
             y, info = conv2d(x.astype(dt), w.astype(dt), b.astype(dt) if use_bias else None,
-                             padding=pad, groups=groups, algorithm=alg, return_info=True)
+                             padding=pad, groups=groups, algorithm=alg, return_info=True,
+                             tuning=backend)
             assert y.dtype == dt and y.shape == ref.shape
-            assert info.backend == backend
+            assert info.backend == ("numba" if backend.use_numba else "numpy")
             if alg.startswith("winograd"):
                 assert info.algorithm == "winograd"
                 if ":" in alg:
@@ -222,7 +223,8 @@ def test_strided_and_dilated(stride, dilation, pad, alg, backend):
     x = rng.standard_normal((2, 6, 13, 12))
     w = rng.standard_normal((4, 3, 3, 3))
     ref = reference_conv(x, w, None, stride, pad, dilation, 2)
-    y = conv2d(x, w, stride=stride, padding=pad, dilation=dilation, groups=2, algorithm=alg)
+    y = conv2d(x, w, stride=stride, padding=pad, dilation=dilation, groups=2, algorithm=alg,
+               tuning=backend)
     assert rel_err(y, ref) < TOL64
 
 
@@ -235,7 +237,7 @@ def test_rectangular_kernel_and_pairs(backend):
     xp[:, :, 1:10] = x
     ref = reference_conv(xp, w)
     for alg in ("direct", "im2col", "auto"):
-        y = conv2d(x, w, padding=(1, 0), algorithm=alg)
+        y = conv2d(x, w, padding=(1, 0), algorithm=alg, tuning=backend)
         assert rel_err(y, ref) < TOL64
     with pytest.raises(AlgorithmError, match="square"):
         conv2d(x, w, algorithm="winograd")
@@ -246,10 +248,12 @@ def test_tile_keyword_and_points(backend):
     x = rng.standard_normal((1, 8, 14, 14))
     w = rng.standard_normal((8, 8, 3, 3))
     ref = reference_conv(x, w, None, 1, 1)
-    y, info = conv2d(x, w, padding=1, algorithm="winograd", tile=4, return_info=True)
+    y, info = conv2d(x, w, padding=1, algorithm="winograd", tile=4, return_info=True,
+                     tuning=backend)
     assert info.tile == 4 and info.name == "winograd F(4,3)"
     assert rel_err(y, ref) < TOL64
-    y, info = conv2d(x, w, padding=1, tile=3, points=[0, 1, -1, "1/2"], return_info=True)
+    y, info = conv2d(x, w, padding=1, tile=3, points=[0, 1, -1, "1/2"], return_info=True,
+                     tuning=backend)
     assert info.name == "winograd F(3,3)" and rel_err(y, ref) < TOL64
 
 
@@ -275,7 +279,7 @@ def test_accuracy_float32_vs_torch_float64():
 # NaN and Inf
 
 @pytest.mark.parametrize("alg", ["direct", "im2col", "winograd:2", "winograd:4", "winograd:6"])
-def test_nan_inf_propagate_like_direct(alg, backend):
+def test_nan_inf_in_the_input_follow_pytorch(alg, backend):
     rng = np.random.default_rng(10)
     x = rng.standard_normal((1, 4, 16, 16))
     x[0, 1, 3, 4] = np.nan
@@ -283,7 +287,8 @@ def test_nan_inf_propagate_like_direct(alg, backend):
     w = np.abs(rng.standard_normal((3, 4, 3, 3))) + 0.1      # positive: Inf stays +Inf
     ref = reference_conv(x, w, None, 1, 1)
     for dt in (np.float32, np.float64):
-        y, info = conv2d(x.astype(dt), w.astype(dt), padding=1, algorithm=alg, return_info=True)
+        y, info = conv2d(x.astype(dt), w.astype(dt), padding=1, algorithm=alg, return_info=True,
+                         tuning=backend)
         np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
         np.testing.assert_array_equal(np.isposinf(y), np.isposinf(ref))
         fin = np.isfinite(ref)
@@ -305,16 +310,24 @@ def test_finite_result_has_no_fallback():
 
 def test_auto_rule():
     assert choose_algorithm((1, 3, 224, 224), (64, 3, 3, 3), 1, 1)[0] == "im2col"
-    assert choose_algorithm((1, 64, 224, 224), (64, 64, 3, 3), 1, 1)[:2] == ("winograd", 4)
-    assert choose_algorithm((1, 256, 56, 56), (256, 256, 3, 3), 1, 1)[:2] == ("winograd", 6)
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), 2, 1)[0] == "im2col"
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), 1, 2, 2)[0] == "im2col"
     assert choose_algorithm((1, 64, 56, 56), (64, 1, 3, 3), 1, 1, 1, 64)[0] == "direct"
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 1, 1))[0] == "im2col"
     assert choose_algorithm((1, 64, 56, 56), (64, 64, 5, 5), 1, 2)[:2] == ("winograd", 4)
-    assert choose_algorithm((1, 512, 28, 28), (512, 512, 3, 3), 1, 1)[:2] == ("winograd", 4)
-    assert choose_algorithm((1, 512, 14, 14), (512, 512, 3, 3), 1, 1)[:2] == ("winograd", 2)
     assert choose_algorithm((1, 512, 2, 2), (512, 512, 3, 3), 1, 1)[0] == "im2col"
+    # the canonical 3x3 layers all get Winograd when the weights are transformed once, and a
+    # per-call transform never makes a larger tile pay better
+    for C, H in ((64, 224), (128, 112), (256, 56), (512, 28), (512, 14), (512, 7)):
+        once = choose_algorithm((1, C, H, H), (C, C, 3, 3), 1, 1)
+        per_call = choose_algorithm((1, C, H, H), (C, C, 3, 3), 1, 1, weights="per-call")
+        assert once[0] == "winograd"
+        assert per_call[0] == "im2col" or per_call[1] <= once[1]
+    # deep and small: the transformed weights are read on every call, im2col per call
+    assert choose_algorithm((1, 512, 7, 7), (512, 512, 3, 3), 1, 1,
+                            weights="per-call")[0] == "im2col"
+    with pytest.raises(LayoutError, match="weights"):
+        choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), weights="twice")
     alg, tile, reason = choose_algorithm((1, 3, 224, 224), (64, 3, 3, 3), 1, 1)
     assert "3 input" in reason
 
@@ -330,7 +343,7 @@ def test_plan_reuse_and_checks(backend):
     rng = np.random.default_rng(11)
     w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
-    plan = plan_conv2d((2, 16, 10, 10), w, b, padding=1, algorithm="winograd:4")
+    plan = plan_conv2d((2, 16, 10, 10), w, b, padding=1, algorithm="winograd:4", tuning=backend)
     for _ in range(2):
         x = rng.standard_normal((2, 16, 10, 10)).astype(np.float32)
         assert rel_err(plan(x), reference_conv(x, w, b, 1, 1)) < 1e-5
@@ -394,7 +407,7 @@ def test_layer_matches_reference(alg, pad, use_bias, batch, backend):
     r = alg.r
     C, K, H, W = 3, 5, 11, 9
     rng = np.random.default_rng(alg.m * 100 + pad)
-    layer = WinogradLayer(alg, batch, H, W, C, r, r, 1, 1, K, pad, bias=use_bias)
+    layer = WinogradLayer(alg, batch, H, W, C, r, r, 1, 1, K, pad, bias=use_bias, tuning=backend)
     assert layer.out_h == (H + 2 * pad - r) // 1 + 1 and layer.out_w == (W + 2 * pad - r) + 1
     # the seed's tile count formula, written out
     m, t = alg.m, alg.tile_in
@@ -466,18 +479,25 @@ def test_layer_forward_errors():
 # ----------------------------------------------------------------------------------------------
 # the unrolled kernels
 
-def test_generated_kernels_in_sync_and_used():
+def test_generated_kernels_written_once_per_exact_transform(tmp_path, monkeypatch):
+    """Kernels are generated at first use into the cache folder, one file per exact F(m, r)
+    (custom points included), and the generated module's exact matrices are the plan's."""
     pytest.importorskip("numba")
-    from tensorlayout.winograd import _codegen, _generated  # noqa: F401
+    from tensorlayout.winograd import _codegen
 
-    path = _generated.__file__
-    with open(path) as fh:
-        assert fh.read() == _codegen.generate(), "run python -m tensorlayout.winograd._codegen"
-    w = np.ones((8, 8, 3, 3), np.float32)
-    assert plan_conv2d((1, 8, 9, 9), w, algorithm="winograd:6")._wino["gen"] is not None
-    # custom points: exact matrices differ from the generated ones, generic kernels run
-    p = plan_conv2d((1, 8, 9, 9), w, algorithm="winograd:2", points=[0, 2, -2])
-    assert p._wino["gen"] is None
+    monkeypatch.setenv("TENSORLAYOUT_CACHE", str(tmp_path))
+    monkeypatch.setattr(_codegen, "_LOADED", {})
+    w = np.random.default_rng(1).standard_normal((8, 8, 3, 3)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((1, 8, 9, 9)).astype(np.float32)
+    for kwargs in (dict(algorithm="winograd:2"), dict(algorithm="winograd:2", points=[0, 2, -2])):
+        p = plan_conv2d(x.shape, w, padding=1, **kwargs)
+        assert p.winograd.generated
+        mod = _codegen.load_module(p.winograd.t)
+        assert mod.EXACT == (tuple(tuple(str(v) for v in row) for row in p.winograd.t.AT),
+                             tuple(tuple(str(v) for v in row) for row in p.winograd.t.BT))
+        assert rel_err(p(x), reference_conv(x, w, None, 1, 1)) < 2e-6
+    files = sorted(f.name for f in (tmp_path / "kernels").glob("*.py"))
+    assert len(files) == 2 and all(f.startswith("wino_2_3_") for f in files)
 
 
 @pytest.mark.parametrize("m", [2, 4, 6])
@@ -489,38 +509,41 @@ def test_many_blocks(m, backend):
     b = rng.standard_normal(16).astype(np.float32)
     ref = reference_conv(x, w, b, 1, 1)
     for block in (7, 16):
-        plan = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=block)
+        plan = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=block,
+                           tuning=backend)
         assert rel_err(plan(x), ref) < TOL32[f"winograd:{m}"]
     x[1, 3, 10, 10] = np.nan
-    y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=7)(x)
+    y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", block=7,
+                    tuning=backend)(x)
     np.testing.assert_array_equal(np.isnan(y), np.isnan(reference_conv(x, w, b, 1, 1)))
 
 
 @pytest.mark.parametrize("m,r", [(2, 3), (4, 3), (6, 3), (4, 5)])
-def test_row_layout_blocks(m, r, monkeypatch):
+def test_row_layout_blocks(m, r):
     """Blocks of whole tile rows (the layout wide images get) on small inputs: one row per
-    block and whole images per block, batch 2, sizes that are not multiples of m, padding
-    0 to 2, against the float64 loop; NaN lands where direct convolution puts it."""
+    block, whole images per block, and rows shared by threads (the split schedule), batch 2,
+    sizes that are not multiples of m, padding 0 to 2, against the float64 loop; NaN lands
+    where direct convolution puts it."""
     pytest.importorskip("numba")
-    monkeypatch.setattr(conv_mod, "USE_NUMBA", True)
-    monkeypatch.setattr(conv_mod, "ROW_LAYOUT_MIN_TILES", 1)
     rng = np.random.default_rng(29)
     x = rng.standard_normal((2, 5, 19, 23)).astype(np.float32)
     w = rng.standard_normal((6, 5, r, r)).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
     tol = {2: 2e-6, 4: 1e-5, 6: 3e-5}[m] if r == 3 else 3e-5
-    for block_bytes in (1, 1 << 30):          # one tile row per block / whole images
-        monkeypatch.setattr(conv_mod, "BLOCK_BYTES", block_bytes)
-        monkeypatch.setattr(conv_mod, "ROW_LAYOUT_MIN_BLOCK", 1)
+    tunings = (Tuning(row_layout=True, block_tiles=1),            # one tile row per block
+               Tuning(row_layout=True, block_tiles=10 ** 6),      # whole images
+               Tuning(row_layout=True, threads=3, min_block_tiles=10 ** 6))   # split
+    for tuning in tunings:
         for pad in (0, 1, 2):
-            plan = plan_conv2d(x.shape, w, b, padding=pad, algorithm=f"winograd:{m}")
-            _, _, u2 = conv_mod._blocks(plan, 2, 1, 8, 5, 6, m, m + r - 1, 4, plan._wino["gen"])
-            assert u2 > 0
+            plan = plan_conv2d(x.shape, w, b, padding=pad, algorithm=f"winograd:{m}",
+                               tuning=tuning)
+            assert plan.schedule().U2 > 0
             assert rel_err(plan(x), reference_conv(x, w, b, 1, pad)) < tol
+    tuning = tunings[0]
     xn = x.copy()
     xn[1, 2, 0, 22] = np.nan
     xn[0, 4, 9, 0] = np.inf
-    y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}")(xn)
+    y = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", tuning=tuning)(xn)
     ref = reference_conv(xn, w, b, 1, 1)
     np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
     np.testing.assert_array_equal(np.isposinf(y), np.isposinf(ref))

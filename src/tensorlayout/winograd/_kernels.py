@@ -195,3 +195,38 @@ def im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw, dh, dw, OW, r0, r1):
                     cols[ckk, base + ow] = x[n, c, iy, ix]
                 else:
                     cols[ckk, base + ow] = 0
+
+
+@njit(nogil=True, cache=True)
+def weight_transform(w, G, U, k0, k1):
+    """U[a·α + b, k, c] = Σ_ij G[a, i] w[k, c, i, j] G[b, j] for output channels k0 .. k1-1.
+
+    ``w`` is (K, C, r, r), ``U`` is (α², K, C).  The loops run over the channels c
+    innermost, so every step is one vector operation along a row of ``U``; zeros of G
+    are skipped.  The arithmetic is in ``G``'s dtype (float64 for float64 weights)."""
+    K, C, r, _ = w.shape
+    alpha = G.shape[0]
+    tmp = np.empty((r, alpha, C), dtype=G.dtype)
+    acc = np.empty(C, dtype=G.dtype)
+    for k in range(k0, k1):
+        for i in range(r):
+            for b in range(alpha):
+                for c in range(C):
+                    tmp[i, b, c] = 0
+                for j in range(r):
+                    g = G[b, j]
+                    if g != 0:
+                        for c in range(C):
+                            tmp[i, b, c] += g * w[k, c, i, j]
+        for a in range(alpha):
+            for b in range(alpha):
+                for c in range(C):
+                    acc[c] = 0
+                for i in range(r):
+                    g = G[a, i]
+                    if g != 0:
+                        for c in range(C):
+                            acc[c] += g * tmp[i, b, c]
+                t = a * alpha + b
+                for c in range(C):
+                    U[t, k, c] = acc[c]

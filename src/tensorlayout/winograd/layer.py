@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import (AlgorithmError, DTypeError, LayoutError, ShapeError, check_array,
                       check_nonneg_int, check_positive_int)
-from .conv import ConvPlan, plan_conv2d
+from .plan import ConvPlan, plan_conv2d
 
 __all__ = ["Algorithm", "WinogradLayer"]
 
@@ -73,8 +73,9 @@ class WinogradLayer:
     """
 
     def __init__(self, alg, batch_size, in_h, in_w, in_c, k_h, k_w, stride_h, stride_w,
-                 out_c, pad, bias=True):
+                 out_c, pad, bias=True, tuning=None):
         self.alg = Algorithm.parse(alg)
+        self.tuning = tuning
         self.batch_size = check_positive_int("batch_size", batch_size)
         self.in_h = check_positive_int("in_h", in_h)
         self.in_w = check_positive_int("in_w", in_w)
@@ -139,7 +140,7 @@ class WinogradLayer:
             return self._plan
         w = p[:self.weight_size].reshape(self.out_c, self.in_c, self.k_h, self.k_w)
         b = p[self.weight_size:] if self.bias else None
-        self._plan = plan_conv2d(self.input_shape, w, b, padding=self.pad,
+        self._plan = plan_conv2d(self.input_shape, w, b, padding=self.pad, tuning=self.tuning,
                                  algorithm="winograd", tile=self.alg.m)
         self._params = p.copy()
         self.weight_transforms += 1

@@ -1,0 +1,95 @@
+"""The auto rule: which algorithm and tile a convolution gets, and why.
+
+Winograd pays for 3×3 and 5×5 kernels at stride 1, dilation 1, with enough channels.
+Its tile trades multiplications for transform work and transformed-weight size:
+F(m, 3) needs α²/m² multiplications per output (α = m + 2) against 9 for im2col, and
+its transformed weights are α²/9 times the weights.  When the weights are transformed
+once (a plan, a layer) only the per-call work counts; when they are transformed on every
+call (``conv2d``) the transform is paid each time and small layers go to im2col.
+"""
+
+from __future__ import annotations
+
+from ._args import pair
+
+__all__ = ["choose_algorithm", "AUTO_MIN_CHANNELS"]
+
+AUTO_MIN_CHANNELS = 16          # per group, in and out
+# Cost of transforming one weight element on every call, in multiply-adds of the GEMM it
+# feeds (measured: writing the transformed weights costs about as much as this many
+# multiply-adds of the GEMM per element; docs/winograd.md "The auto rule").
+PER_CALL_WEIGHT_COST = 24
+# Reading one transformed weight element from memory on each call (they rarely fit the
+# cache), in multiply-adds.
+WEIGHT_READ_COST = 8
+# Transform work per tile and channel, in multiply-adds (input and output transforms).
+TILE_TRANSFORM_COST = {2: 2.0, 4: 3.5, 6: 5.0}
+
+
+def _tiles(side_h, side_w, m):
+    return -(-side_h // m) * -(-side_w // m)
+
+
+def _wino_cost(m, r, N, OH, OW, C, K, per_call):
+    """Multiply-add equivalents of one call of F(m, r)."""
+    alpha = m + r - 1
+    P = N * _tiles(OH, OW, m)
+    cost = alpha * alpha * P * C * K + TILE_TRANSFORM_COST.get(m, 6.0) * alpha * alpha * P * (C + K)
+    cost += (PER_CALL_WEIGHT_COST if per_call else WEIGHT_READ_COST) * alpha * alpha * C * K
+    return cost
+
+
+def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
+                     weights="once"):
+    """The auto rule: ``(algorithm, tile, reason)`` for a convolution of these shapes.
+
+    Winograd only for square 3×3 / 5×5 kernels, stride 1, dilation 1 and at least
+    ``AUTO_MIN_CHANNELS`` input and output channels per group.  The tile (F(2,3), F(4,3),
+    F(6,3); F(4,5) for 5×5) is the one with the fewest multiply-add equivalents per call,
+    counting the GEMMs, the input and output transforms and, with ``weights="per-call"``
+    (what :func:`conv2d` does), the weight transform too; im2col wins when no tile beats
+    its 9 (or 25) multiply-adds per output.  Depthwise and other one-channel-per-group
+    convolutions run direct loops.
+
+    >>> choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), padding=1)[:2]
+    ('winograd', 6)
+    >>> choose_algorithm((1, 512, 7, 7), (512, 512, 3, 3), padding=1)[:2]
+    ('winograd', 2)
+    >>> choose_algorithm((1, 512, 7, 7), (512, 512, 3, 3), padding=1, weights="per-call")[:2]
+    ('im2col', None)
+    >>> choose_algorithm((1, 3, 224, 224), (64, 3, 3, 3), padding=1)[:2]
+    ('im2col', None)
+    """
+    from ._args import geometry
+
+    if weights not in ("once", "per-call"):
+        from ..errors import LayoutError
+
+        raise LayoutError(f"weights = {weights!r} is not allowed: it must be 'once' (a plan) or "
+                          "'per-call' (conv2d)")
+    x_shape, w_shape, (sh, sw), (ph, pw), (dh, dw), groups, out = geometry(
+        x_shape, w_shape, stride, padding, dilation, groups)
+    N, C, H, W = x_shape
+    K, Cg, KH, KW = w_shape
+    OH, OW = out[2:]
+    Kg = K // groups
+    fallback = "direct" if Cg == 1 else "im2col"
+    if KH != KW or KH not in (3, 5):
+        return fallback, None, f"kernel {KH}x{KW}: Winograd only for 3x3 and 5x5"
+    if (sh, sw) != (1, 1) or (dh, dw) != (1, 1):
+        return fallback, None, "stride or dilation is not 1"
+    if Cg < AUTO_MIN_CHANNELS or Kg < AUTO_MIN_CHANNELS:
+        return fallback, None, (f"{Cg} input / {Kg} output channels per group: Winograd pays "
+                                f"from {AUTO_MIN_CHANNELS}")
+    per_call = weights == "per-call"
+    tiles = (2, 4, 6) if KH == 3 else (4,)
+    costs = {m: _wino_cost(m, KH, N, OH, OW, Cg, Kg, per_call) for m in tiles}
+    best = min(costs, key=costs.get)
+    # im2col: KH·KW multiply-adds per output, plus gathering the columns
+    im2col = N * OH * OW * Cg * Kg * KH * KW + 2.0 * N * OH * OW * Cg * KH * KW
+    when = "weights transformed per call" if per_call else "weights transformed once"
+    if costs[best] >= im2col:
+        return fallback, None, (f"{KH}x{KW}, {when}: no Winograd tile beats im2col here "
+                                f"(best F({best},{KH}) {costs[best] / im2col:.2f}x its work)")
+    return "winograd", best, (f"{KH}x{KW}, {when}: F({best},{KH}) has the least work "
+                              f"({im2col / costs[best]:.1f}x fewer multiply-adds than im2col)")

@@ -1,0 +1,320 @@
+"""The Winograd engine: weights transformed once, then blocks of tiles through three steps.
+
+For a block of ``Pb`` tiles (tile p = n·T + ty·ntx + tx, T = nty·ntx tiles per image):
+
+1. input transform, Bᵀ d B of every tile and channel, into ``V`` (α², C, Pb);
+2. α² GEMMs ``M[t] = U[t] @ V[t]`` (BLAS, one thread each), ``U`` (α², K, C) being the
+   transformed weights;
+3. output transform Aᵀ M A plus bias, scattered into the output.
+
+Two schedules share the cores (:func:`schedule`):
+
+* ``tiles``: enough tiles for every thread to get blocks of at least
+  ``Tuning.min_block_tiles``: each thread takes whole blocks, one after the other, and runs
+  the three steps on its own buffers while they are in its cache, with no barrier;
+* ``split``: few tiles and many channels (deep, small layers): all threads work on one
+  block, the input transform split by input channels, then the GEMMs and the output
+  transform split by output channels, so each thread reads only its share of ``U``.
+
+Wide images use the row layout of the generated kernels: a block is whole rows of tiles
+(see ``_codegen``).  Non-finite outputs are detected on the way (``value * 0``) and the
+caller recomputes such calls with im2col, whose NaN/Inf follow PyTorch's.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _pool
+from .transforms import Transforms
+
+
+def sparse_rows(mat: np.ndarray):
+    """Rows of ``mat`` as (indices, values, counts) of their non-zero entries."""
+    rows, cols = mat.shape
+    nnz = (mat != 0).sum(axis=1)
+    width = max(1, int(nnz.max()))
+    idx = np.zeros((rows, width), dtype=np.int64)
+    val = np.zeros((rows, width), dtype=mat.dtype)
+    for i in range(rows):
+        nz = np.nonzero(mat[i])[0]
+        idx[i, :len(nz)] = nz
+        val[i, :len(nz)] = mat[i, nz]
+    return idx, val, nnz.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class WinogradWeights:
+    """Transformed weights of one convolution and the kernels that use them.
+
+    ``U`` is (α², groups, K/groups, C/groups) in the data's dtype; ``kernels`` is the
+    pair of compiled block kernels ``(input, output)`` (None: NumPy path)."""
+
+    t: Transforms
+    U: np.ndarray
+    AT: np.ndarray
+    BT: np.ndarray
+    kernels: tuple | None
+    generated: bool
+
+    @property
+    def m(self) -> int:
+        return self.t.m
+
+    @property
+    def alpha(self) -> int:
+        return self.t.alpha
+
+
+def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool,
+                      threads: int) -> np.ndarray:
+    """U (α², groups, K/groups, C/groups) = G w Gᵀ per filter, in w's dtype."""
+    K, Cg, r, _ = w.shape
+    alpha = t.alpha
+    AT, G, BT = t.as_float(np.float64)
+    if use_numba:
+        from . import _kernels
+
+        Gd = G.astype(w.dtype)
+        U = np.empty((alpha * alpha, K, Cg), dtype=w.dtype)
+        _pool.run_split(lambda k0, k1: _kernels.weight_transform(w, Gd, U, k0, k1), K, threads)
+    else:
+        w64 = w.astype(np.float64, copy=False)
+        tmp = np.tensordot(w64, G, axes=([3], [1]))           # (K, Cg, r, b)
+        U = np.tensordot(G, tmp, axes=([1], [2]))             # (a, K, Cg, b)
+        U = np.ascontiguousarray(U.transpose(0, 3, 1, 2)).astype(w.dtype)
+    return U.reshape(alpha * alpha, groups, K // groups, Cg)
+
+
+def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
+            generated_ok: bool) -> WinogradWeights:
+    """Transform the weights and pick the kernels for F(m, r) with transforms ``t``."""
+    dt = w.dtype
+    U = transform_weights(w, t, groups, use_numba, threads)
+    AT64, _, BT64 = t.as_float(np.float64)
+    kernels, generated = None, False
+    if use_numba:
+        gen = None
+        if generated_ok and dt == np.float32:
+            from . import _codegen
+
+            gen = _codegen.kernels_for(t, dt)
+        if gen is not None:
+            gin, gout, coef = gen
+            kernels = (
+                lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
+                    gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
+                lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
+                    gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
+            generated = True
+        else:
+            from . import _kernels
+
+            BTi, BTv, BTn = sparse_rows(BT64.astype(dt))
+            ATi, ATv, ATn = sparse_rows(AT64.astype(dt))
+            m, alpha = t.m, t.alpha
+            kernels = (
+                lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
+                    _kernels.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb, c0, c1),
+                lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
+                    _kernels.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb,
+                                         bad, k0, k1))
+    return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, generated)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How one call is cut: ``mode`` ('tiles' or 'split'), the blocks as (first tile,
+    tile count), the columns ``Pb`` of V and M per block, ``U2`` (> 0: row layout) and the
+    number of threads."""
+
+    mode: str
+    blocks: tuple
+    Pb: int
+    U2: int
+    threads: int
+
+
+def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok) -> Schedule:
+    """Cut a call into blocks for ``threads`` threads (see the module docstring)."""
+    T = nty * ntx
+    P = N * T
+    per_tile = alpha * alpha * (C + K) * itemsize
+    if tuning.block_tiles is not None:
+        pb = min(tuning.block_tiles, P)
+        mode = "tiles"
+    else:
+        pb = max(tuning.min_block_tiles, tuning.block_bytes // per_tile)
+        if P >= threads * tuning.min_block_tiles or threads == 1:
+            mode = "tiles"
+            nblocks = max(threads, -(-P // pb))
+            nblocks = -(-nblocks // threads) * threads          # a multiple of the threads
+            pb = -(-P // nblocks)
+        else:
+            mode = "split"
+            pb = P
+    use_rows = row_ok and (tuning.row_layout if tuning.row_layout is not None
+                           else ntx >= tuning.row_layout_min_tiles)
+    if use_rows:
+        U2 = ntx + (alpha - 1) // m
+        R = max(1, min(nty, int(round(pb / ntx)))) if mode == "tiles" else nty
+        blocks = tuple((n * T + ty0 * ntx, min(R, nty - ty0) * ntx)
+                       for n in range(N) for ty0 in range(0, nty, R))
+        return Schedule(mode, blocks, R * U2, U2, threads)
+    blocks = tuple((p0, min(pb, P - p0)) for p0 in range(0, P, pb))
+    return Schedule(mode, blocks, pb, 0, threads)
+
+
+def _quiet(fn):
+    """``fn`` with NumPy's warnings on invalid values and overflow off in whichever thread
+    runs it (non-finite results are detected and handled by the caller)."""
+    def quiet(*args):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return fn(*args)
+    return quiet
+
+
+def _gemm(U, V, M, groups, Kg, Cg):
+    a2 = U.shape[0]
+    Pb = V.shape[2]
+    V4 = V.reshape(a2, groups, Cg, Pb)
+    M4 = M.reshape(a2, groups, Kg, Pb)
+    if Cg == 1:
+        np.multiply(U, V4, out=M4)
+    else:
+        np.matmul(U, V4, out=M4)
+
+
+def run(ww: WinogradWeights, x, bias, out_shape, padding, groups, sched: Schedule, workspace):
+    """Convolve ``x`` with the compiled kernels; returns ``(y, all outputs finite)``."""
+    N, C, H, W = x.shape
+    K = out_shape[1]
+    Kg, Cg = K // groups, C // groups
+    m, alpha = ww.m, ww.alpha
+    OH, OW = out_shape[2:]
+    ph, pw = padding
+    nty, ntx = -(-OH // m), -(-OW // m)
+    gin, gout = ww.kernels
+    U = ww.U
+    Pb, U2 = sched.Pb, sched.U2
+    y = np.empty(out_shape, dtype=x.dtype)
+    blocks = sched.blocks
+    a2 = alpha * alpha
+    if sched.mode == "tiles":
+        nw = min(sched.threads, len(blocks))
+        bads = np.zeros((nw, K), dtype=x.dtype)
+        bufs = workspace.take(nw, ((a2, C, Pb), (a2, K, Pb)), x.dtype)
+        nxt = iter(range(len(blocks)))
+        lock = threading.Lock()
+
+        @_quiet
+        def worker(i):
+            V, M = bufs[i]
+            bad = bads[i]
+            while True:
+                with lock:
+                    b = next(nxt, None)
+                if b is None:
+                    return
+                p0, npb = blocks[b]
+                gin(x, V, ph, pw, nty, ntx, p0, npb, 0, C, U2)
+                _gemm(U, V, M, groups, Kg, Cg)
+                gout(M, y, bias, nty, ntx, p0, npb, bad, 0, K, U2)
+
+        try:
+            with _pool.single_threaded_blas():
+                _pool.run([(lambda i=i: worker(i)) for i in range(nw)])
+        finally:
+            workspace.give(bufs)
+        return y, not bads.any()
+    # split: every thread on each block, by input channels, then by output channels
+    nt = sched.threads
+    bad = np.zeros(K, dtype=x.dtype)
+    (V, M), = bufs = workspace.take(1, ((a2, C, Pb), (a2, K, Pb)), x.dtype)
+    V4 = V.reshape(a2, groups, Cg, Pb)
+    M4 = M.reshape(a2, groups, Kg, Pb)
+    if groups == 1:
+        step = 16 if K >= 16 * nt else 1
+        units, per = -(-K // step), step
+    else:
+        units, per = groups, Kg
+
+    @_quiet
+    def out_part(u0, u1):
+        k0, k1 = u0 * per, min(K, u1 * per)
+        if k0 >= k1:
+            return
+        if groups == 1:
+            np.matmul(U[:, 0, k0:k1], V, out=M[:, k0:k1])
+        elif Cg == 1:
+            np.multiply(U[:, u0:u1], V4[:, u0:u1], out=M4[:, u0:u1])
+        else:
+            np.matmul(U[:, u0:u1], V4[:, u0:u1], out=M4[:, u0:u1])
+        gout(M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2)
+
+    try:
+        with _pool.single_threaded_blas():
+            for p0, npb in blocks:
+                _pool.run_split(lambda c0, c1: gin(x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
+                                C, nt)
+                _pool.run_split(out_part, units, nt)
+    finally:
+        workspace.give(bufs)
+    return y, not bad.any()
+
+
+def run_numpy(ww: WinogradWeights, x, bias, out_shape, padding, groups):
+    """The same algorithm in NumPy (no numba): all tiles at once."""
+    m, alpha = ww.m, ww.alpha
+    N, C, H, W = x.shape
+    K = out_shape[1]
+    Kg, Cg = K // groups, C // groups
+    ph, pw = padding
+    OH, OW = out_shape[2:]
+    nty, ntx = -(-OH // m), -(-OW // m)
+    Hp, Wp = nty * m + alpha - m, ntx * m + alpha - m
+    xp = np.zeros((N, C, Hp, Wp), dtype=x.dtype)
+    hh, ww_ = min(H, Hp - ph), min(W, Wp - pw)
+    xp[:, :, ph:ph + hh, pw:pw + ww_] = x[:, :, :hh, :ww_]
+    s = xp.strides
+    tiles = np.lib.stride_tricks.as_strided(
+        xp, (N, C, nty, ntx, alpha, alpha), (s[0], s[1], m * s[2], m * s[3], s[2], s[3]),
+        writeable=False)
+    BT, AT = ww.BT, ww.AT
+    Vt = BT @ tiles @ BT.T                                   # (N, C, nty, ntx, a, b)
+    P = N * nty * ntx
+    V = np.ascontiguousarray(Vt.transpose(4, 5, 1, 0, 2, 3)).reshape(alpha * alpha, C, P)
+    M = np.empty((alpha * alpha, K, P), dtype=x.dtype)
+    _gemm(ww.U, V, M, groups, Kg, Cg)
+    Mt = M.reshape(alpha, alpha, K, N, nty, ntx).transpose(3, 2, 4, 5, 0, 1)
+    Yt = AT @ Mt @ AT.T                                      # (N, K, nty, ntx, m, m)
+    Y = Yt.transpose(0, 1, 2, 4, 3, 5).reshape(N, K, nty * m, ntx * m)
+    y = np.ascontiguousarray(Y[:, :, :OH, :OW]) + bias[None, :, None, None]
+    return y, bool(np.isfinite(y).all())
+
+
+class Workspace:
+    """Buffers kept between calls of one plan; concurrent calls get buffers of their own."""
+
+    def __init__(self):
+        self._free = []
+        self._lock = threading.Lock()
+
+    def take(self, n, shapes, dtype):
+        out = []
+        with self._lock:
+            while self._free and len(out) < n:
+                bufs = self._free.pop()
+                if all(b.shape == s and b.dtype == dtype for b, s in zip(bufs, shapes)):
+                    out.append(bufs)
+        while len(out) < n:
+            out.append(tuple(np.empty(s, dtype=dtype) for s in shapes))
+        return out
+
+    def give(self, bufs):
+        with self._lock:
+            self._free.extend(bufs)
+            del self._free[64:]

@@ -1,0 +1,69 @@
+"""im2col + GEMM: the columns of a band of output rows gathered, then one GEMM per group.
+
+Columns are filled, and the GEMM split by output channels, on our threads with BLAS held
+to one thread: BLAS's own worker threads keep spinning after a call and slow down
+whatever runs next on the same cores.  Every product of the kernel window is taken,
+padded zeros included, so NaN and Inf in weights or input land where PyTorch puts them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _pool
+
+
+def im2col(plan, x: np.ndarray, use_numba: bool, threads: int) -> np.ndarray:
+    N, C, H, W = x.shape
+    K, Cg, KH, KW = plan.w.shape
+    groups = plan.groups
+    Kg = K // groups
+    OH, OW = plan.out_shape[2:]
+    sh, sw = plan.stride
+    ph, pw = plan.padding
+    dh, dw = plan.dilation
+    dt = x.dtype
+    KK = KH * KW
+    rows_per = max(1, min(OH, (8 << 20) // max(1, C * KK * OW * dt.itemsize)))
+    W3 = plan.w.reshape(groups, Kg, Cg * KK)
+    y = np.empty(plan.out_shape, dtype=dt)
+    use_nb = use_numba
+    if not use_nb:
+        xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
+        xp[:, :, ph:ph + H, pw:pw + W] = x
+    cols_buf = np.empty((C * KK, rows_per * OW), dtype=dt)
+    nt = threads if use_nb else 1
+    if use_nb:
+        from . import _kernels
+    for n in range(N):
+        yn = y[n].reshape(groups, Kg, OH * OW)
+        for oh0 in range(0, OH, rows_per):
+            rows = min(rows_per, OH - oh0)
+            cols = cols_buf[:, :rows * OW]
+            if use_nb:
+                _pool.run_split(
+                    lambda r0, r1: _kernels.im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw,
+                                                   dh, dw, OW, r0, r1), C * KK, nt)
+            else:
+                c5 = cols.reshape(C, KH, KW, rows, OW)
+                for kh in range(KH):
+                    for kw in range(KW):
+                        y0 = oh0 * sh + kh * dh
+                        x0 = kw * dw
+                        c5[:, kh, kw] = xp[n, :, y0:y0 + sh * (rows - 1) + 1:sh,
+                                           x0:x0 + sw * (OW - 1) + 1:sw]
+            cols3 = cols.reshape(groups, Cg * KK, rows * OW)
+            if use_nb and nt > 1:
+                def gemm(k0, k1):
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        yn[:, k0:k1, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3[:, k0:k1], cols3)
+
+                with _pool.single_threaded_blas():
+                    _pool.run_split(gemm, Kg, nt)
+            elif use_nb:
+                with _pool.single_threaded_blas():
+                    yn[:, :, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3, cols3)
+            else:
+                yn[:, :, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3, cols3)
+    y += plan.bias[None, :, None, None]
+    return y

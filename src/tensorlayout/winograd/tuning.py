@@ -1,0 +1,63 @@
+"""One explicit object for every knob of the convolution engine.
+
+A :class:`Tuning` is a frozen value: plans take one (``plan_conv2d(..., tuning=...)``) and
+keep it, so tests and benchmarks pass the setting they want instead of changing module
+globals.  ``DEFAULT`` is what plans get when none is given.
+
+>>> from tensorlayout.winograd.tuning import Tuning, DEFAULT
+>>> DEFAULT.block_tiles is None, DEFAULT.use_numba
+(True, True)
+>>> Tuning(block_tiles=7).block_tiles
+7
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import LayoutError
+
+__all__ = ["Tuning", "DEFAULT"]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Knobs of the engine; every default is chosen from measurements (docs/winograd.md).
+
+    * ``use_numba``: use the compiled kernels when numba imports (False: NumPy only);
+    * ``threads``: threads per call (None: ``numba.get_num_threads()``, else the CPU count);
+    * ``block_tiles``: tiles per block of the Winograd pipeline (None: chosen per layer);
+    * ``min_block_tiles``: fewest tiles a block is given when blocks are split over
+      threads (narrower GEMMs lose more than the cache saves);
+    * ``block_bytes``: the size the transformed input and output of one block aim at;
+    * ``row_layout``: blocks of whole tile rows on wide images (None: from
+      ``row_layout_min_tiles`` tiles per row);
+    * ``row_layout_min_tiles``: tiles per row from which the row layout is used.
+    """
+
+    use_numba: bool = True
+    threads: int | None = None
+    block_tiles: int | None = None
+    min_block_tiles: int = 48
+    block_bytes: int = 3 << 20
+    row_layout: bool | None = None
+    row_layout_min_tiles: int = 16
+
+    def __post_init__(self):
+        for name in ("threads", "block_tiles"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "
+                                  "integer or None")
+        for name in ("min_block_tiles", "block_bytes", "row_layout_min_tiles"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "
+                                  "integer")
+
+    def replace(self, **changes) -> "Tuning":
+        """A copy with some knobs changed: ``DEFAULT.replace(threads=1)``."""
+        return replace(self, **changes)
+
+
+DEFAULT = Tuning()
