@@ -38,6 +38,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--layers", default=",".join(LAYERS))
     args = ap.parse_args()
+    try:
+        import numba
+
+        numba.set_num_threads(max(int(t) for t in args.threads.split(",")))
+    except ImportError:
+        pass
     from tensorlayout.winograd import Tuning, plan_conv2d
     from tensorlayout.winograd.engine import transform_weights
     from tensorlayout.winograd.transforms import transforms
@@ -51,23 +57,37 @@ def main() -> int:
             x = rng.standard_normal((1, C, H, H)).astype(np.float32)
             w = (rng.standard_normal((K, C, 3, 3)) / np.sqrt(9 * C)).astype(np.float32)
             runs = {}
+            variants = {"": Tuning(threads=nt),
+                        "s": Tuning(threads=nt, min_block_tiles=1 << 20),
+                        "t": Tuning(threads=nt, min_block_tiles=8),
+                        "b": Tuning(threads=nt, block_bytes=1 << 20, min_block_tiles=32),
+                        "P": Tuning(threads=nt, gemm="packed")}
             for m in (2, 4, 6):
-                for label, tun in (("", Tuning(threads=nt)),
-                                   ("b32", Tuning(threads=nt, min_block_tiles=32, block_bytes=1 << 20)),
-                                   ("b96", Tuning(threads=nt, min_block_tiles=96, block_bytes=8 << 20)),
-                                   ("split", Tuning(threads=nt, min_block_tiles=1 << 20))):
+                for label, tun in variants.items():
                     p = plan_conv2d(x.shape, w, padding=1, algorithm=f"winograd:{m}", tuning=tun)
                     runs[f"F{m}{label}"] = (p, p.schedule().mode)
+            import torch
+
+            torch.set_num_threads(nt)
+            xt, wt_ = torch.from_numpy(x), torch.from_numpy(w)
+
+            class _T:
+                def __call__(self, _x):
+                    return torch.nn.functional.conv2d(xt, wt_, padding=1)
+            runs["torch"] = (_T(), "")
             p = plan_conv2d(x.shape, w, padding=1, algorithm="im2col", tuning=Tuning(threads=nt))
             runs["im2col"] = (p, "")
             times = {k: [] for k in runs}
             wt = {m: [] for m in (2, 4, 6)}
             for _ in range(args.repeat):
                 for k, (p, _) in runs.items():
+                    t0 = time.perf_counter()
+                    while time.perf_counter() - t0 < 0.02:
+                        pass
                     times[k].append(best_of(lambda: p(x)))
                 for m in (2, 4, 6):
-                    t = transforms(m, 3)
-                    wt[m].append(best_of(lambda: transform_weights(w, t, 1, True, nt)))
+                    tr = transforms(m, 3)
+                    wt[m].append(best_of(lambda: transform_weights(w, tr, 1, True, nt)))
             med = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
             best = min(med, key=med.get)
             cells = " ".join(f"{k}={v:.2f}{'*' if k == best else ''}({runs[k][1][:1]})"

@@ -309,12 +309,124 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 """
 
 
+_ENGINE = """
+@njit(parallel=True, cache=True)
+def engine_{m}_{r}(x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad):
+    # One call of the whole pipeline, threads from numba's pool (see engine.run_compiled).
+    # split = 0: thread i runs blocks i, i + nt, ... (input, GEMMs, output) on V[i], M[i];
+    # split = 1: every block is shared: input by channel chunks, the GEMMs by (point,
+    # group, panel) and the output by channel chunks, with V[0], M[0].
+    N, C, H, W = x.shape
+    K = y.shape[1]
+    a2 = Up.shape[0]
+    G = Up.shape[1]
+    nkb = Up.shape[2]
+    Cg = Up.shape[3]
+    Kg = K // G
+    nblk = blocks.shape[0]
+    nt = V.shape[0]
+    if split == 0:
+        for tid in prange(nt):
+            for b in range(tid, nblk, nt):
+                p0 = blocks[b, 0]
+                npb = blocks[b, 1]
+                ncol = blocks[b, 2]
+                wino_input_{m}_{r}(x, V[tid], coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
+                for t in range(a2):
+                    for g in range(G):
+                        gemm_packed(Up, V[tid], M[tid], t, g, 0, nkb, Kg, ncol)
+                wino_output_{m}_{r}(M[tid], y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
+        return
+    nck = min(C, 4 * nt)
+    nkk = min(K, 4 * nt)
+    for b in range(nblk):
+        p0 = blocks[b, 0]
+        npb = blocks[b, 1]
+        ncol = blocks[b, 2]
+        for i in prange(nck):
+            wino_input_{m}_{r}(x, V[0], coef, pad_t, pad_l, nty, ntx, p0, npb,
+                               i * C // nck, (i + 1) * C // nck, U2)
+        for it in prange(a2 * G * nkb):
+            t = it // (G * nkb)
+            g = (it // nkb) % G
+            kb = it % nkb
+            gemm_packed(Up, V[0], M[0], t, g, kb, kb + 1, Kg, ncol)
+        for i in prange(nkk):
+            k0 = i * K // nkk
+            k1 = (i + 1) * K // nkk
+            wino_output_{m}_{r}(M[0], y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
+"""
+
+
+_ENGINE_BLAS = """
+@njit(parallel=True, cache=True)
+def engine_blas_{m}_{r}(x, U, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad,
+                        sgemm, kstep):
+    # As engine_{m}_{r}, with each GEMM one call of BLAS's sgemm (held to one thread by the
+    # caller) on U (α², groups, Kg, Cg); split GEMM work items are (point, group, kstep rows).
+    N, C, H, W = x.shape
+    K = y.shape[1]
+    a2 = U.shape[0]
+    G = U.shape[1]
+    Kg = U.shape[2]
+    Cg = U.shape[3]
+    Pb = V.shape[3]
+    nblk = blocks.shape[0]
+    nt = V.shape[0]
+    isz = U.itemsize
+    one = U.dtype.type(1)
+    zero = U.dtype.type(0)
+    if split == 0:
+        for tid in prange(nt):
+            for b in range(tid, nblk, nt):
+                p0 = blocks[b, 0]
+                npb = blocks[b, 1]
+                ncol = blocks[b, 2]
+                wino_input_{m}_{r}(x, V[tid], coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
+                vb = V[tid].ctypes.data
+                mb = M[tid].ctypes.data
+                for t in range(a2):
+                    for g in range(G):
+                        sgemm(101, 111, 111, Kg, ncol, Cg, one,
+                              U.ctypes.data + ((t * G + g) * Kg * Cg) * isz, Cg,
+                              vb + ((t * C + g * Cg) * Pb) * isz, Pb, zero,
+                              mb + ((t * K + g * Kg) * Pb) * isz, Pb)
+                wino_output_{m}_{r}(M[tid], y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
+        return
+    nck = min(C, 4 * nt)
+    nkk = min(K, 4 * nt)
+    nks = -(-Kg // kstep)
+    vb = V[0].ctypes.data
+    mb = M[0].ctypes.data
+    for b in range(nblk):
+        p0 = blocks[b, 0]
+        npb = blocks[b, 1]
+        ncol = blocks[b, 2]
+        for i in prange(nck):
+            wino_input_{m}_{r}(x, V[0], coef, pad_t, pad_l, nty, ntx, p0, npb,
+                               i * C // nck, (i + 1) * C // nck, U2)
+        for it in prange(a2 * G * nks):
+            t = it // (G * nks)
+            g = (it // nks) % G
+            k0 = (it % nks) * kstep
+            rows = min(kstep, Kg - k0)
+            sgemm(101, 111, 111, rows, ncol, Cg, one,
+                  U.ctypes.data + (((t * G + g) * Kg + k0) * Cg) * isz, Cg,
+                  vb + ((t * C + g * Cg) * Pb) * isz, Pb, zero,
+                  mb + ((t * K + g * Kg + k0) * Pb) * isz, Pb)
+        for i in prange(nkk):
+            k0 = i * K // nkk
+            k1 = (i + 1) * K // nkk
+            wino_output_{m}_{r}(M[0], y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
+"""
+
+
 def _kernel_source(t):
     m, r = t.m, t.r
     a = t.alpha
     coefs = coef_list(t.AT, t.BT)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
-    L = []
+    L = [_ENGINE.format(m=m, r=r), _ENGINE_BLAS.format(m=m, r=r)]
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
     L.append("@njit(nogil=True, cache=True)")
@@ -401,7 +513,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 2        # bump when the generated code changes: cached files are keyed by it
+VERSION = 4        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:
@@ -410,7 +522,8 @@ def module_source(t) -> str:
     src = _drop_unused_coefs(src)
     out = [f'"""Kernels for F({t.m},{t.r}), generated by tensorlayout.winograd._codegen '
            f'(version {VERSION}): do not edit."""', "",
-           "import numpy as np", "from numba import njit", "",
+           "import numpy as np", "from numba import njit, prange", "",
+           "from tensorlayout.winograd._kernels import gemm_packed", "",
            f"EXACT = {exact!r}", f"COEFS = {[str(c) for c in coefs]!r}", "", src, ""]
     return "\n".join(out)
 
@@ -459,7 +572,8 @@ def load_module(t):
 
 
 def kernels_for(t, dtype):
-    """``(input, output, coef)``: the unrolled kernels for the exact transforms ``t``."""
+    """``(input, output, coef, engine, engine_blas)``: the unrolled kernels for the exact
+    transforms ``t`` and the parallel engines built on them."""
     try:
         mod = load_module(t)
     except OSError:
@@ -468,7 +582,7 @@ def kernels_for(t, dtype):
 
     coef = np.array([float(Fraction(c)) for c in mod.COEFS] or [1.0], dtype=dtype)
     return (getattr(mod, f"wino_input_{t.m}_{t.r}"), getattr(mod, f"wino_output_{t.m}_{t.r}"),
-            coef)
+            coef, getattr(mod, f"engine_{t.m}_{t.r}"), getattr(mod, f"engine_blas_{t.m}_{t.r}"))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -107,3 +107,34 @@ def single_threaded_blas():
                 for lib, n in zip(libs, _SAVED):
                     lib.set_num_threads(n)
                 _SAVED = None
+
+
+_SGEMM = None
+
+
+def sgemm_entry():
+    """BLAS's ``cblas_sgemm`` as a ctypes function, for compiled code to call (None if the BLAS
+    NumPy loaded exports none that we know).  Found through threadpoolctl's list of the
+    loaded BLAS libraries; 64-bit-integer builds (NumPy's own OpenBLAS) and 32-bit ones."""
+    global _SGEMM
+    if _SGEMM is not None:
+        return _SGEMM or None
+    import ctypes
+
+    _SGEMM = False
+    I, F, P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
+    for lib in _blas_libraries():
+        try:
+            dll = ctypes.CDLL(lib.filepath)
+        except OSError:
+            continue
+        for name, idx in (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
+                          ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int)):
+            fn = getattr(dll, name, None)
+            if fn is None:
+                continue
+            fn.argtypes = [I, I, I, idx, idx, idx, F, P, idx, P, idx, F, P, idx]
+            fn.restype = None
+            _SGEMM = fn
+            return fn
+    return None

@@ -59,6 +59,9 @@ class WinogradWeights:
     BT: np.ndarray
     kernels: tuple | None
     generated: bool
+    packed: np.ndarray | None = None       # U as gemm_packed's panels (engine without BLAS)
+    compiled: object = None                # the generated parallel engine for this F(m, r)
+    sgemm: object = None                   # BLAS's sgemm for the engine (None: packed panels)
 
     @property
     def m(self) -> int:
@@ -90,7 +93,7 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
 
 
 def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
-            generated_ok: bool) -> WinogradWeights:
+            generated_ok: bool, tuning=None) -> WinogradWeights:
     """Transform the weights and pick the kernels for F(m, r) with transforms ``t``."""
     dt = w.dtype
     U = transform_weights(w, t, groups, use_numba, threads)
@@ -103,7 +106,15 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
 
             gen = _codegen.kernels_for(t, dt)
         if gen is not None:
-            gin, gout, coef = gen
+            gin, gout, coef, compiled, compiled_blas = gen
+            sgemm = _pool.sgemm_entry() if tuning is None or tuning.gemm == "blas" else None
+            if sgemm is not None:
+                return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt),
+                                       (gin, gout, coef), True, None, compiled_blas, sgemm)
+            from ._kernels import pack_weights
+
+            return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), (gin, gout, coef),
+                                   True, pack_weights(U, tuning.panel if tuning else 32), compiled)
             kernels = (
                 lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
                     gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
@@ -123,6 +134,59 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
                     _kernels.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb,
                                          bad, k0, k1))
     return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, generated)
+
+
+def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):
+    """One call through the generated parallel engine (``Tuning.gemm == "packed"``)."""
+    import numba
+
+    gin, gout, coef = ww.kernels
+    N, C, H, W = x.shape
+    K = out_shape[1]
+    m, alpha = ww.m, ww.alpha
+    OH, OW = out_shape[2:]
+    nty, ntx = -(-OH // m), -(-OW // m)
+    a2 = alpha * alpha
+    nbuf = 1 if sched.mode == "split" else min(sched.threads, len(sched.blocks))
+    blocks = np.array([(p0, npb, npb if sched.U2 == 0 else npb // ntx * sched.U2)
+                       for p0, npb in sched.blocks], dtype=np.int64)
+    (V, M), = bufs = workspace.take(1, ((nbuf, a2, C, sched.Pb), (nbuf, a2, K, sched.Pb)),
+                                    x.dtype)
+    bad = np.zeros((nbuf, K), dtype=x.dtype)
+    y = np.empty(out_shape, dtype=x.dtype)
+    saved = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(sched.threads, numba.config.NUMBA_NUM_THREADS))
+        split = 1 if sched.mode == "split" else 0
+        with _engine_lock(), _pool.single_threaded_blas():
+            if ww.sgemm is not None:
+                ww.compiled(x, ww.U, y, bias, coef, padding[0], padding[1], nty, ntx, blocks,
+                            sched.U2, split, V, M, bad, ww.sgemm, 16)
+            else:
+                ww.compiled(x, ww.packed, y, bias, coef, padding[0], padding[1], nty, ntx,
+                            blocks, sched.U2, split, V, M, bad)
+    finally:
+        numba.set_num_threads(saved)
+        workspace.give(bufs)
+    return y, not bad.any()
+
+
+_ENGINE_LOCK = threading.Lock()
+
+
+def _engine_lock():
+    """A lock around the parallel engine unless numba's threading layer is thread-safe
+    (OpenMP and TBB are; the workqueue layer is not, nor is an uninitialised one)."""
+    import contextlib
+
+    import numba
+
+    try:
+        if numba.threading_layer() in ("omp", "tbb"):
+            return contextlib.nullcontext()
+    except ValueError:                     # no parallel function has run yet
+        pass
+    return _ENGINE_LOCK
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,9 @@ class ConvPlan:
             if ww.kernels is None:
                 y, ok = engine.run_numpy(ww, x, self.bias, self.out_shape, self.padding,
                                          self.groups)
+            elif ww.compiled is not None:
+                y, ok = engine.run_compiled(ww, x, self.bias, self.out_shape, self.padding,
+                                            self.schedule(), self._workspace)
             else:
                 y, ok = engine.run(ww, x, self.bias, self.out_shape, self.padding, self.groups,
                                    self.schedule(), self._workspace)
@@ -227,7 +230,7 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     if name == "winograd":
         t = _transforms(tile, KH, points)
         plan.winograd = engine.prepare(w, t, groups, use_nb, _pool.num_threads(tuning.threads),
-                                       generated_ok=True)
+                                       generated_ok=True, tuning=tuning)
     return plan
 
 

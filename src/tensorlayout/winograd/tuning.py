@@ -32,7 +32,13 @@ class Tuning:
     * ``block_bytes``: the size the transformed input and output of one block aim at;
     * ``row_layout``: blocks of whole tile rows on wide images (None: from
       ``row_layout_min_tiles`` tiles per row);
-    * ``row_layout_min_tiles``: tiles per row from which the row layout is used.
+    * ``row_layout_min_tiles``: tiles per row from which the row layout is used;
+    * ``gemm``: how the compiled parallel engine (one call of numba's thread pool runs the
+      whole convolution) does its GEMMs: "blas" calls BLAS's sgemm from compiled code (the
+      packed panels when no sgemm entry point is found), "packed" reads the weights as
+      packed panels with the project's own kernel; float64 and custom kernels use BLAS from
+      our own threads, the NumPy fallback plain NumPy;
+    * ``panel``: output channels per packed weight panel.
     """
 
     use_numba: bool = True
@@ -42,6 +48,8 @@ class Tuning:
     block_bytes: int = 3 << 20
     row_layout: bool | None = None
     row_layout_min_tiles: int = 16
+    gemm: str = "blas"
+    panel: int = 32
 
     def __post_init__(self):
         for name in ("threads", "block_tiles"):
@@ -49,7 +57,10 @@ class Tuning:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "
                                   "integer or None")
-        for name in ("min_block_tiles", "block_bytes", "row_layout_min_tiles"):
+        if self.gemm not in ("packed", "blas"):
+            raise LayoutError(f"Tuning.gemm = {self.gemm!r} is not allowed: it must be 'packed' "
+                              "or 'blas'")
+        for name in ("min_block_tiles", "block_bytes", "row_layout_min_tiles", "panel"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "
