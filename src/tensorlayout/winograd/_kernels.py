@@ -201,35 +201,41 @@ def im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw, dh, dw, OW, r0, r1):
 def weight_transform(w, G, U, k0, k1):
     """U[a·α + b, k, c] = Σ_ij G[a, i] w[k, c, i, j] G[b, j] for output channels k0 .. k1-1.
 
-    ``w`` is (K, C, r, r), ``U`` is (α², K, C).  The loops run over the channels c
-    innermost, so every step is one vector operation along a row of ``U``; zeros of G
-    are skipped.  The arithmetic is in ``G``'s dtype (float64 for float64 weights)."""
+    ``w`` is (K, C, r, r), ``U`` is (α², K, C).  Each filter row k is first turned into
+    (r·r, C) so that every later step is a unit-stride vector operation along the input
+    channels c, ending in a row of ``U``; zeros of G are skipped.  The arithmetic is in
+    ``G``'s dtype (the weights' dtype)."""
     K, C, r, _ = w.shape
     alpha = G.shape[0]
+    wt = np.empty((r * r, C), dtype=G.dtype)
     tmp = np.empty((r, alpha, C), dtype=G.dtype)
-    acc = np.empty(C, dtype=G.dtype)
     for k in range(k0, k1):
+        for c in range(C):
+            for i in range(r):
+                for j in range(r):
+                    wt[i * r + j, c] = w[k, c, i, j]
         for i in range(r):
             for b in range(alpha):
+                row = tmp[i, b]
                 for c in range(C):
-                    tmp[i, b, c] = 0
+                    row[c] = 0
                 for j in range(r):
                     g = G[b, j]
                     if g != 0:
+                        src = wt[i * r + j]
                         for c in range(C):
-                            tmp[i, b, c] += g * w[k, c, i, j]
+                            row[c] += g * src[c]
         for a in range(alpha):
             for b in range(alpha):
+                dst = U[a * alpha + b, k]
                 for c in range(C):
-                    acc[c] = 0
+                    dst[c] = 0
                 for i in range(r):
                     g = G[a, i]
                     if g != 0:
+                        src = tmp[i, b]
                         for c in range(C):
-                            acc[c] += g * tmp[i, b, c]
-                t = a * alpha + b
-                for c in range(C):
-                    U[t, k, c] = acc[c]
+                            dst[c] += g * src[c]
 
 
 @njit(nogil=True, cache=True, fastmath={"contract"}, boundscheck=False)

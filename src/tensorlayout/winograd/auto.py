@@ -24,6 +24,9 @@ PER_CALL_WEIGHT_COST = 24
 WEIGHT_READ_COST = 8
 # Transform work per tile and channel, in multiply-adds (input and output transforms).
 TILE_TRANSFORM_COST = {2: 2.0, 4: 3.5, 6: 5.0}
+# GEMMs over few tiles run below the BLAS's best rate: a GEMM over P tiles costs as if it
+# had P + GEMM_TILE_OVERHEAD (measured with benchmarks/sweep_engine.py).
+GEMM_TILE_OVERHEAD = 16
 
 
 def _tiles(side_h, side_w, m):
@@ -34,7 +37,8 @@ def _wino_cost(m, r, N, OH, OW, C, K, per_call):
     """Multiply-add equivalents of one call of F(m, r)."""
     alpha = m + r - 1
     P = N * _tiles(OH, OW, m)
-    cost = alpha * alpha * P * C * K + TILE_TRANSFORM_COST.get(m, 6.0) * alpha * alpha * P * (C + K)
+    cost = (alpha * alpha * (P + GEMM_TILE_OVERHEAD) * C * K
+            + TILE_TRANSFORM_COST.get(m, 6.0) * alpha * alpha * P * (C + K))
     cost += (PER_CALL_WEIGHT_COST if per_call else WEIGHT_READ_COST) * alpha * alpha * C * K
     return cost
 
@@ -51,8 +55,10 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
     its 9 (or 25) multiply-adds per output.  Depthwise and other one-channel-per-group
     convolutions run direct loops.
 
-    >>> choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), padding=1)[:2]
+    >>> choose_algorithm((1, 64, 224, 224), (64, 64, 3, 3), padding=1)[:2]
     ('winograd', 6)
+    >>> choose_algorithm((1, 256, 56, 56), (256, 256, 3, 3), padding=1)[:2]
+    ('winograd', 4)
     >>> choose_algorithm((1, 512, 7, 7), (512, 512, 3, 3), padding=1)[:2]
     ('winograd', 2)
     >>> choose_algorithm((1, 512, 7, 7), (512, 512, 3, 3), padding=1, weights="per-call")[:2]
@@ -85,8 +91,10 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
     tiles = (2, 4, 6) if KH == 3 else (4,)
     costs = {m: _wino_cost(m, KH, N, OH, OW, Cg, Kg, per_call) for m in tiles}
     best = min(costs, key=costs.get)
-    # im2col: KH·KW multiply-adds per output, plus gathering the columns
-    im2col = N * OH * OW * Cg * Kg * KH * KW + 2.0 * N * OH * OW * Cg * KH * KW
+    # im2col: KH·KW multiply-adds per output (its GEMM as thin as the output is small), the
+    # columns gathered, the weights read
+    im2col = ((N * OH * OW + GEMM_TILE_OVERHEAD) * Cg * Kg * KH * KW
+              + 2.0 * N * OH * OW * Cg * KH * KW + WEIGHT_READ_COST * KH * KW * Cg * Kg)
     when = "weights transformed per call" if per_call else "weights transformed once"
     if costs[best] >= im2col:
         return fallback, None, (f"{KH}x{KW}, {when}: no Winograd tile beats im2col here "
