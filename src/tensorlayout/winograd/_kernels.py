@@ -320,3 +320,12 @@ def pack_weights(U, KB):
     Up = np.zeros((a2, G, nkb * KB, Cg), dtype=U.dtype)
     Up[:, :, :Kg] = U
     return np.ascontiguousarray(Up.reshape(a2, G, nkb, KB, Cg).transpose(0, 1, 2, 4, 3))
+
+
+@njit(parallel=True, cache=True)
+def weight_transform_parallel(w, G, U, chunks):
+    """:func:`weight_transform` over all output channels, ``chunks`` pieces on numba's
+    threads (the pool the Winograd engine uses, so the two never compete for cores)."""
+    K = w.shape[0]
+    for i in prange(chunks):
+        weight_transform(w, G, U, i * K // chunks, (i + 1) * K // chunks)

@@ -81,9 +81,17 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
     if use_numba:
         from . import _kernels
 
+        import numba
+
         Gd = G.astype(w.dtype)
         U = np.empty((alpha * alpha, K, Cg), dtype=w.dtype)
-        _pool.run_split(lambda k0, k1: _kernels.weight_transform(w, Gd, U, k0, k1), K, threads)
+        saved = numba.get_num_threads()
+        try:
+            numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+            with _engine_lock():
+                _kernels.weight_transform_parallel(w, Gd, U, min(K, 4 * threads))
+        finally:
+            numba.set_num_threads(saved)
     else:
         w64 = w.astype(np.float64, copy=False)
         tmp = np.tensordot(w64, G, axes=([3], [1]))           # (K, Cg, r, b)
