@@ -57,7 +57,7 @@ class Parser(argparse.ArgumentParser):
         if arg is None:
             m = re.search(r"required: (\S+?)[,\s]|required: (\S+)$", message)
             arg = (m.group(1) or m.group(2)) if m else None
-        raise UsageError(self.prog, message, arg)
+        raise UsageError(self.prog, f"{message} (see {self.prog} --help)", arg)
 
 
 class Tour:
@@ -155,8 +155,6 @@ def main(argv=None) -> int:
     try:
         args = parser.parse_args(_case_insensitive_command(argv, parser))
     except UsageError as exc:
-        if not as_json:
-            print(exc_usage(exc), file=sys.stderr)
         return _report(exc, exc.prog, as_json)
     as_json = as_json or bool(getattr(args, "json", False))
     try:
@@ -173,19 +171,6 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     return int(rc or 0)
-
-
-def exc_usage(exc: UsageError) -> str:
-    """The usage line of the (sub)command whose arguments were wrong."""
-    parser = build_parser()
-    words = exc.prog.split()[1:]
-    p = parser
-    for w in words:
-        sub = p._subparsers._group_actions[0].choices if p._subparsers else {}
-        if w not in sub:
-            break
-        p = sub[w]
-    return p.format_usage().rstrip()
 
 
 if __name__ == "__main__":  # pragma: no cover
