@@ -39,6 +39,7 @@ __all__ = [
     "check_choice",
     "check_array",
     "short",
+    "dtype_text",
 ]
 
 #: Longest message a LayoutError keeps; longer ones lose their middle (a huge argument echoed).
@@ -57,6 +58,19 @@ def short(value, limit: int = 80):
     if len(text) <= limit:
         return value
     return f"{text[:limit // 2]}... ({len(text)} characters)"
+
+
+def dtype_text(value) -> str:
+    """How a dtype argument is written in a message: 'int8', not "dtype('int8')" or "<class ...>".
+
+    >>> dtype_text(np.dtype("int8")), dtype_text(np.float16), dtype_text("fp33")
+    ('int8', 'float16', "'fp33'")
+    """
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value).name
+    return repr(short(value))
 
 
 class LayoutError(ValueError):

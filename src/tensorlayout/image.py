@@ -44,6 +44,7 @@ import numpy as np
 from .core import Layout
 from .errors import (
     AlgorithmError,
+    dtype_text,
     DeviceLimitError,
     DTypeError,
     LayoutError,
@@ -301,7 +302,7 @@ def _image_dtype(dtype) -> np.dtype:
     except TypeError:
         dt = None
     if dt not in IMAGE_DTYPES:
-        raise DTypeError(f"dtype = {dtype!r} is not allowed: an image holds float32 (CL_FLOAT) "
+        raise DTypeError(f"dtype = {dtype_text(dtype)} is not allowed: an image holds float32 (CL_FLOAT) "
                          "or float16 (CL_HALF_FLOAT)")
     return dt
 
@@ -370,7 +371,7 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=N
         if out.dtype not in IMAGE_DTYPES:
             raise DTypeError(f"out has dtype {out.dtype}: an image holds float32 or float16")
         if dtype is not None and _image_dtype(dtype) != out.dtype:
-            raise DTypeError(f"dtype = {dtype!r} does not match out, which has dtype {out.dtype}")
+            raise DTypeError(f"dtype = {dtype_text(dtype)} does not match out, which has dtype {out.dtype}")
         dtype = out.dtype
     out_dtype = _stored_dtype(array, dtype)
     lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)

@@ -42,6 +42,7 @@ import numpy as np
 from ..core import Layout
 from ..errors import (
     AlignmentError,
+    dtype_text,
     DTypeError,
     FootprintError,
     IndexOutOfRange,
@@ -111,7 +112,7 @@ def as_dtype(dtype) -> np.dtype:
         dt = None
     if dt is None or dt.newbyteorder("=") not in _NAMES or dt.byteorder not in "=|" and dt != dt.newbyteorder("="):
         raise DTypeError(
-            f"dtype = {dtype!r} is not allowed: it must be one of {', '.join(DTYPES)} "
+            f"dtype = {dtype_text(dtype)} is not allowed: it must be one of {', '.join(DTYPES)} "
             "(or the matching NumPy dtype)"
         )
     return dt.newbyteorder("=")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, LayoutError, ShapeError, check_shape
+from ..errors import DTypeError, LayoutError, ShapeError, check_shape, dtype_text
 from ..image import (
     ImageType,
     _checked_source,
@@ -245,7 +245,7 @@ def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filt
                          f"of shape {shape}")
     bdt = np.dtype(buffer_dtype)
     if bdt not in (np.float16, np.float32):
-        raise DTypeError(f"buffer_dtype = {buffer_dtype!r} is not allowed: float32 or float16")
+        raise DTypeError(f"buffer_dtype = {dtype_text(buffer_dtype)} is not allowed: float32 or float16")
     need = int(np.prod(shape)) * bdt.itemsize
     if not isinstance(buffer, pcl.Buffer) or buffer.size < need:
         raise ShapeError(f"buffer must be a pyopencl.Buffer of at least {need} bytes")
