@@ -105,8 +105,9 @@ def dtype_arg(text: str, name: str, allowed) -> np.dtype:
     return np.dtype(key)
 
 
-def check_array_size(name: str, shape, itemsize: int, limit: int = MAX_ARRAY_BYTES) -> None:
-    """Refuse, before allocating, a random tensor larger than ``limit`` bytes."""
+def check_array_size(name: str, shape, itemsize: int, limit: int | None = None) -> None:
+    """Refuse, before allocating, a random tensor larger than ``limit`` bytes (default :data:`MAX_ARRAY_BYTES`)."""
+    limit = MAX_ARRAY_BYTES if limit is None else limit
     n = 1
     for d in shape:
         n *= int(d)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from ..errors import ConvolutionError, ShapeError, short
-from ._common import (MAX_ARRAY_BYTES, check_array_size, dtype_arg, nonneg, positive, print_json,
+from . import _common
+from ._common import (check_array_size, dtype_arg, nonneg, positive, print_json,
                       shape_arg, str_list)
 
 
@@ -42,7 +43,7 @@ def register(sub) -> None:
                    help="run every applicable algorithm on the same input; print time and error side by side")
     c.add_argument("--dtype", default="float32",
                    help="float32 (fp32, single) or float64 (fp64, double); default %(default)s")
-    c.add_argument("--repeat", type=positive, default=3, help="timed runs; the best is shown (default: %(default)s)")
+    c.add_argument("--repeat", type=positive, default=3, help="timed runs, 1 to 1000; the best is shown (default: %(default)s)")
     c.add_argument("--seed", type=nonneg, default=0, help="seed of the random input and weights (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print JSON")
     c.set_defaults(func=_conv)
@@ -92,10 +93,11 @@ def _winograd(args) -> int:
     return 0
 
 
-#: Bytes of work (input, weights, output, float64 reference) a conv run may need before it is refused.
 def _conv_inputs(args):
     import numpy as np
 
+    if args.repeat > 1000:
+        raise ShapeError(f"--repeat = {args.repeat} is not allowed: at most 1000 timed runs")
     shape = shape_arg(args.shape, "--shape", 4, "N,C,H,W")
     N, C, H, W = shape
     k, d, s = args.kernel, args.dilation, args.stride
@@ -119,9 +121,9 @@ def _conv_inputs(args):
             args.out_channels * cg * k * k, N * OH * OW * cg * k * k]
     check_array_size("--shape", shape, 1)   # a clear refusal for absurd sizes before the sum
     total = sum(need) * (dt.itemsize + 8)
-    if total > MAX_ARRAY_BYTES:
+    if total > _common.MAX_ARRAY_BYTES:
         raise ShapeError(f"--shape = {short(args.shape)!r} is not allowed: this convolution needs about "
-                         f"{total} bytes, more than the {MAX_ARRAY_BYTES} bytes this command allocates")
+                         f"{total} bytes, more than the {_common.MAX_ARRAY_BYTES} bytes this command allocates")
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal(shape).astype(dt)
     w = (rng.standard_normal((args.out_channels, cg, k, k)) / np.sqrt(cg * k * k)).astype(dt)
