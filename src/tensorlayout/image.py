@@ -427,7 +427,8 @@ def image_from_dump(data, width, height, *, dtype=np.float32, row_pitch=None) ->
         raise ShapeError(f"data has {raw.size} bytes: a [{width}, {height}] {dt.name} image with "
                          f"row pitch {row_pitch} has {need} to {height * row_pitch}"
                          + ("; a device that pads its rows needs row_pitch" if gapless else ""))
-    rows = np.lib.stride_tricks.as_strided(raw, shape=(height, row), strides=(row_pitch, 1))
+    step = row_pitch if height > 1 else row        # one row: the pitch never steps
+    rows = np.lib.stride_tricks.as_strided(raw, shape=(height, row), strides=(step, 1))
     return np.ascontiguousarray(rows).view(dt).reshape(height, width, 4)
 
 
