@@ -418,3 +418,11 @@ def test_winograd_says_which_scaling_it_prints():
     assert mace["scaling"].startswith("MACE") and given["scaling"].startswith("Lagrange")
     assert _identity_holds(mace) and _identity_holds(given)   # ... and both are exact
     assert "scaling: Lagrange" in run("winograd", "--m", "2", "--points", "0,1,-1")[1]
+
+
+def test_library_names_are_case_insensitive_too():
+    from tensorlayout.npu import get_chip, tensor_layout
+
+    a = tensor_layout(get_chip("bm1684"), 0, (8, 2, 2, 2), dtype="INT8", mode="4n")
+    b = tensor_layout(get_chip("BM1684"), 0, (8, 2, 2, 2), dtype="int8", mode="4N")
+    assert (a.mode, a.stride, a.dtype) == (b.mode, b.stride, b.dtype) == ("4N", b.stride, np.dtype(np.int8))

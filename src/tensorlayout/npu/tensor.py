@@ -104,8 +104,8 @@ def as_dtype(dtype) -> np.dtype:
     >>> as_dtype("fp16"), as_dtype(np.uint8)
     (dtype('float16'), dtype('uint8'))
     """
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
+    if isinstance(dtype, str) and dtype.lower() in DTYPES:     # names are case-insensitive
+        return DTYPES[dtype.lower()]
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError):
@@ -702,6 +702,8 @@ def _tensor_layout_cached(chip, address, shape, stride, dtype, mode, layout):
 def _tensor_layout(chip, address, shape, stride, dtype, mode, layout) -> NpuTensor:
     chip = _check_chip(chip)
     dt = as_dtype(dtype)
+    if isinstance(mode, str) and mode.upper() in MODES:
+        mode = mode.upper()                    # mode names are case-insensitive ("4n" is 4N)
     k = _check_mode(mode, dt)
     shape = _shape4(shape)
     address = chip.check_address(address)
