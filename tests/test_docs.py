@@ -4,7 +4,7 @@ docs/*.md is executed and its output compared with what the page shows.
 A command-line example is a line ``$ tensorlayout ...`` in a fenced block (a trailing ``\\``
 continues it), followed by the output the page shows, up to the next ``$`` line or the end of
 the block; ``...`` in the shown output stands for any text (doctest's ELLIPSIS).  An example
-whose output ends in ``error: ...`` must exit with status 2, any other with 0.  Plain
+whose output ends in ``error: ...`` (or a JSON error) must exit with status 2, any other with 0.  Plain
 ``tensorlayout ...`` lines of ``sh`` blocks (no output shown) must exit 0.  Each example runs
 in a fresh temporary folder, so the files the examples write land there.
 """
@@ -126,7 +126,7 @@ def test_command_line_examples_run_as_shown(where, argv, shown, tmp_path, monkey
     if shown is None:
         assert rc == 0, got
         return
-    want_rc = 2 if re.search(r"error: ", shown.strip().splitlines()[-1]) else 0
+    want_rc = 2 if re.search(r'error: |^\{"error": ', shown.strip().splitlines()[-1]) else 0
     assert rc == want_rc, got
     checker = doctest.OutputChecker()
     assert checker.check_output(shown, got, FLAGS), (
