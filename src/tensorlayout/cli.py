@@ -157,6 +157,9 @@ def main(argv=None) -> int:
     except UsageError as exc:
         return _report(exc, exc.prog, as_json)
     as_json = as_json or bool(getattr(args, "json", False))
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
     try:
         rc = args.func(args)
         sys.stdout.flush()
@@ -167,8 +170,10 @@ def main(argv=None) -> int:
                                    "make the tensor smaller"), f"tensorlayout {args.command}", as_json)
     except BrokenPipeError:
         # The reader went away (``tensorlayout demo | head -1``): stop quietly, as cat does.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):   # stdout is not a file (captured)
+            pass
         return 0
     return int(rc or 0)
 
