@@ -347,7 +347,7 @@ CASE_STRATEGY = st.one_of(
               _activation_shapes(), st.sampled_from([{}, {"layout": "NCHW"}])),
     st.tuples(st.just(T.ARGUMENT), st.tuples(st.integers(1, 40)), st.just({})),
     st.tuples(st.just(T.CONV2D_FILTER), _filter_shapes(), st.sampled_from([{}, {"filter_format": "HWOI"}])),
-    st.tuples(st.just(T.DW_CONV2D_FILTER), _filter_shapes(), st.sampled_from([{}, {"filter_format": "HWIM"}])),
+    st.tuples(st.just(T.DW_CONV2D_FILTER), _filter_shapes(), st.sampled_from([{"filter_format": "MIHW"}, {"filter_format": "HWIM"}])),
     st.tuples(st.sampled_from([T.WEIGHT_HEIGHT, T.WEIGHT_WIDTH]), _filter_shapes(), st.just({})),
 )
 
@@ -399,7 +399,11 @@ def test_image_nbytes_and_buffer_format():
     assert image_nbytes("IN_OUT_CHANNEL", (1, 2, 3, 5)) == 6 * 2 * 4 * 4
     assert image_nbytes("IN_OUT_CHANNEL", (1, 2, 3, 5), dtype=np.float16) == 6 * 2 * 4 * 2
     assert buffer_format("CONV2D_FILTER", filter_format="hwoi") == "HWOI"
-    assert buffer_format("DW_CONV2D_FILTER", filter_format="HWOI") == "HWIM"
+    assert buffer_format("DW_CONV2D_FILTER", filter_format="hwim") == "HWIM"
+    # A conv filter's order names no depthwise order: refused, with the depthwise names as a hint.
+    for ff in ("OIHW", "HWOI"):
+        with pytest.raises(errors.LayoutError, match="C1HW"):
+            buffer_format("DW_CONV2D_FILTER", filter_format=ff)
     assert buffer_format("ARGUMENT") == "W"
     assert buffer_format("WEIGHT_WIDTH") == "OIHW"
 

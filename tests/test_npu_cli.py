@@ -19,9 +19,9 @@ def test_aligned_start_2_with_where_and_at(capsys):
     info = run_json(capsys, *SEED, "--shape", "2,3,4,5", "--start-npu", "2", "--where", "1,2,3,4", "--at", "0,128")
     assert info["stride"] == [64, 32, 5, 1] and info["channels_per_npu"] == 2
     # seed formula: NPU (2 + 2) % 4 = 0, byte 4 * (1*64 + 1*32 + 3*5 + 4)
-    assert info["where"] == {"index": [1, 2, 3, 4], "npu": 0, "offset": 4 * (64 + 32 + 15 + 4),
-                             "address": 4 * (64 + 32 + 15 + 4)}
-    assert info["at"]["element"] == [0, 2, 0, 0]
+    assert info["where"] == [{"index": [1, 2, 3, 4], "npu": 0, "offset": 4 * (64 + 32 + 15 + 4),
+                             "address": 4 * (64 + 32 + 15 + 4)}]
+    assert info["at"][0]["element"] == [0, 2, 0, 0]
     assert info["bytes_per_npu"] == [2 * 20 * 4, 0, 2 * 20 * 4, 2 * 20 * 4]
 
 
@@ -30,14 +30,14 @@ def test_bm1684_preset_modes_and_layouts(capsys):
                     "--address", str(3 * 512 * 1024 + 128), "--where", "5,1,0,0")
     assert info["packed_shape"] == [2, 5, 4, 5] and info["start_npu"] == 3
     assert info["stride"] == [32, 32, 5, 1]  # 128 B / 4 B = 32 words per step, 1 channel per NPU
-    assert info["where"]["npu"] == 4 and info["where"]["offset"] == 128 + 4 * 32 + 1
+    assert info["where"][0]["npu"] == 4 and info["where"][0]["offset"] == 128 + 4 * 32 + 1
     info = run_json(capsys, *SEED, "--shape", "6,5,4,5", "--dtype", "int8", "--mode", "4N", "--address", "0",
                     "--at", "0,258")
-    assert info["at"]["element"] is None and info["at"]["dummy"] is True  # n = 6 of word (1, 0, 0, 0)
+    assert info["at"][0]["element"] is None and info["at"][0]["dummy"] is True  # n = 6 of word (1, 0, 0, 0)
     info = run_json(capsys, *SEED, "--shape", "2,3,4,5", "--layout", "compact", "--start-npu", "2", "--offset", "8")
     assert info["stride"] == [40, 20, 5, 1] and info["offset"] == 8
     info = run_json(capsys, *SEED, "--shape", "2,5,3,4", "--layout", "stride:120,56,16,2", "--where", "1,4,2,3")
-    assert (info["where"]["npu"], info["where"]["offset"]) == (0, 4 * (120 + 56 + 32 + 6))
+    assert (info["where"][0]["npu"], info["where"][0]["offset"]) == (0, 4 * (120 + 56 + 32 + 6))
 
 
 def test_matrix(capsys):
@@ -47,8 +47,8 @@ def test_matrix(capsys):
         assert info["shape"] == [2, C, 1, w]
         c, col = divmod(39, w)
         cs = 32 if w <= 32 else 64
-        assert info["where"]["npu"] == c % 4
-        assert info["where"]["offset"] == 4 * (cs * math.ceil(C / 4) + (c // 4) * cs + col)
+        assert info["where"][0]["npu"] == c % 4
+        assert info["where"][0]["offset"] == 4 * (cs * math.ceil(C / 4) + (c // 4) * cs + col)
 
 
 def test_text_output_and_errors(capsys):

@@ -25,7 +25,7 @@ _LAZY = {
     "BUFFER_FORMATS": "buffer", "buffer_layout": "buffer", "convert": "buffer",
     # OpenCL images
     "ImageType": "image", "image_shape": "image", "image_layout": "image", "to_image": "image",
-    "from_image": "image", "pixel_of": "image", "element_at": "image",
+    "from_image": "image", "image_from_dump": "image", "pixel_of": "image", "element_at": "image",
     "check_image_limits": "image", "DEFAULT_MAX_IMAGE_SIZE": "image", "image_nbytes": "image",
     "buffer_format": "image", "kind_of": "buffer",
     # NPU local memory

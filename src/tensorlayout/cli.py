@@ -4,13 +4,17 @@ Each subsystem contributes its subcommands and its part of the guided tour
 from a module in :mod:`tensorlayout.cli_parts` that defines ``register(sub)``
 (add subcommands to an argparse sub-parser set) and, optionally,
 ``demo(tour)`` (print its part of ``tensorlayout demo``).  Bad input anywhere
-becomes one line on stderr and exit status 2.
+becomes one line on stderr and exit status 2; under ``--json`` that line is a JSON
+object ``{"error": ..., "argument": ...}``.  No command prints the help and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
+import re
 import sys
 
 from .errors import LayoutError
@@ -32,6 +36,30 @@ def _load_parts():
     return parts
 
 
+class UsageError(LayoutError):
+    """A command line argparse could not read (unknown option, missing value, bad choice)."""
+
+    def __init__(self, prog: str, message: str, argument=None):
+        super().__init__(message)
+        self.prog, self._argument = prog, argument
+
+    @property
+    def argument(self):
+        return self._argument
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are raised (as :class:`UsageError`), not printed and exited."""
+
+    def error(self, message):
+        m = re.match(r"argument ([^:]+):", message)
+        arg = m.group(1).split("/")[-1] if m else None
+        if arg is None:
+            m = re.search(r"required: (\S+?)[,\s]|required: (\S+)$", message)
+            arg = (m.group(1) or m.group(2)) if m else None
+        raise UsageError(self.prog, f"{message} (see {self.prog} --help)", arg)
+
+
 class Tour:
     """What ``tensorlayout demo`` hands to each part: a printer and an output folder."""
 
@@ -49,7 +77,18 @@ class Tour:
 
 
 def _run_demo(args, parts) -> int:
-    tour = Tour(args.out)
+    if args.json:
+        import io
+
+        text = io.StringIO()
+        _tour(Tour(args.out, text), parts)
+        print(json.dumps({"text": text.getvalue().splitlines()}, indent=2))
+        return 0
+    _tour(Tour(args.out), parts)
+    return 0
+
+
+def _tour(tour, parts) -> None:
     tour.print("tensorlayout: a guided tour of every layout it knows.")
     for mod in parts:
         fn = getattr(mod, "demo", None)
@@ -57,12 +96,11 @@ def _run_demo(args, parts) -> int:
             fn(tour)
     tour.print()
     tour.print("End of the tour.")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parts = _load_parts()
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tensorlayout",
         description="Where every element of a tensor lives: CPU buffers, OpenCL RGBA images, "
         "NPU local memory; exact conversions; Winograd convolution.",
@@ -71,23 +109,72 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="guided tour of every layout (the main job)")
     demo.add_argument("--out", default="gallery",
                       help="folder for the figures the tour writes (default: %(default)s)")
+    demo.add_argument("--json", action="store_true",
+                      help="print the tour as JSON: {\"text\": the tour's lines}")
     demo.set_defaults(func=lambda a: _run_demo(a, parts))
     for mod in parts:
         mod.register(sub)
     return parser
 
 
+def _report(exc: LayoutError, prog: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"error": str(exc), "argument": exc.argument}), file=sys.stderr)
+    else:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _case_insensitive_command(argv, parser):
+    """The first word, if it names a command in another case (``IMAGE`` for ``image``)."""
+    names = set()
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        names.update(getattr(action, "choices", {}) or {})
+    argv = list(argv)
+    for i, word in enumerate(argv):
+        if word.startswith("-"):
+            continue
+        if word not in names and word.lower() in names:
+            argv[i] = word.lower()
+        break
+    return argv
+
+
 def main(argv=None) -> int:
+    """Run the ``tensorlayout`` command line; return the exit status (0, or 2 for bad input).
+
+    >>> main([])                          # the help goes to stderr
+    2
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
+    if not argv:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        args = parser.parse_args(_case_insensitive_command(argv, parser))
+    except UsageError as exc:
+        return _report(exc, exc.prog, as_json)
+    as_json = as_json or bool(getattr(args, "json", False))
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
     try:
         rc = args.func(args)
+        sys.stdout.flush()
     except LayoutError as exc:
-        print(f"tensorlayout {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return _report(exc, f"tensorlayout {args.command}", as_json)
+    except MemoryError:
+        return _report(LayoutError("the arguments ask for more memory than this machine has: "
+                                   "make the tensor smaller"), f"tensorlayout {args.command}", as_json)
+    except BrokenPipeError:
+        # The reader went away (``tensorlayout demo | head -1``): stop quietly, as cat does.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):   # stdout is not a file (captured)
+            pass
+        return 0
     return int(rc or 0)
 
 

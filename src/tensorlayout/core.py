@@ -55,6 +55,7 @@ from .errors import (
     RankError,
     ShapeError,
     check_shape,
+    short,
 )
 
 __all__ = ["Digit", "Layout"]
@@ -213,12 +214,24 @@ class Layout:
                 )
         out = []
         for name, extent, p in zip(self.dims, self.shape, parts):
-            a = np.asarray(p)
+            try:
+                a = np.asarray(p)
+            except (ValueError, TypeError, OverflowError):
+                a = np.asarray(None)
+            if a.dtype.kind == "O" and a.size and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in a.flat):
+                v = max(a.flat, key=abs)           # an integer too large for int64
+                raise IndexOutOfRange(f"index {name} = {short(v)} is out of range: it must be in [0, {extent})")
             if a.dtype.kind not in "iu":
-                if a.dtype.kind == "f" and np.all(np.mod(a, 1) == 0):
+                if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(np.mod(a, 1) == 0):
+                    if np.any(np.abs(a) >= 2.0 ** 62):
+                        v = a[np.abs(a) >= 2.0 ** 62].flat[0]
+                        raise IndexOutOfRange(f"index {name} = {float(v):g} is out of range: it must be in [0, {extent})")
                     a = a.astype(np.int64)
                 else:
-                    raise ShapeError(f"index {name} = {p!r} is not allowed: indices must be integers")
+                    raise ShapeError(f"index {name} = {short(p)!r} is not allowed: indices must be integers")
+            if a.dtype == np.uint64 and a.size and a.max() >= 2 ** 63:
+                raise IndexOutOfRange(f"index {name} = {a.max()} is out of range: it must be in [0, {extent})")
             a = a.astype(np.int64, copy=False)
             bad = (a < 0) | (a >= extent)
             if np.any(bad):
@@ -446,11 +459,18 @@ class Layout:
 def _location_array(name: str, value) -> np.ndarray:
     """A location (int or integer array) as int64; non-integers raise IndexOutOfRange."""
     if isinstance(value, (bool, np.bool_)):
-        raise IndexOutOfRange(f"{name} = {value!r} is not allowed: locations must be integers")
+        raise IndexOutOfRange(f"{name} = {short(value)!r} is not allowed: locations must be integers")
     try:
         a = np.asarray(value)
     except Exception:  # noqa: BLE001 - re-raised as a LayoutError naming the argument
         a = np.asarray(None)
+    if a.dtype.kind == "O" and a.size and all(isinstance(v, int) and not isinstance(v, bool) for v in a.flat):
+        raise IndexOutOfRange(f"{name} = {short(max(a.flat, key=abs))} is outside the storage: "
+                              "it is past any location")
+    if a.dtype.kind == "f" and a.size and not np.all(np.abs(a) < 2.0 ** 62):
+        raise IndexOutOfRange(f"{name} = {short(value)!r} is outside the storage: it is past any location")
+    if a.dtype == np.uint64 and a.size and a.max() >= 2 ** 63:
+        raise IndexOutOfRange(f"{name} = {a.max()} is outside the storage: it is past any location")
     if a.dtype.kind not in "iu":
         if a.dtype.kind == "f" and a.size and np.all(np.mod(a, 1) == 0):
             return a.astype(np.int64)
@@ -458,7 +478,7 @@ def _location_array(name: str, value) -> np.ndarray:
             value = a[np.mod(a, 1) != 0].flat[0]
         elif a.dtype.kind in "bO" and a.ndim:
             value = a.flat[0]
-        raise IndexOutOfRange(f"{name} = {value!r} is not allowed: locations must be integers")
+        raise IndexOutOfRange(f"{name} = {short(value)!r} is not allowed: locations must be integers")
     return a.astype(np.int64, copy=False)
 
 

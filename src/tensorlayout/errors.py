@@ -12,6 +12,7 @@ before anything is computed or written.
 from __future__ import annotations
 
 import numbers
+import re
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -37,11 +38,64 @@ __all__ = [
     "check_nonneg_int",
     "check_choice",
     "check_array",
+    "short",
+    "dtype_text",
 ]
+
+#: Longest message a LayoutError keeps; longer ones lose their middle (a huge argument echoed).
+MAX_MESSAGE = 600
+
+
+def short(value, limit: int = 80):
+    """``value`` itself, or for a long string / repr, its start and end around an ellipsis.
+
+    >>> short("x" * 10)
+    'xxxxxxxxxx'
+    >>> short("1," * 100, limit=20)
+    '1,1,1,1,1,... (200 characters)'
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return value
+    return f"{text[:limit // 2]}... ({len(text)} characters)"
+
+
+def dtype_text(value) -> str:
+    """How a dtype argument is written in a message: 'int8', not "dtype('int8')" or "<class ...>".
+
+    >>> dtype_text(np.dtype("int8")), dtype_text(np.float16), dtype_text("fp33")
+    ('int8', 'float16', "'fp33'")
+    """
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value).name
+    return repr(short(value))
 
 
 class LayoutError(ValueError):
-    """Base class of every error tensorlayout raises for bad input."""
+    """Base class of every error tensorlayout raises for bad input.
+
+    A message longer than :data:`MAX_MESSAGE` characters keeps its start (the argument) and
+    its end (the rule) around an ellipsis, so that no whole array or 100 KB argument is echoed.
+    ``argument`` is the name of the argument the message starts with (``shape[2]`` in
+    "shape[2] = 0 is not allowed: ..."), or None.
+
+    >>> LayoutError("--shape = '1,0' is not allowed: ...").argument
+    '--shape'
+    """
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str) and len(args[0]) > MAX_MESSAGE:
+            m = args[0]
+            args = (f"{m[:MAX_MESSAGE // 2]} ... ({len(m) - MAX_MESSAGE + 100} characters cut) ... "
+                    f"{m[-(MAX_MESSAGE // 2 - 100):]}",)
+        super().__init__(*args)
+
+    @property
+    def argument(self):
+        m = _ARGUMENT.match(str(self)) if self.args else None
+        return m.group(1) if m else None
 
 
 class ShapeError(LayoutError):
@@ -100,6 +154,9 @@ class OpenCLUnavailable(LayoutError):
     """No OpenCL platform, or the device lacks a capability that was asked for."""
 
 
+_ARGUMENT = re.compile(r"(-{0,2}[A-Za-z_][\w\-]*)(?:\[[^\]]*\])?(?: =| has|:| must| is| holds)")
+
+
 def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
@@ -107,7 +164,7 @@ def _is_int(value) -> bool:
 def check_positive_int(name: str, value) -> int:
     """Return ``value`` as an int, or raise ShapeError if it is not an integer >= 1."""
     if not _is_int(value):
-        raise ShapeError(f"{name} = {value!r} is not allowed: it must be a positive integer")
+        raise ShapeError(f"{name} = {short(value)!r} is not allowed: it must be a positive integer")
     if value < 1:
         raise ShapeError(f"{name} = {value} is not allowed: it must be a positive integer")
     return int(value)
@@ -116,7 +173,7 @@ def check_positive_int(name: str, value) -> int:
 def check_nonneg_int(name: str, value) -> int:
     """Return ``value`` as an int, or raise LayoutError if it is not an integer >= 0."""
     if not _is_int(value) or value < 0:
-        raise LayoutError(f"{name} = {value!r} is not allowed: it must be a non-negative integer")
+        raise LayoutError(f"{name} = {short(value)!r} is not allowed: it must be a non-negative integer")
     return int(value)
 
 
@@ -127,14 +184,14 @@ def check_shape(name: str, shape, rank: int | Sequence[int] | None = None) -> tu
     (1, 2, 3, 4)
     """
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
-        raise ShapeError(f"{name} = {shape!r} is not allowed: it must be a sequence of positive integers")
+        raise ShapeError(f"{name} = {short(shape)!r} is not allowed: it must be a sequence of positive integers")
     shape = tuple(shape)
     if rank is not None:
         ranks = (rank,) if isinstance(rank, int) else tuple(rank)
         if len(shape) not in ranks:
             want = " or ".join(str(r) for r in ranks)
             raise RankError(
-                f"{name} = {shape!r} has {len(shape)} dimensions: this needs exactly {want}"
+                f"{name} = {short(shape)!r} has {len(shape)} dimensions: this needs exactly {want}"
             )
     for i, d in enumerate(shape):
         check_positive_int(f"{name}[{i}]", d)
@@ -146,7 +203,7 @@ def check_choice(name: str, value, choices: Iterable):
     choices = tuple(choices)
     if value not in choices:
         raise LayoutError(
-            f"{name} = {value!r} is not allowed: it must be one of {', '.join(repr(c) for c in choices)}"
+            f"{name} = {short(value)!r} is not allowed: it must be one of {', '.join(repr(c) for c in choices)}"
         )
     return value
 

@@ -44,12 +44,16 @@ import numpy as np
 from .core import Layout
 from .errors import (
     AlgorithmError,
+    dtype_text,
     DeviceLimitError,
     DTypeError,
     LayoutError,
+    RankError,
     ShapeError,
     check_array,
+    check_positive_int,
     check_shape,
+    short,
 )
 
 __all__ = [
@@ -61,6 +65,7 @@ __all__ = [
     "image_nbytes",
     "to_image",
     "from_image",
+    "image_from_dump",
     "pixel_of",
     "element_at",
     "check_image_limits",
@@ -114,35 +119,48 @@ def _kind(kind) -> ImageType:
     raise LayoutError(f"kind = {kind!r} is not an image type: it must be one of {names} (or 0-8)")
 
 
-def buffer_format(kind, *, layout=None, filter_format="OIHW") -> str:
+def buffer_format(kind, *, layout=None, filter_format=None) -> str:
     """The buffer format (dimension letters) the ``shape`` and arrays of ``kind`` are given in.
+
+    ``filter_format`` (filters only; None is the kind's default): OIHW or HWOI for
+    CONV2D_FILTER; MIHW (MACE's (multiplier, channels, KH, KW)), HWIM, or C1HW (PyTorch's
+    depthwise weight (C, 1, KH, KW), multiplier 1) for DW_CONV2D_FILTER.  Names are
+    case-insensitive.  A depthwise shape (M, 1, KH, KW) with M > 1 and no filter_format is
+    refused as ambiguous (PyTorch's (C, 1, KH, KW) looks the same): name the format.  An option that does not apply to ``kind`` is refused, not ignored.
 
     >>> buffer_format("IN_OUT_CHANNEL", layout="NCHW"), buffer_format("DW_CONV2D_FILTER")
     ('NCHW', 'MIHW')
+    >>> buffer_format("DW_CONV2D_FILTER", filter_format="c1hw")
+    'C1HW'
     """
     kind = _kind(kind)
+    ff = None if filter_format is None else str(filter_format).upper()
     if kind in _ACTIVATIONS:
         fmt = "NHWC" if layout is None else str(layout).upper()
         if fmt not in ("NHWC", "NCHW"):
-            raise LayoutError(f"layout = {layout!r} is not allowed for {kind.name}: it must be 'NHWC' or 'NCHW'")
+            raise LayoutError(f"layout = {short(layout)!r} is not allowed for {kind.name}: it must be 'NHWC' or 'NCHW'")
+        if ff is not None:
+            raise LayoutError(f"filter_format = {short(filter_format)!r} is not allowed for {kind.name}: "
+                              "only filters take a filter format (an activation takes layout='NHWC' or 'NCHW')")
         return fmt
     if layout is not None:
-        raise LayoutError(f"layout = {layout!r} is not allowed for {kind.name}: only activations take a layout")
-    ff = str(filter_format).upper()
+        raise LayoutError(f"layout = {short(layout)!r} is not allowed for {kind.name}: only activations take a layout")
     if kind == ImageType.CONV2D_FILTER:
+        ff = ff or "OIHW"
         if ff not in ("OIHW", "HWOI"):
             raise LayoutError(
-                f"filter_format = {filter_format!r} is not allowed for CONV2D_FILTER: it must be 'OIHW' or 'HWOI'")
+                f"filter_format = {short(filter_format)!r} is not allowed for CONV2D_FILTER: it must be 'OIHW' or 'HWOI'")
         return ff
     if kind == ImageType.DW_CONV2D_FILTER:
-        ff = {"OIHW": "MIHW", "HWOI": "HWIM"}.get(ff, ff)
-        if ff not in ("MIHW", "HWIM"):
+        ff = ff or "MIHW"
+        if ff not in ("MIHW", "HWIM", "C1HW"):
             raise LayoutError(
-                f"filter_format = {filter_format!r} is not allowed for DW_CONV2D_FILTER: it must be "
-                "'MIHW' (or 'OIHW') or 'HWIM' (or 'HWOI')")
+                f"filter_format = {short(filter_format)!r} is not allowed for DW_CONV2D_FILTER: it must be "
+                "'MIHW' (MACE's (multiplier, channels, KH, KW)), 'HWIM', or 'C1HW' for PyTorch's "
+                "depthwise weight (C, 1, KH, KW)")
         return ff
-    if ff != "OIHW":
-        raise LayoutError(f"filter_format = {filter_format!r} is not allowed for {kind.name}: it must be 'OIHW'")
+    if ff not in (None, "OIHW"):
+        raise LayoutError(f"filter_format = {short(filter_format)!r} is not allowed for {kind.name}: it must be 'OIHW'")
     if kind == ImageType.ARGUMENT:
         return "W"
     return "OIHW"
@@ -159,7 +177,7 @@ def _check_tile(kind: ImageType, tile):
     return None
 
 
-def image_layout(kind, shape, *, layout=None, filter_format="OIHW", tile=None) -> Layout:
+def image_layout(kind, shape, *, layout=None, filter_format=None, tile=None) -> Layout:
     """The :class:`Layout` of ``kind`` for a tensor of ``shape`` (in the buffer format's order).
 
     Its physical space is the image array (height, width, 4).  For WINOGRAD_FILTER the
@@ -169,8 +187,18 @@ def image_layout(kind, shape, *, layout=None, filter_format="OIHW", tile=None) -
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
     tile = _check_tile(kind, tile)
     shape = check_shape("shape", shape, rank=len(fmt))
-    dims = tuple(fmt.lower())
+    dims = ("i", "m", "h", "w") if fmt == "C1HW" else tuple(fmt.lower())
     size = dict(zip(dims, shape))
+    if fmt == "C1HW" and size["m"] != 1:
+        raise ShapeError(f"shape = {shape} is not allowed for DW_CONV2D_FILTER in C1HW: PyTorch's "
+                         f"depthwise weight (C, 1, KH, KW) has 1 in the second place, not {size['m']} "
+                         "(a multiplier M > 1 is MIHW (M, C, KH, KW))")
+    if kind == ImageType.DW_CONV2D_FILTER and filter_format is None and size["i"] == 1 and size["m"] > 1:
+        raise ShapeError(
+            f"shape = {shape} is ambiguous for DW_CONV2D_FILTER in MIHW: it reads as a multiplier of "
+            f"{size['m']} on one channel; PyTorch's depthwise weight (C, 1, KH, KW) is "
+            f"filter_format='C1HW', MACE's MIHW of {size['m']} channels is (1, {size['m']}, KH, KW); "
+            "filter_format='MIHW' keeps the multiplier")
 
     def make(width, height, digits, dims=dims, shape=shape):
         row = width * 4
@@ -221,7 +249,7 @@ def image_layout(kind, shape, *, layout=None, filter_format="OIHW", tile=None) -
                 dims=("t", "o", "i"), shape=(T2, O, I))
 
 
-def image_shape(kind, shape, *, layout=None, filter_format="OIHW", tile=None) -> tuple[int, int]:
+def image_shape(kind, shape, *, layout=None, filter_format=None, tile=None) -> tuple[int, int]:
     """Image size ``(width, height)`` in pixels for a tensor of ``shape``.
 
     >>> image_shape("CONV2D_FILTER", (5, 3, 3, 3))                      # OIHW
@@ -274,7 +302,7 @@ def _image_dtype(dtype) -> np.dtype:
     except TypeError:
         dt = None
     if dt not in IMAGE_DTYPES:
-        raise DTypeError(f"dtype = {dtype!r} is not allowed: an image holds float32 (CL_FLOAT) "
+        raise DTypeError(f"dtype = {dtype_text(dtype)} is not allowed: an image holds float32 (CL_FLOAT) "
                          "or float16 (CL_HALF_FLOAT)")
     return dt
 
@@ -320,7 +348,7 @@ def _winograd_filter_weights(U: np.ndarray, tile: int) -> np.ndarray:
     return np.einsum("ra,aboi,sb->oirs", Gp, U, Gp)
 
 
-def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile=None,
+def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=None,
              max_size=DEFAULT_MAX_IMAGE_SIZE, out=None) -> np.ndarray:
     """Store a buffer tensor in an RGBA image; returns an array of shape (height, width, 4).
 
@@ -343,7 +371,7 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile
         if out.dtype not in IMAGE_DTYPES:
             raise DTypeError(f"out has dtype {out.dtype}: an image holds float32 or float16")
         if dtype is not None and _image_dtype(dtype) != out.dtype:
-            raise DTypeError(f"dtype = {dtype!r} does not match out, which has dtype {out.dtype}")
+            raise DTypeError(f"dtype = {dtype_text(dtype)} does not match out, which has dtype {out.dtype}")
         dtype = out.dtype
     out_dtype = _stored_dtype(array, dtype)
     lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
@@ -364,16 +392,65 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format="OIHW", tile
     return lay.pack(array, dtype=out_dtype)
 
 
-def from_image(image, kind, shape, *, layout=None, filter_format="OIHW", tile=None,
+def image_from_dump(data, width, height, *, dtype=np.float32, row_pitch=None) -> np.ndarray:
+    """A raw image dump (bytes or a flat array, as read back from a device) as ``(height, width, 4)``.
+
+    Row ``y`` starts at byte ``y * row_pitch`` (default: ``width * 4 * itemsize``, no gap);
+    a device may pad rows, so give its pitch.  Note the order: :func:`image_shape` answers
+    ``(width, height)`` (OpenCL's), the array is ``(height, width, 4)`` (row-major).
+
+    >>> dump = np.arange(2 * 3 * 4, dtype=np.float32).tobytes()   # a [3, 2] image, no row gap
+    >>> image_from_dump(dump, 3, 2)[1, 0]                          # pixel x=0, y=1
+    array([12., 13., 14., 15.], dtype=float32)
+    >>> padded = np.zeros((2, 64), np.uint8); padded[:, :48] = np.frombuffer(dump, np.uint8).reshape(2, 48)
+    >>> np.array_equal(image_from_dump(padded.ravel(), 3, 2, row_pitch=64), image_from_dump(dump, 3, 2))
+    True
+    """
+    dt = _image_dtype(dtype)
+    width = check_positive_int("width", width)
+    height = check_positive_int("height", height)
+    row = width * 4 * dt.itemsize
+    gapless = row_pitch is None
+    if gapless:
+        row_pitch = row
+    row_pitch = check_positive_int("row_pitch", row_pitch)
+    if row_pitch < row:
+        raise ShapeError(f"row_pitch = {row_pitch} is not allowed: a row of {width} RGBA "
+                         f"{dt.name} pixels needs at least {row} bytes")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        raw = np.frombuffer(data, dtype=np.uint8)
+    else:
+        arr = check_array("data", data)
+        raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    need = (height - 1) * row_pitch + row
+    if raw.size < need or raw.size > height * row_pitch or (gapless and raw.size != need):
+        raise ShapeError(f"data has {raw.size} bytes: a [{width}, {height}] {dt.name} image with "
+                         f"row pitch {row_pitch} has {need} to {height * row_pitch}"
+                         + ("; a device that pads its rows needs row_pitch" if gapless else ""))
+    step = row_pitch if height > 1 else row        # one row: the pitch never steps
+    rows = np.lib.stride_tricks.as_strided(raw, shape=(height, row), strides=(step, 1))
+    return np.ascontiguousarray(rows).view(dt).reshape(height, width, 4)
+
+
+def from_image(image, kind, shape, *, layout=None, filter_format=None, tile=None,
                out=None) -> np.ndarray:
     """The exact inverse of :func:`to_image`: read the buffer tensor of ``shape`` back out.
 
     The result has the image's dtype; ``out`` (an array of ``shape`` and that dtype) receives
     it instead of a new array.  For WINOGRAD_FILTER the 3x3 weights are
-    recovered from U with the pseudo-inverse of G (exact up to rounding).
+    recovered from U with the pseudo-inverse of G (exact up to rounding).  ``image`` is the
+    ``(height, width, 4)`` array; a flat dump from a device goes through
+    :func:`image_from_dump` first (it takes the row pitch).
     """
     kind = _kind(kind)
     lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
+    image = check_array("image", image)
+    if image.ndim == 1:
+        h, w, _ = lay.physical_shape
+        raise RankError(f"image is flat ({image.size} values): read a device dump with "
+                        f"image_from_dump(data, {w}, {h}, dtype=..., row_pitch=...) first; "
+                        f"note the array is (height, width, 4) = ({h}, {w}, 4) while image_shape "
+                        f"answers (width, height) = ({w}, {h})")
     image = check_array("image", image, rank=3)
     if tuple(image.shape) != lay.physical_shape:
         h, w, _ = lay.physical_shape
@@ -396,7 +473,7 @@ def from_image(image, kind, shape, *, layout=None, filter_format="OIHW", tile=No
     return lay.unpack(image, out=out)
 
 
-def pixel_of(kind, shape, index, *, layout=None, filter_format="OIHW", tile=None):
+def pixel_of(kind, shape, index, *, layout=None, filter_format=None, tile=None):
     """Element -> pixel: ``(x, y, k)`` for a buffer index (ints or broadcastable arrays).
 
     ``shape`` and ``index`` are in the buffer format's order (for WINOGRAD_FILTER,
@@ -410,7 +487,7 @@ def pixel_of(kind, shape, index, *, layout=None, filter_format="OIHW", tile=None
     return x, y, k
 
 
-def element_at(kind, shape, x, y, k, *, layout=None, filter_format="OIHW", tile=None):
+def element_at(kind, shape, x, y, k, *, layout=None, filter_format=None, tile=None):
     """Pixel -> element: the buffer index held by lane ``k`` of pixel ``(x, y)``, or None for padding.
 
     With array arguments it returns ``(index_tuple, valid)``, ``valid`` False on padding.

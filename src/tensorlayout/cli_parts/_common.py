@@ -1,18 +1,119 @@
-"""Helpers shared by the CLI parts: parsing comma lists and printing JSON."""
+"""Helpers shared by the CLI parts: parsing comma lists, dtype names and sizes, printing JSON.
+
+Every parser here is strict: what it does not understand is a :class:`LayoutError` naming the
+option, never a guess.
+
+>>> int_list("1,-2,3", "--shape")
+(1, -2, 3)
+>>> int_list("1,,2", "--shape")
+Traceback (most recent call last):
+...
+tensorlayout.errors.LayoutError: --shape = '1,,2' is not allowed: item 2 is empty; it must be comma-separated integers such as 1,2,3
+>>> dtype_arg("HALF", "--dtype", ("float32", "float16")).name
+'float16'
+"""
 
 from __future__ import annotations
 
 import json
+import re
 
-from ..errors import LayoutError
+import numpy as np
+
+from ..errors import DTypeError, LayoutError, ShapeError, short
+
+# Only ASCII digits: int() would also take full-width digits, '1_0' and surrounding blanks.
+_INT = re.compile(r"[+-]?[0-9]+\Z")
+
+#: Every spelling of a dtype the command line takes (case-insensitive), and its NumPy dtype.
+DTYPE_SPELLINGS = {
+    "float32": ("float32", "fp32", "f32", "float", "single"),
+    "float16": ("float16", "fp16", "f16", "half"),
+    "float64": ("float64", "fp64", "f64", "double"),
+    "int32": ("int32", "i32"),
+    "uint32": ("uint32", "u32"),
+    "int16": ("int16", "i16"),
+    "uint16": ("uint16", "u16"),
+    "int8": ("int8", "i8"),
+    "uint8": ("uint8", "u8"),
+}
+_SPELLING = {s: name for name, spellings in DTYPE_SPELLINGS.items() for s in spellings}
+
+#: Largest array (in bytes) a command allocates for a random tensor before refusing.
+MAX_ARRAY_BYTES = 1 << 31
+
+
+def int_value(text: str, name: str) -> int:
+    """One decimal integer (ASCII digits, optional sign), or a LayoutError naming ``name``.
+
+    >>> int_value("-3", "--kernel")
+    -3
+    """
+    t = str(text)
+    if not _INT.match(t):
+        raise LayoutError(f"{name} = {short(t)!r} is not allowed: it must be an integer "
+                          "written with the digits 0-9")
+    return int(t)
 
 
 def int_list(text: str, name: str) -> tuple[int, ...]:
-    """Parse '1,2,3' into (1, 2, 3); a bad item raises LayoutError naming the option."""
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip() != "")
-    except ValueError:
-        raise LayoutError(f"{name} = {text!r} is not allowed: it must be comma-separated integers") from None
+    """Parse '1,2,3' into (1, 2, 3); an empty or non-integer item raises LayoutError naming the option."""
+    t = str(text)
+    items = t.split(",")
+    for i, item in enumerate(items, 1):
+        if item.strip() == "":
+            raise LayoutError(f"{name} = {short(t)!r} is not allowed: item {i} is empty; "
+                              "it must be comma-separated integers such as 1,2,3")
+        if not _INT.match(item.strip()):
+            raise LayoutError(f"{name} = {short(t)!r} is not allowed: item {i} ({short(item)!r}) is not "
+                              "an integer; it must be comma-separated integers (digits 0-9) such as 1,2,3")
+    return tuple(int(s) for s in items)
+
+
+def str_list(text: str, name: str) -> list[str]:
+    """Comma-separated items, none of them empty (e.g. Winograd points '0,1,-1,1/2')."""
+    t = str(text)
+    items = [s.strip() for s in t.split(",")]
+    for i, item in enumerate(items, 1):
+        if item == "":
+            raise LayoutError(f"{name} = {short(t)!r} is not allowed: item {i} is empty")
+    return items
+
+
+def shape_arg(text: str, name: str, rank: int | None = None, letters: str | None = None) -> tuple[int, ...]:
+    """A shape: comma-separated positive integers, ``rank`` of them when given.
+
+    >>> shape_arg("1,16,8,8", "--shape", 4, "N,C,H,W")
+    (1, 16, 8, 8)
+    """
+    shape = int_list(text, name)
+    if rank is not None and len(shape) != rank:
+        raise ShapeError(f"{name} = {short(text)!r} is not allowed: it must be {letters or rank} "
+                         f"({rank} positive integers), not {len(shape)}")
+    for i, d in enumerate(shape):
+        if d < 1:
+            raise ShapeError(f"{name}[{i}] = {d} is not allowed: every dimension must be a positive integer")
+    return shape
+
+
+def dtype_arg(text: str, name: str, allowed) -> np.dtype:
+    """A dtype from any of its spellings (fp16, float16, half, ...), case-insensitive, one of ``allowed``."""
+    key = _SPELLING.get(str(text).strip().lower())
+    if key is None or key not in allowed:
+        spelled = "; ".join(", ".join(DTYPE_SPELLINGS[a]) for a in allowed)
+        raise DTypeError(f"{name} = {short(str(text))!r} is not allowed: it must be one of {spelled}")
+    return np.dtype(key)
+
+
+def check_array_size(name: str, shape, itemsize: int, limit: int | None = None) -> None:
+    """Refuse, before allocating, a random tensor larger than ``limit`` bytes (default :data:`MAX_ARRAY_BYTES`)."""
+    limit = MAX_ARRAY_BYTES if limit is None else limit
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n * itemsize > limit:
+        raise ShapeError(f"{name} = {','.join(map(str, shape))} is not allowed: it needs "
+                         f"{n * itemsize} bytes, more than the {limit} bytes this command allocates")
 
 
 def print_json(obj) -> None:
@@ -20,15 +121,45 @@ def print_json(obj) -> None:
 
 
 def _default(o):
-    try:
-        import numpy as np
-
-        if isinstance(o, np.integer):
-            return int(o)
-        if isinstance(o, np.floating):
-            return float(o)
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
     raise TypeError(type(o))
+
+
+# ------------------------------------------------------------------ argparse types
+def _arg_type(minimum, what):
+    import argparse
+
+    def parse(text):
+        t = str(text)
+        if not _INT.match(t.strip()):
+            raise argparse.ArgumentTypeError(f"{short(t)!r} is not allowed: it must be {what} "
+                                             "written with the digits 0-9")
+        v = int(t)
+        if minimum is not None and v < minimum:
+            raise argparse.ArgumentTypeError(f"{v} is not allowed: it must be {what}")
+        return v
+
+    parse.__name__ = what
+    return parse
+
+
+#: argparse ``type=`` for an integer option (ASCII digits only), for a positive one, a non-negative one.
+integer = _arg_type(None, "an integer")
+positive = _arg_type(1, "a positive integer")
+nonneg = _arg_type(0, "a non-negative integer")
+
+
+def no_action(parser):
+    """``func`` of a command that needs a sub-action: print its help on stderr, exit status 2."""
+    import sys
+
+    def run(args):
+        parser.print_help(sys.stderr)
+        return 2
+
+    return run

@@ -11,7 +11,7 @@ NCHW buffer (activation), shape (1, 3, 5, 6): 90 elements, no padding
 from __future__ import annotations
 
 from ..buffer import BUFFER_FORMATS, buffer_layout, kind_of
-from ..errors import LayoutError
+from ..errors import LayoutError, short
 from ._common import int_list, print_json
 
 
@@ -29,6 +29,11 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _a(word: str) -> str:
+    """'an activation', 'a conv filter'."""
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
 def describe(fmt, shape, *, where=(), to=None) -> dict:
     """The answers of ``tensorlayout buffer`` as a dict (what ``--json`` prints)."""
     lay = buffer_layout(fmt, shape)
@@ -39,14 +44,17 @@ def describe(fmt, shape, *, where=(), to=None) -> dict:
     if to is not None:
         to = str(to).upper()
         if to not in BUFFER_FORMATS:
-            raise LayoutError(f"--to = {to!r} is not a buffer format: it must be one of {', '.join(BUFFER_FORMATS)}")
+            raise LayoutError(f"--to = {short(to)!r} is not a buffer format: it must be one of {', '.join(BUFFER_FORMATS)}")
         if kind_of(to) != kind_of(fmt):
-            raise LayoutError(f"--to = {to!r} holds a {kind_of(to)} tensor and {fmt} a {kind_of(fmt)} tensor: "
-                              "conversion needs two formats of the same kind")
+            raise LayoutError(f"--to = {to!r} holds {_a(kind_of(to))} tensor and {fmt} {_a(kind_of(fmt))} "
+                              "tensor: conversion needs two formats of the same kind")
         size = dict(zip(fmt, lay.shape))
         other = buffer_layout(to, tuple(size[c] for c in to))
         out["to"] = {"format": to, "shape": list(other.shape)}
     for index in where:
+        if len(index) != len(lay.shape):
+            raise LayoutError(f"--where = {','.join(map(str, index))!r} is not allowed: an element of "
+                              f"{fmt} has {len(lay.shape)} indices")
         entry = {"index": list(index), "offset": lay.locate_flat(tuple(index))}
         if other is not None:
             named = dict(zip(fmt, index))

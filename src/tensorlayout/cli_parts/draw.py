@@ -4,59 +4,80 @@ from __future__ import annotations
 
 import os
 
-from ..errors import LayoutError
-from ._common import int_list
+from ..errors import LayoutError, short
+from ._common import int_list, integer, no_action, positive, print_json
 from .npu import add_tensor_options, place
 
 
 def register(sub) -> None:
     p = sub.add_parser("figures", help="write seed 003's figures, one per image type, and index.html")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the SVG files and index.html")
+    p.add_argument("--json", action="store_true", help="print JSON: the files written")
     p.set_defaults(func=_figures)
 
     d = sub.add_parser("draw", help="draw one layout as an SVG figure")
     dsub = d.add_subparsers(dest="what", metavar="WHAT")
-    d.set_defaults(func=lambda a: (d.print_help(), 0)[1])
+    d.set_defaults(func=no_action(d))
 
     n = dsub.add_parser("npu", help="a tensor in NPU local memory",
                         description="Draw where a tensor lies in NPU local memory, NPU by NPU.")
     add_tensor_options(n)
-    n.add_argument("--blocks-per-row", type=int, default=None, help="4-byte blocks drawn to a row")
-    n.add_argument("--max-rows", type=int, default=40, help="rows drawn before eliding (default 40)")
+    n.add_argument("--blocks-per-row", type=positive, default=None, help="4-byte blocks drawn to a row")
+    n.add_argument("--max-rows", type=positive, default=40, help="rows drawn before eliding (default 40)")
     n.add_argument("-o", "--output", required=True, metavar="FILE.svg", help="where to write the figure")
+    n.add_argument("--json", action="store_true", help="print JSON: the file written")
     n.set_defaults(func=_draw_npu)
 
     i = dsub.add_parser("image", help="a tensor in a MACE RGBA image",
                         description="Draw which element each lane of each pixel of a MACE image holds.")
     i.add_argument("kind", help="IN_OUT_CHANNEL, IN_OUT_HEIGHT, IN_OUT_WIDTH, ARGUMENT, CONV2D_FILTER, "
-                   "DW_CONV2D_FILTER, WEIGHT_HEIGHT, WEIGHT_WIDTH or WINOGRAD_FILTER")
+                   "DW_CONV2D_FILTER, WEIGHT_HEIGHT, WEIGHT_WIDTH or WINOGRAD_FILTER (case-insensitive)")
     i.add_argument("--shape", required=True, help="the buffer's shape in its format's order")
     i.add_argument("--layout", default=None, help="activation buffer format: NHWC (default) or NCHW")
-    i.add_argument("--filter-format", default="OIHW", help="OIHW (default) or HWOI")
-    i.add_argument("--tile", type=int, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
-    i.add_argument("--max-width", type=int, default=10, help="pixel columns drawn before eliding")
-    i.add_argument("--max-height", type=int, default=12, help="pixel rows drawn before eliding")
+    i.add_argument("--filter-format", default=None,
+                   help="filters only: OIHW (default) or HWOI; depthwise MIHW (default), HWIM or C1HW")
+    i.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+    i.add_argument("--max-width", type=positive, default=10, help="pixel columns drawn before eliding")
+    i.add_argument("--max-height", type=positive, default=12, help="pixel rows drawn before eliding")
     i.add_argument("-o", "--output", required=True, metavar="FILE.svg", help="where to write the figure")
+    i.add_argument("--json", action="store_true", help="print JSON: the file written")
     i.set_defaults(func=_draw_image)
 
 
 def _write(path: str, text: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise LayoutError(f"output = {path!r} is not allowed: folder {folder!r} does not exist")
+        raise LayoutError(f"--output = {short(path)!r} is not allowed: folder {short(folder)!r} does not exist")
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
-        raise LayoutError(f"output = {path!r} is not allowed: it cannot be written "
+        raise LayoutError(f"--output = {short(path)!r} is not allowed: it cannot be written "
                           f"({exc.strerror or exc})") from None
 
 
 def _figures(args) -> int:
     from ..draw import write_gallery
 
-    paths = write_gallery(args.out)
-    print(f"wrote {len(paths) - 1} figures and index.html to {args.out}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise LayoutError(f"--out = {short(args.out)!r} is not allowed: it is a file, not a folder")
+    try:
+        paths = write_gallery(args.out)
+    except OSError as exc:
+        raise LayoutError(f"--out = {short(args.out)!r} is not allowed: it cannot be written "
+                          f"({exc.strerror or exc})") from None
+    if args.json:
+        print_json({"folder": args.out, "files": [str(p) for p in paths]})
+    else:
+        print(f"wrote {len(paths) - 1} figures and index.html to {args.out}")
+    return 0
+
+
+def _wrote(args) -> int:
+    if args.json:
+        print_json({"file": args.output})
+    else:
+        print(f"wrote {args.output}")
     return 0
 
 
@@ -66,8 +87,7 @@ def _draw_npu(args) -> int:
     t = place(args)
     svg = npu_figure(t, blocks_per_row=args.blocks_per_row, max_rows=args.max_rows)
     _write(args.output, svg)
-    print(f"wrote {args.output}")
-    return 0
+    return _wrote(args)
 
 
 def _draw_image(args) -> int:
@@ -77,8 +97,7 @@ def _draw_image(args) -> int:
     svg = image_figure(args.kind, shape, layout=args.layout, filter_format=args.filter_format,
                        tile=args.tile, max_width=args.max_width, max_height=args.max_height)
     _write(args.output, svg)
-    print(f"wrote {args.output}")
-    return 0
+    return _wrote(args)
 
 
 def demo(tour) -> None:

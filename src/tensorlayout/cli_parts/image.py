@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DeviceLimitError, LayoutError
-from ..image import ImageType, check_image_limits, buffer_format, element_at, image_layout, image_nbytes, image_shape, pixel_of
-from ._common import int_list, print_json
+from ..errors import DeviceLimitError, LayoutError, short
+from ..image import (ImageType, buffer_format, check_image_limits, element_at, from_image, image_from_dump,
+                     image_layout, image_nbytes, image_shape, pixel_of)
+from ._common import dtype_arg, int_list, integer, positive, print_json
 
 
 def register(sub) -> None:
@@ -28,34 +29,39 @@ def register(sub) -> None:
                    + " (case-insensitive, or MACE's number 0-8)")
     p.add_argument("--shape", required=True, help="tensor shape in the buffer format, e.g. 1,2,3,5")
     p.add_argument("--layout", default=None, help="activations: NHWC (default) or NCHW")
-    p.add_argument("--filter-format", default="OIHW",
-                   help="CONV2D_FILTER: OIHW (default) or HWOI; DW_CONV2D_FILTER: MIHW or HWIM")
-    p.add_argument("--tile", type=int, default=None, help="WINOGRAD_FILTER output tile m: 2, 4 or 6")
-    p.add_argument("--dtype", default="float32", help="float32 (CL_FLOAT, default) or float16 (CL_HALF_FLOAT)")
+    p.add_argument("--filter-format", default=None,
+                   help="filters only. CONV2D_FILTER: OIHW (default) or HWOI; DW_CONV2D_FILTER: MIHW "
+                        "(default), HWIM, or C1HW (PyTorch's depthwise (C, 1, KH, KW))")
+    p.add_argument("--tile", type=integer, default=None, help="WINOGRAD_FILTER output tile m: 2, 4 or 6")
+    p.add_argument("--dtype", default="float32",
+                   help="float32 (fp32; CL_FLOAT, default) or float16 (fp16, half; CL_HALF_FLOAT)")
     p.add_argument("--where", action="append", default=[], metavar="I,J,K,L",
                    help="an element index (buffer order): which pixel and lane holds it; repeatable")
     p.add_argument("--pixel", action="append", default=[], metavar="X,Y",
                    help="a pixel: which element each of its 4 lanes holds; repeatable")
+    p.add_argument("--from-dump", default=None, metavar="FILE",
+                   help="a raw image dump read back from a device: print the tensor it holds")
+    p.add_argument("--row-pitch", type=positive, default=None, metavar="BYTES",
+                   help="with --from-dump: bytes from one image row to the next (default: no gap)")
+    p.add_argument("--save", default=None, metavar="FILE.npy",
+                   help="with --from-dump: write the tensor to FILE.npy")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
 def _kind_arg(text):
     text = str(text)
-    return int(text) if text.isdigit() else text
+    return int(text) if text.isascii() and text.isdigit() else text
 
 
-def describe(kind, shape, *, layout=None, filter_format="OIHW", tile=None, dtype="float32",
+def describe(kind, shape, *, layout=None, filter_format=None, tile=None, dtype="float32",
              where=(), pixels=()) -> dict:
     """The answers of ``tensorlayout image`` as a dict (what ``--json`` prints)."""
     kw = dict(layout=layout, filter_format=filter_format, tile=tile)
     lay = image_layout(kind, shape, **kw)
     kind = ImageType[lay.name]
     width, height = image_shape(kind, shape, **kw)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise LayoutError(f"--dtype = {dtype!r} is not allowed: it must be float32 or float16") from None
+    dt = dtype_arg(dtype, "--dtype", ("float32", "float16"))
     nbytes = image_nbytes(kind, shape, dtype=dt, **kw)
     fmt = "TOI" if kind == ImageType.WINOGRAD_FILTER else buffer_format(kind, layout=layout,
                                                                         filter_format=filter_format)
@@ -71,6 +77,9 @@ def describe(kind, shape, *, layout=None, filter_format="OIHW", tile=None, dtype
     except DeviceLimitError as exc:
         out["device_limit"] = str(exc)
     for index in where:
+        if len(index) != len(lay.shape):
+            raise LayoutError(f"--where = {','.join(map(str, index))!r} is not allowed: an element of "
+                              f"{fmt} has {len(lay.shape)} indices")
         x, y, k = pixel_of(kind, shape, tuple(index), **kw)
         out["where"].append({"index": list(index), "x": x, "y": y, "lane": k})
     for px in pixels:
@@ -82,7 +91,51 @@ def describe(kind, shape, *, layout=None, filter_format="OIHW", tile=None, dtype
     return out
 
 
+def read_dump(kind, shape, path, *, layout=None, filter_format=None, tile=None, dtype="float32",
+              row_pitch=None):
+    """The tensor held by the raw image dump in file ``path`` (see :func:`image_from_dump`)."""
+    kw = dict(layout=layout, filter_format=filter_format, tile=tile)
+    width, height = image_shape(kind, shape, **kw)
+    dt = dtype_arg(dtype, "--dtype", ("float32", "float16"))
+    try:
+        with open(path, "rb") as f:
+            data = f.read(2 ** 31)
+    except OSError as exc:
+        raise LayoutError(f"--from-dump = {short(path)!r} is not allowed: it cannot be read "
+                          f"({exc.strerror or exc})") from None
+    try:
+        img = image_from_dump(data, width, height, dtype=dt, row_pitch=row_pitch)
+    except LayoutError as exc:
+        raise LayoutError(f"--from-dump = {short(path)!r} is not allowed: {exc}") from None
+    return from_image(img, kind, shape, **kw)
+
+
+def _run_dump(args, shape) -> int:
+    t = read_dump(_kind_arg(args.kind), shape, args.from_dump, layout=args.layout,
+                  filter_format=args.filter_format, tile=args.tile, dtype=args.dtype,
+                  row_pitch=args.row_pitch)
+    if args.save:
+        try:
+            np.save(args.save, t)
+        except OSError as exc:
+            raise LayoutError(f"--save = {short(args.save)!r} is not allowed: it cannot be written "
+                              f"({exc.strerror or exc})") from None
+    if args.json:
+        print_json({"shape": list(t.shape), "dtype": t.dtype.name, "values": t.tolist(),
+                    "saved": args.save})
+        return 0
+    print(f"tensor {tuple(t.shape)} {t.dtype.name} from {args.from_dump}"
+          + (f", saved to {args.save}" if args.save else ""))
+    with np.printoptions(threshold=200, edgeitems=3):
+        print(t)
+    return 0
+
+
 def run(args) -> int:
+    if args.from_dump is None and (args.row_pitch is not None or args.save is not None):
+        raise LayoutError("--row-pitch and --save are not allowed without --from-dump FILE")
+    if args.from_dump is not None:
+        return _run_dump(args, int_list(args.shape, "--shape"))
     info = describe(_kind_arg(args.kind), int_list(args.shape, "--shape"), layout=args.layout,
                     filter_format=args.filter_format, tile=args.tile, dtype=args.dtype,
                     where=[int_list(w, "--where") for w in args.where],

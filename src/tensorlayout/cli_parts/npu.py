@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import LayoutError
-from ._common import int_list, print_json
+from ..errors import FootprintError, LayoutError, short
+from ._common import dtype_arg, int_list, nonneg, positive, print_json
 
 CHIP_NAMES = ("BM1684", "BM1684X", "BM1688")
 
@@ -19,8 +19,10 @@ def register(sub) -> None:
         "with --where / --at, where an element is or what a byte holds.",
     )
     add_tensor_options(p)
-    p.add_argument("--where", help="n,c,h,w (row,col for a matrix): print its NPU and byte offset")
-    p.add_argument("--at", help="npu,offset: print the element stored at that byte")
+    p.add_argument("--where", action="append", default=[], metavar="N,C,H,W",
+                   help="n,c,h,w (row,col for a matrix): print its NPU and byte offset; repeatable")
+    p.add_argument("--at", action="append", default=[], metavar="NPU,OFFSET",
+                   help="npu,offset: print the element stored at that byte; repeatable")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_run)
 
@@ -28,20 +30,23 @@ def register(sub) -> None:
 def add_tensor_options(p) -> None:
     """The options that place a tensor in NPU local memory (``npu`` and ``draw npu`` share them)."""
     chip = p.add_argument_group("chip (a preset, or --npus and --lmem with an optional --align)")
-    chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIP_NAMES)}")
-    chip.add_argument("--npus", type=int, help="number of NPUs X")
-    chip.add_argument("--lmem", type=int, help="local memory bytes per NPU S")
-    chip.add_argument("--align", type=int, help="feature alignment in bytes (default 128, the seed's)")
+    chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIP_NAMES)} (case-insensitive)")
+    chip.add_argument("--npus", type=positive, help="number of NPUs X")
+    chip.add_argument("--lmem", type=positive, help="local memory bytes per NPU S")
+    chip.add_argument("--align", type=positive, help="feature alignment in bytes (default 128, the seed's)")
     p.add_argument("--shape", required=True, help="N,C,H,W (rows,cols for a matrix)")
     p.add_argument("--dtype", default="fp32",
-                   help="fp32, fp16, int32, uint32, int16, uint16, int8, uint8 (default: %(default)s)")
+                   help="fp32 (float32), fp16 (float16, half), int32, uint32, int16, uint16, int8, uint8; "
+                        "case-insensitive (default: %(default)s)")
     p.add_argument("--layout", default="aligned",
                    help="aligned | compact | matrix:W | stride:n,c,h,w (default: %(default)s)")
-    p.add_argument("--mode", choices=("4N", "2N", "2IC"), help="storage mode")
+    p.add_argument("--mode", type=str.upper, choices=("4N", "2N", "2IC"),
+                   help="storage mode: 4N (int8), 2N (int16) or 2IC (fp32 weights); case-insensitive")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--address", type=int, help="local address A = Q * S + R")
-    where.add_argument("--start-npu", type=int, help="start NPU Q (address Q * S + --offset)")
-    p.add_argument("--offset", type=int, default=0, help="offset R inside the start NPU with --start-npu")
+    where.add_argument("--address", type=nonneg, help="local address A = Q * S + R")
+    where.add_argument("--start-npu", type=nonneg, help="start NPU Q (address Q * S + --offset)")
+    p.add_argument("--offset", type=nonneg, default=None,
+                   help="offset R inside the start NPU, with --start-npu (default 0)")
 
 
 def _chip(args):
@@ -51,7 +56,7 @@ def _chip(args):
     if args.chip and any(v is not None for v in custom):
         raise LayoutError("--chip cannot be combined with --npus/--lmem/--align: pick a preset or a custom chip")
     if args.chip:
-        return get_chip(args.chip)
+        return get_chip(str(args.chip).upper())
     if args.npus is None or args.lmem is None:
         raise LayoutError("chip is missing: give --chip NAME, or --npus X and --lmem S (and --align A)")
     return Chip(args.npus, args.lmem, 128 if args.align is None else args.align)
@@ -63,14 +68,22 @@ def place(args):
 
     chip = _chip(args)
     shape = int_list(args.shape, "--shape")
+    dtype = npu_dtype(args.dtype)
     if args.address is not None:
+        if args.offset is not None:
+            raise LayoutError(f"--offset = {args.offset} is not allowed with --address: the address "
+                              "already holds the offset (A = Q * S + R); use --start-npu Q --offset R")
         address = args.address
     else:
         q = args.start_npu or 0
         if not 0 <= q < chip.npus:
             raise LayoutError(f"--start-npu = {q} is not allowed: it must be in [0, {chip.npus})")
-        address = chip.address(q, args.offset)
-    layout = args.layout
+        off = args.offset or 0
+        if off >= chip.lmem_bytes:
+            raise LayoutError(f"--offset = {off} is not allowed: it must be less than the NPU's "
+                              f"{chip.lmem_bytes} bytes")
+        address = chip.address(q, off)
+    layout = args.layout.lower()
     if layout.startswith("matrix:"):
         if args.mode:
             raise LayoutError(f"--mode = {args.mode} is not allowed with the matrix layout")
@@ -79,7 +92,7 @@ def place(args):
         w = int_list(layout[len("matrix:"):], "--layout matrix:W")
         if len(w) != 1:
             raise LayoutError(f"--layout = {layout!r} is not allowed: write matrix:W with one integer W")
-        return matrix_layout(chip, address, shape[0], shape[1], w[0], args.dtype)
+        return matrix_layout(chip, address, shape[0], shape[1], w[0], dtype)
     stride = None
     if layout.startswith("stride:"):
         stride = int_list(layout[len("stride:"):], "--layout stride:n,c,h,w")
@@ -87,7 +100,14 @@ def place(args):
     elif layout not in ("aligned", "compact"):
         raise LayoutError(
             f"--layout = {layout!r} is not allowed: it must be aligned, compact, matrix:W or stride:n,c,h,w")
-    return tensor_layout(chip, address, shape, stride, args.dtype, args.mode, layout)
+    return tensor_layout(chip, address, shape, stride, dtype, args.mode, layout)
+
+
+def npu_dtype(text) -> str:
+    """The OKKernel dtype name of any spelling the command line takes (``half`` -> ``fp16``)."""
+    dt = dtype_arg(text, "--dtype", ("float32", "float16", "int32", "uint32", "int16", "uint16",
+                                     "int8", "uint8"))
+    return {"float32": "fp32", "float16": "fp16"}.get(dt.name, dt.name)
 
 
 def summary(t) -> dict:
@@ -102,6 +122,7 @@ def summary(t) -> dict:
         "stride": list(t.stride), "unit_bytes": t.unit_bytes,
         "channels_per_npu": t.channels_per_npu, "span_bytes": t.span, "end_offset": t.end_offset,
         "bytes_per_npu": t.bytes_per_npu().tolist(), "empty_blocks": t.empty_blocks(),
+        "fits_local_memory": t.end_offset <= t.chip.lmem_bytes,
     }
     if t.mode:
         out["packed_shape"] = list(t.packed_shape)
@@ -125,25 +146,31 @@ def _compact_list(values) -> str:
 
 
 def _run(args) -> int:
-    t = place(args)
+    try:
+        t = place(args)
+    except FootprintError as exc:
+        raise FootprintError(f"--shape = {short(args.shape)!r} does not fit the local memory: {exc}") from None
     info = summary(t)
-    if args.where:
-        idx = int_list(args.where, "--where")
+    info["where"], info["at"] = [], []
+    for text in args.where:
+        idx = int_list(text, "--where")
         if t.is_matrix:
             if len(idx) != 2:
-                raise LayoutError(f"--where = {args.where!r} is not allowed: a matrix element is row,col")
+                raise LayoutError(f"--where = {short(text)!r} is not allowed: a matrix element is row,col")
             npu, off = t.matrix_locate(*idx)
         else:
+            if len(idx) != 4:
+                raise LayoutError(f"--where = {short(text)!r} is not allowed: an element is n,c,h,w")
             npu, off = t.locate(idx)
-        info["where"] = {"index": list(idx), "npu": npu, "offset": off,
-                         "address": t.chip.address(npu, off)}
-    if args.at:
-        at = int_list(args.at, "--at")
+        info["where"].append({"index": list(idx), "npu": npu, "offset": off,
+                              "address": t.chip.address(npu, off)})
+    for text in args.at:
+        at = int_list(text, "--at")
         if len(at) != 2:
-            raise LayoutError(f"--at = {args.at!r} is not allowed: it must be npu,offset")
+            raise LayoutError(f"--at = {short(text)!r} is not allowed: it must be npu,offset")
         got = t.matrix_element_at(*at) if t.is_matrix else t.element_at(*at)
-        info["at"] = {"npu": at[0], "offset": at[1], "element": None if got is None else list(got),
-                      "dummy": got is None and t.is_dummy(*at)}
+        info["at"].append({"npu": at[0], "offset": at[1], "element": None if got is None else list(got),
+                           "dummy": got is None and t.is_dummy(*at)})
     if args.json:
         print_json(info)
         return 0
@@ -159,11 +186,11 @@ def _run(args) -> int:
     print(f"span        {t.span} bytes per NPU: offsets [{t.offset}, {t.end_offset})")
     print(f"bytes/NPU   {_compact_list(info['bytes_per_npu'])}")
     print(f"empty       {t.empty_blocks()} feature-sized empty blocks")
-    if "where" in info:
-        w = info["where"]
+    print(f"fits        yes: bytes [{t.offset}, {t.end_offset}) of each NPU's {t.chip.lmem_bytes} "
+          f"({t.end_offset / t.chip.lmem_bytes:.1%} up to the end)")
+    for w in info["where"]:
         print(f"where       {tuple(w['index'])} -> NPU {w['npu']}, byte {w['offset']} (address {w['address']})")
-    if "at" in info:
-        a = info["at"]
+    for a in info["at"]:
         what = ("a dummy of a packed word (written as 0)" if a["dummy"] else "nothing of this tensor") \
             if a["element"] is None else f"element {tuple(a['element'])}"
         print(f"at          NPU {a['npu']}, byte {a['offset']} holds {what}")

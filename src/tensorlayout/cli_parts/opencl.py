@@ -6,38 +6,59 @@ import time
 
 import numpy as np
 
-from ..errors import LayoutError, OpenCLUnavailable
-from ._common import int_list, print_json
+from ..errors import AlgorithmError, ConvolutionError, LayoutError, OpenCLUnavailable, short
+from ..image import image_layout
+from ._common import check_array_size, dtype_arg, integer, no_action, nonneg, positive, print_json, shape_arg
+
+
+def _image_dtype(args):
+    """--dtype (any spelling of float32 / float16), with the old --half as an alias of --dtype float16."""
+    dt = dtype_arg(args.dtype or "float32", "--dtype", ("float32", "float16"))
+    if args.half and args.dtype is not None and dt != np.float16:
+        raise LayoutError(f"--half is not allowed with --dtype = {short(args.dtype)!r}: --half means --dtype float16")
+    return np.dtype(np.float16) if args.half else dt
+
+
+def _add_dtype(p):
+    p.add_argument("--dtype", default=None,
+                   help="image channel type: float32 (fp32; CL_FLOAT, default) or float16 (fp16, half; "
+                        "CL_HALF_FLOAT)")
+    p.add_argument("--half", action="store_true", help="the old spelling of --dtype float16")
+    p.add_argument("--device", default=None, help="index or name substring (default: first device)")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def register(sub) -> None:
     p = sub.add_parser("opencl", help="real OpenCL images: devices, round trips, convolution")
     osub = p.add_subparsers(dest="opencl_command", metavar="ACTION")
-    p.set_defaults(func=lambda a: (p.print_help(), 0)[1])
+    p.set_defaults(func=no_action(p))
 
     d = osub.add_parser("devices", help="list OpenCL devices with image limits and half support")
     d.add_argument("--json", action="store_true", help="print JSON")
     d.set_defaults(func=_devices)
 
     r = osub.add_parser("roundtrip", help="buffer -> image -> buffer on the device, compared with NumPy")
-    r.add_argument("kind", help="image type, e.g. IN_OUT_CHANNEL, CONV2D_FILTER, WINOGRAD_FILTER")
+    r.add_argument("kind", help="image type, e.g. IN_OUT_CHANNEL, CONV2D_FILTER, WINOGRAD_FILTER "
+                   "(case-insensitive)")
     r.add_argument("--shape", required=True, help="buffer shape, comma separated (e.g. 1,7,9,5)")
     r.add_argument("--layout", default=None, help="NHWC (default) or NCHW for activations")
-    r.add_argument("--filter-format", default="OIHW", help="OIHW (default) or HWOI")
-    r.add_argument("--tile", type=int, default=None, help="Winograd tile for WINOGRAD_FILTER")
-    r.add_argument("--half", action="store_true", help="CL_HALF_FLOAT image (default CL_FLOAT)")
-    r.add_argument("--device", default=None, help="index or name substring (default: first device)")
+    r.add_argument("--filter-format", default=None,
+                   help="filters only: OIHW (default) or HWOI; depthwise MIHW (default), HWIM or C1HW")
+    r.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+    _add_dtype(r)
     r.set_defaults(func=_roundtrip)
 
     c = osub.add_parser("conv", help="a random conv2d on images, checked against float64")
-    c.add_argument("--input", default="1,32,28,28", help="N,C,H,W (default %(default)s)")
-    c.add_argument("--out-channels", type=int, default=32)
-    c.add_argument("--kernel", type=int, default=3)
-    c.add_argument("--padding", type=int, default=1)
-    c.add_argument("--algorithm", default="winograd", choices=("winograd", "direct"))
-    c.add_argument("--tile", type=int, default=None)
-    c.add_argument("--half", action="store_true")
-    c.add_argument("--device", default=None)
+    c.add_argument("--shape", "--input", dest="shape", default="1,32,28,28", metavar="N,C,H,W",
+                   help="input shape N,C,H,W (--input is the old spelling; default %(default)s)")
+    c.add_argument("--out-channels", type=positive, default=32, help="output channels K (default %(default)s)")
+    c.add_argument("--kernel", type=positive, default=3,
+                   help="square kernel size (default %(default)s; Winograd needs 3)")
+    c.add_argument("--padding", type=nonneg, default=1, help="zero padding on each side (default %(default)s)")
+    c.add_argument("--algorithm", type=str.lower, default="winograd", choices=("winograd", "direct"),
+                   help="winograd or direct (default %(default)s)")
+    c.add_argument("--tile", type=integer, default=None, help="Winograd output tile: 2, 4 or 6")
+    _add_dtype(c)
     c.set_defaults(func=_conv)
 
 
@@ -68,9 +89,13 @@ def _roundtrip(args) -> int:
     from ..image import from_image, to_image
     from ..opencl import from_cl_image, get_context, to_cl_image
 
-    shape = int_list(args.shape, "--shape")
-    dtype = np.float16 if args.half else np.float32
+    shape = shape_arg(args.shape, "--shape")
+    dtype = _image_dtype(args)
     kw = dict(layout=args.layout, filter_format=args.filter_format, tile=args.tile)
+    lay = image_layout(args.kind, shape, **kw)         # checks the kind, the shape and the options
+    check_array_size("--shape", shape, 8)
+    h, w, _ = lay.physical_shape
+    check_array_size("--shape", (h, w, 4), 8)
     cctx = get_context(args.device)
     a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     img = to_cl_image(cctx.queue, a, args.kind, dtype=dtype, **kw)
@@ -79,9 +104,14 @@ def _roundtrip(args) -> int:
     back = from_cl_image(cctx.queue, img, args.kind, shape, **kw)
     want = np.ascontiguousarray(from_image(ref, args.kind, shape, **kw))
     same_back = np.array_equal(np.ascontiguousarray(back).view(np.uint8), want.view(np.uint8))
+    ctype = "CL_HALF_FLOAT" if dtype == np.float16 else "CL_FLOAT"
+    if args.json:
+        print_json({"device": cctx.info.name, "platform": cctx.info.platform, "kind": lay.name,
+                    "shape": list(shape), "image": list(img.shape), "channel_type": ctype,
+                    "image_identical": bool(same_img), "buffer_identical": bool(same_back)})
+        return 0 if same_img and same_back else 1
     print(f"device: {cctx.info.name} ({cctx.info.platform})")
-    print(f"{args.kind.upper()} {tuple(shape)} -> image [{img.shape[0]}, {img.shape[1]}] "
-          f"{'CL_HALF_FLOAT' if args.half else 'CL_FLOAT'}")
+    print(f"{lay.name} {tuple(shape)} -> image [{img.shape[0]}, {img.shape[1]}] {ctype}")
     print(f"image bytes identical to the NumPy path: {'yes' if same_img else 'NO'}")
     print(f"buffer read back identical to the NumPy path: {'yes' if same_back else 'NO'}")
     return 0 if same_img and same_back else 1
@@ -90,20 +120,37 @@ def _roundtrip(args) -> int:
 def _conv(args) -> int:
     from ..opencl import conv2d, get_context
 
-    n, c, h, w = _shape4(args.input)
+    n, c, h, w = shape_arg(args.shape, "--shape", 4, "N,C,H,W")
     k = args.kernel
+    if args.algorithm == "winograd" and k != 3:
+        raise AlgorithmError(f"--kernel = {k} is not allowed with --algorithm winograd: Winograd on "
+                             "images takes 3x3 kernels (use --algorithm direct)")
+    if h + 2 * args.padding < k or w + 2 * args.padding < k:
+        raise ConvolutionError(f"--kernel = {k} is not allowed: it does not fit the {h}x{w} input "
+                               f"with padding {args.padding}")
+    oh, ow = h + 2 * args.padding - k + 1, w + 2 * args.padding - k + 1
+    for what, size in (("--shape", (n, c, h + 2 * args.padding, w + 2 * args.padding)),
+                       ("--out-channels", (n, args.out_channels, oh, ow)),
+                       ("--kernel", (args.out_channels, c, k, k))):
+        check_array_size(what, size, 8)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = (rng.standard_normal((args.out_channels, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
     b = rng.standard_normal(args.out_channels).astype(np.float32)
+    dtype = _image_dtype(args)
     cctx = get_context(args.device)
-    dtype = np.float16 if args.half else np.float32
     conv2d(x, wt, b, args.padding, args.algorithm, args.tile, dtype, cctx)   # build the kernels
     t = time.perf_counter()
     y = conv2d(x, wt, b, args.padding, args.algorithm, args.tile, dtype, cctx)
     dt = time.perf_counter() - t
     ref = _conv_ref(x, wt, b, args.padding)
     err = np.linalg.norm(y.astype(np.float64) - ref) / np.linalg.norm(ref)
+    if args.json:
+        print_json({"device": cctx.info.name, "platform": cctx.info.platform, "algorithm": args.algorithm,
+                    "tile": args.tile, "input": [n, c, h, w], "weights": list(wt.shape),
+                    "output": list(y.shape), "dtype": np.dtype(dtype).name,
+                    "rel_l2_error_vs_float64_direct": float(f"{err:.3g}"), "ms": round(dt * 1e3, 3)})
+        return 0
     print(f"device: {cctx.info.name} ({cctx.info.platform})")
     print(f"conv2d {args.algorithm}{'' if args.tile is None else f' tile {args.tile}'} "
           f"x {tuple(x.shape)} w {tuple(wt.shape)} pad {args.padding} -> {tuple(y.shape)} "
@@ -111,13 +158,6 @@ def _conv(args) -> int:
     print(f"relative L2 error against float64 direct convolution: {err:.2e}")
     print(f"time (with host transfers): {dt * 1e3:.2f} ms")
     return 0
-
-
-def _shape4(text):
-    shape = int_list(text, "--input")
-    if len(shape) != 4:
-        raise LayoutError(f"--input = {text!r} is not allowed: it must be N,C,H,W")
-    return shape
 
 
 def _conv_ref(x, w, b, p):

@@ -97,7 +97,7 @@ def _place(values, start, step):
     return pos, gaps, at
 
 
-def image_figure(kind, shape, *, layout=None, filter_format="OIHW", tile=None,
+def image_figure(kind, shape, *, layout=None, filter_format=None, tile=None,
                  heading: str | None = None, max_width: int = 10, max_height: int = 12,
                  max_buffer: int = 96) -> str:
     """SVG text of the RGBA image of ``kind`` holding a tensor of ``shape`` (buffer-format order).

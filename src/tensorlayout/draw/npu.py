@@ -22,7 +22,7 @@ import itertools
 
 import numpy as np
 
-from ..errors import LayoutError, check_positive_int
+from ..errors import LayoutError, check_positive_int, short
 from ._sheet import Block, choose_rows, draw_sheet
 from ._svg import DUMMY_FILL, EMPTY_FILL, PALETTE, Svg
 
@@ -124,8 +124,13 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
     >>> 'data-element="1,2,3,4"' in npu_figure(t)
     True
     """
+    from ..npu import NpuTensor
+
+    if not isinstance(tensor, NpuTensor):
+        raise LayoutError(f"tensor = {short(tensor)!r} is not allowed: it must be an NpuTensor "
+                          "(from tensorlayout.npu.tensor_layout or matrix_layout)")
     if label not in ("element", "feature"):
-        raise LayoutError(f"label = {label!r} is not allowed: it must be 'element' or 'feature'")
+        raise LayoutError(f"label = {short(label)!r} is not allowed: it must be 'element' or 'feature'")
     check_positive_int("max_rows", max_rows)
     check_positive_int("max_npus", max_npus)
     chip = tensor.chip
@@ -135,8 +140,8 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
     lo = (R // BLOCK_BYTES) * BLOCK_BYTES
     hi = min(S, -(-(R + span) // BLOCK_BYTES) * BLOCK_BYTES)
     used = [q for q, r in enumerate(tensor.npu_ranges()) if r is not None]
-    per_row = blocks_per_row or _per_row_default(min(X, max_npus), label)
-    check_positive_int("blocks_per_row", per_row)
+    per_row = (_per_row_default(min(X, max_npus), label) if blocks_per_row is None
+               else check_positive_int("blocks_per_row", blocks_per_row))
     # Only the rows the sheet will draw are read (the sheet elides the others): a large
     # tensor costs what its figure shows, not X * S bytes of map and a block loop over them.
     first_block, end_block = lo // BLOCK_BYTES, hi // BLOCK_BYTES
@@ -243,16 +248,29 @@ def address_figure(chip, addresses: dict, *, heading: str | None = None, blocks_
                    max_rows: int = 12) -> str:
     """SVG text marking local addresses in a chip's memory (seed 003's address figure).
 
-    ``addresses`` maps a name to an address; each is split by ``chip.split_address`` into
-    (NPU Q, offset R) and the 4-byte block holding it is marked.  Rows between the marked
-    ones are elided.
+    ``addresses`` maps a name to an address (a plain sequence of addresses is named A, B, C,
+    ...); each is split by ``chip.split_address`` into (NPU Q, offset R) and the 4-byte block
+    holding it is marked.  Rows between the marked ones are elided.
 
     >>> from tensorlayout.npu import Chip
     >>> svg = address_figure(Chip(4, 1024, 128), {"A": 340, "B": 1472})
     >>> 'data-npu="1" data-offset="448" data-kind="mark" data-address="1472"' in svg
     True
     """
+    from ..npu import Chip
+
+    if not isinstance(chip, Chip):
+        raise LayoutError(f"chip = {short(chip)!r} is not allowed: it must be a tensorlayout.npu.Chip")
     check_positive_int("blocks_per_row", blocks_per_row)
+    check_positive_int("max_rows", max_rows)
+    if isinstance(addresses, (list, tuple)):
+        if len(addresses) > 26:
+            raise LayoutError(f"addresses has {len(addresses)} entries: a plain list is named A to Z, "
+                              "so at most 26 (pass a dict of names for more)")
+        addresses = {chr(ord("A") + i): a for i, a in enumerate(addresses)}
+    if not isinstance(addresses, dict) or not addresses:
+        raise LayoutError(f"addresses = {short(addresses)!r} is not allowed: it must be a non-empty "
+                          "dict {name: address} or a list of addresses")
     X, S = chip.npus, chip.lmem_bytes
     blocks = {}
     keep = []

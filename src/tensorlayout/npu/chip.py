@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import AddressError, LayoutError, check_positive_int
+from ..errors import AddressError, LayoutError, check_positive_int, short
 
 __all__ = ["Chip", "BM1684", "BM1684X", "BM1688", "CHIPS", "get_chip"]
 
@@ -105,14 +105,14 @@ CHIPS = {c.name: c for c in (BM1684, BM1684X, BM1688)}
 
 
 def get_chip(name: str) -> Chip:
-    """A preset by name.
+    """A preset by name (case-insensitive).
 
-    >>> get_chip("BM1688").npus
+    >>> get_chip("bm1688").npus
     32
     """
     try:
-        return CHIPS[name]
+        return CHIPS[name.upper() if isinstance(name, str) else name]
     except (KeyError, TypeError):
         raise LayoutError(
-            f"chip = {name!r} is not allowed: it must be one of {', '.join(CHIPS)}"
+            f"chip = {short(name)!r} is not allowed: it must be one of {', '.join(CHIPS)}"
         ) from None

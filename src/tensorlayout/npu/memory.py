@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import (
     AddressError,
     AlignmentError,
+    DeviceLimitError,
     DTypeError,
     FootprintError,
     LayoutError,
@@ -49,7 +50,10 @@ from .tensor import (
     tensor_layout,
 )
 
-__all__ = ["LocalMemory"]
+__all__ = ["LocalMemory", "MAX_SIMULATED_BYTES"]
+
+#: Most host bytes (local plus system memory) a simulated LocalMemory allocates: 16 GiB.
+MAX_SIMULATED_BYTES = 1 << 34
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -65,6 +69,9 @@ def _uint(dtype: np.dtype) -> np.dtype:
 class LocalMemory:
     """Simulated local memory of ``chip`` (``X x S`` bytes) plus ``system_bytes`` of system memory.
 
+    The simulation holds every byte on the host, so a chip past :data:`MAX_SIMULATED_BYTES`
+    is refused with a :class:`~tensorlayout.errors.DeviceLimitError` before anything is allocated.
+
     >>> mem = LocalMemory(Chip(4, 1024, 128), system_bytes=4096)
     >>> mem.local.shape, mem.system.shape
     ((4, 1024), (4096,))
@@ -73,8 +80,18 @@ class LocalMemory:
     def __init__(self, chip: Chip, system_bytes: int = 1 << 20):
         self.chip = _check_chip(chip)
         system_bytes = check_positive_int("system_bytes", system_bytes)
-        self._local = np.zeros((chip.npus, chip.lmem_bytes), dtype=np.uint8)
-        self._system = np.zeros(system_bytes, dtype=np.uint8)
+        need = chip.npus * chip.lmem_bytes + system_bytes
+        if need > MAX_SIMULATED_BYTES:
+            raise DeviceLimitError(
+                f"chip = {chip.name} ({chip.npus} NPUs x {chip.lmem_bytes} bytes) with system_bytes = "
+                f"{system_bytes} needs {need} bytes of host memory: the simulation holds at most "
+                f"MAX_SIMULATED_BYTES = {MAX_SIMULATED_BYTES}")
+        try:
+            self._local = np.zeros((chip.npus, chip.lmem_bytes), dtype=np.uint8)
+            self._system = np.zeros(system_bytes, dtype=np.uint8)
+        except MemoryError:
+            raise DeviceLimitError(f"chip = {chip.name}: the {need} bytes of simulated memory do not "
+                                   "fit this machine's memory") from None
         self._allocations: list[tuple[NpuTensor, bool]] = []
 
     # ---------------------------------------------------------------- views

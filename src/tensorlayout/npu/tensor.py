@@ -42,6 +42,7 @@ import numpy as np
 from ..core import Layout
 from ..errors import (
     AlignmentError,
+    dtype_text,
     DTypeError,
     FootprintError,
     IndexOutOfRange,
@@ -103,15 +104,15 @@ def as_dtype(dtype) -> np.dtype:
     >>> as_dtype("fp16"), as_dtype(np.uint8)
     (dtype('float16'), dtype('uint8'))
     """
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
+    if isinstance(dtype, str) and dtype.lower() in DTYPES:     # names are case-insensitive
+        return DTYPES[dtype.lower()]
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError):
         dt = None
     if dt is None or dt.newbyteorder("=") not in _NAMES or dt.byteorder not in "=|" and dt != dt.newbyteorder("="):
         raise DTypeError(
-            f"dtype = {dtype!r} is not allowed: it must be one of {', '.join(DTYPES)} "
+            f"dtype = {dtype_text(dtype)} is not allowed: it must be one of {', '.join(DTYPES)} "
             "(or the matching NumPy dtype)"
         )
     return dt.newbyteorder("=")
@@ -701,6 +702,8 @@ def _tensor_layout_cached(chip, address, shape, stride, dtype, mode, layout):
 def _tensor_layout(chip, address, shape, stride, dtype, mode, layout) -> NpuTensor:
     chip = _check_chip(chip)
     dt = as_dtype(dtype)
+    if isinstance(mode, str) and mode.upper() in MODES:
+        mode = mode.upper()                    # mode names are case-insensitive ("4n" is 4N)
     k = _check_mode(mode, dt)
     shape = _shape4(shape)
     address = chip.check_address(address)

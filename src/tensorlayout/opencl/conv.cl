@@ -55,17 +55,19 @@ __kernel void conv2d_direct(__read_only image2d_t in, __read_only image2d_t filt
     const int o4 = x / OW, ow = x - o4 * OW;
     const int n = y / OH, oh = y - n * OH;
     float4 acc = has_bias ? read_imagef(bias, SMP, (int2)(o4, 0)) : (float4)(0.0f);
+    /* Every product of the window is taken, the padding's zeros included, as if the input
+       were explicitly zero-padded: a NaN or Inf weight meets a padded zero as 0 * Inf = NaN,
+       exactly as in PyTorch's convolution. */
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = oh * sh - ph + kh;
-        if (ih < 0 || ih >= H)
-            continue;
+        const int in_h = ih >= 0 && ih < H;
         for (int kw = 0; kw < KW; ++kw) {
             const int iw = ow * sw - pw + kw;
-            if (iw < 0 || iw >= W)
-                continue;
+            const int inside = in_h && iw >= 0 && iw < W;
             const int fy = o4 * KH * KW + kh * KW + kw;
             for (int c4 = 0; c4 < qc; ++c4) {
-                const float4 v = read_imagef(in, SMP, (int2)(c4 * W + iw, n * H + ih));
+                const float4 v = inside ? read_imagef(in, SMP, (int2)(c4 * W + iw, n * H + ih))
+                                        : (float4)(0.0f);
                 const int i = c4 * 4;   /* x past I reads the border colour 0 */
                 acc = mad((float4)(v.x), read_imagef(filt, SMP, (int2)(i, fy)), acc);
                 acc = mad((float4)(v.y), read_imagef(filt, SMP, (int2)(i + 1, fy)), acc);

@@ -224,7 +224,9 @@ def conv2d_winograd_image(queue, image, shape, filter_image, filter_shape, bias=
     anything is allocated (DeviceLimitError: try a smaller tile or the direct kernel).
     ``mid_dtype`` is the channel type of the V and M images: by default the input's
     for tiles 2 and 4 (as MACE stores them), and float32 for tile 6, whose input
-    transform (B^T rows up to 32x larger with MACE's G) overflows half.
+    transform (B^T rows up to 32x larger with MACE's G) overflows half.  A NaN or Inf in
+    the input image spreads over its whole tile here; :func:`conv2d` checks its arrays
+    and runs the direct kernel for them.
 
     >>> from tensorlayout.opencl import get_context, to_cl_image, conv2d_winograd_image
     >>> q = get_context().queue
@@ -287,6 +289,13 @@ def conv2d(x, w, bias=None, padding=0, algorithm="winograd", tile=None, dtype=np
     None for the largest of 4 and 2 whose images fit the device.  Returns an array of
     ``dtype``.
 
+    Non-finite values follow PyTorch's semantics, as on the CPU: the result is as if the
+    input were explicitly zero-padded and every product of the kernel window taken, so a
+    NaN or Inf weight makes NaN wherever it meets a padded zero (a NaN weight: its whole
+    output channel), and a NaN input reaches only the outputs whose window covers it.
+    Winograd would spread a non-finite input over its whole tile, so when ``x``, ``w`` or
+    ``bias`` (in the image's channel type) holds NaN or Inf the direct kernel runs instead.
+
     >>> import numpy as np
     >>> from tensorlayout.opencl import conv2d
     >>> x = np.ones((1, 1, 4, 4), np.float32); w = np.ones((1, 1, 3, 3), np.float32)
@@ -331,6 +340,8 @@ def conv2d(x, w, bias=None, padding=0, algorithm="winograd", tile=None, dtype=np
             raise LayoutError(f"tile = {tile!r} is not allowed with algorithm='direct'")
         cctx.check_image(*image_shape("IN_OUT_CHANNEL", shape), dt)
         cctx.check_image(*image_shape("CONV2D_FILTER", w.shape), dt)
+    if algorithm == "winograd" and not _all_finite(dt, x, w, bias):
+        algorithm, tile = "direct", None     # Winograd spreads NaN/Inf over whole tiles
     q = cctx.queue
     xi = to_cl_image(q, x, "IN_OUT_CHANNEL", dtype=dt, layout="NCHW")
     bi = None if bias is None else to_cl_image(q, bias, "ARGUMENT", dtype=dt)
@@ -342,6 +353,13 @@ def conv2d(x, w, bias=None, padding=0, algorithm="winograd", tile=None, dtype=np
         out, oshape = conv2d_direct_image(q, xi, shape, wi, w.shape, bi, padding=(ph, pw), stride=stride)
     N, OH, OW, O = oshape
     return from_cl_image(q, out, "IN_OUT_CHANNEL", (N, O, OH, OW), layout="NCHW")
+
+
+def _all_finite(dt, *arrays) -> bool:
+    """True when every array holds only finite values once stored in channel type ``dt``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return all(a is None or bool(np.isfinite(np.asarray(a).astype(dt, copy=False)).all())
+                   for a in arrays)
 
 
 def _pick_tile(cctx, shape, O, padding, dt) -> int:

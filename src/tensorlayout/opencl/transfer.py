@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, LayoutError, ShapeError, check_shape
+from ..errors import DTypeError, LayoutError, ShapeError, check_shape, dtype_text
 from ..image import (
     ImageType,
     _checked_source,
@@ -245,7 +245,7 @@ def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filt
                          f"of shape {shape}")
     bdt = np.dtype(buffer_dtype)
     if bdt not in (np.float16, np.float32):
-        raise DTypeError(f"buffer_dtype = {buffer_dtype!r} is not allowed: float32 or float16")
+        raise DTypeError(f"buffer_dtype = {dtype_text(buffer_dtype)} is not allowed: float32 or float16")
     need = int(np.prod(shape)) * bdt.itemsize
     if not isinstance(buffer, pcl.Buffer) or buffer.size < need:
         raise ShapeError(f"buffer must be a pyopencl.Buffer of at least {need} bytes")
@@ -253,7 +253,7 @@ def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filt
 
 
 def enqueue_buffer_to_image(queue, buffer, image, kind, shape, *, buffer_dtype=np.float32,
-                            layout=None, filter_format="OIHW", path=None, all_events=False):
+                            layout=None, filter_format=None, path=None, all_events=False):
     """Enqueue the buffer -> image transfer on device-resident data; returns its last event.
 
     ``buffer`` holds the tensor of ``shape`` (C order, ``buffer_dtype`` float32 or
@@ -282,7 +282,7 @@ def enqueue_buffer_to_image(queue, buffer, image, kind, shape, *, buffer_dtype=n
     return evs if all_events else evs[-1]
 
 
-def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, filter_format="OIHW",
+def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, filter_format=None,
                             path=None, all_events=False):
     """Enqueue the image -> buffer transfer on device-resident data; returns its last event.
 
@@ -304,7 +304,7 @@ def _prepare(array, kind, dtype, layout, filter_format, tile):
     return kind, array, out_dtype, lay
 
 
-def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_format="OIHW",
+def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_format=None,
                 tile=None, wait=True, path=None):
     """Write a buffer tensor into a new CL_RGBA image on the queue's device; returns a ``pyopencl.Image``.
 
@@ -355,7 +355,7 @@ def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_for
     return image
 
 
-def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format="OIHW", tile=None,
+def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format=None, tile=None,
                   path=None):
     """Read the buffer tensor of ``shape`` back out of a CL_RGBA image; returns a NumPy array.
 
