@@ -18,6 +18,7 @@ Needs the ``onnx`` package (the ``model`` extra); imported only when a model is 
 
 from .graph import OPSET_RANGE, Model, load
 from .ops import OP_TYPES, ModelError
+from .plan import ModelPlan, plan_model
 
 
 __all__ = ["load", "Model", "ModelError", "OP_TYPES", "OPSET_RANGE", "plan_model", "ModelPlan"]

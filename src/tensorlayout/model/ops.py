@@ -199,7 +199,7 @@ def batchnorm_affine(scale, bias, mean, var, eps):
 
     >>> m, a = batchnorm_affine(np.ones(2), np.zeros(2), np.ones(2), np.full(2, 3.0), 1.0)
     >>> m.tolist(), a.tolist()
-    [[0.5, 0.5], [-0.5, -0.5]]
+    ([0.5, 0.5], [-0.5, -0.5])
     """
     s = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
     a = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * s
