@@ -758,8 +758,10 @@ def _build_resize(node, ctx):
         ctx.fail("linear mode resizes the last two axes only (1-D or 2-D linear)")
     ctx.info.update(mode=mode, coordinate_transformation_mode=coord, out=out)
     if mode == "nearest":
+        # an axis kept as it is (scale 1) maps each index to itself, whatever the mode
         index = tuple(
-            _nearest_index(_source_coords(coord, o, s, f), rule, s).reshape(
+            (np.arange(s) if (o == s and f == 1) else
+             _nearest_index(_source_coords(coord, o, s, f), rule, s)).reshape(
                 [-1 if k == a else 1 for k in range(rank)])
             for a, (o, s, f) in enumerate(zip(out, shape, scl)))
 
