@@ -162,7 +162,7 @@ def _image_row(name, role, shape, kind, tile, max_image, producer, last_reader, 
     from ..image import buffer_format
 
     fmt = buffer_format(itype, layout=kw.get("layout"))
-    row.update(buffer=fmt, image_type=itype, image_shape_arg=list(bshape),
+    row.update(buffer=fmt, image_type=itype, buffer_shape=list(bshape),
                image=[w, h], bytes_f32=w * h * 4 * 4, bytes_f16=w * h * 4 * 2,
                waste=float(lay.padding_waste), fits=True)
     if kw.get("tile"):
