@@ -196,3 +196,20 @@ def test_bad_plan_options(tiny, capsys):
     assert "--max-image" in _err(capsys, ["plan", tiny, "--max-image", "10"])
     assert "chip" in _err(capsys, ["plan", tiny, "--chip", "BM9999"])
     assert "threads" in _err(capsys, ["run", tiny, "--threads", "0"])
+
+
+def test_device_limits_are_read_from_the_device(tiny, capsys):
+    """With an OpenCL platform the limits are the device's own; without one, one error line."""
+    try:
+        from tensorlayout.opencl import list_devices
+
+        want = list(list_devices()[0].max_image_size)
+    except Exception:  # noqa: BLE001 - no PyOpenCL or no platform on this machine
+        want = None
+    if want is None:
+        assert "OpenCL" in _err(capsys, ["plan", tiny, "--device", "0"])
+    else:
+        assert main(["plan", tiny, "--device", "0", "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["max_image"] == want and d["limits_from"].startswith("OpenCL device")
+    assert "both given" in _err(capsys, ["plan", tiny, "--device", "0", "--max-image", "8,8"])

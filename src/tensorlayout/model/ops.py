@@ -146,6 +146,8 @@ def _build_clip(node, ctx):
         if x.dtype.kind == "f":
             y = np.maximum(x, np.asarray(lo, x.dtype), out=out)
             return [np.minimum(y, np.asarray(hi, x.dtype), out=y)]
+        if lo == -np.inf and hi == np.inf:
+            return [x.copy()]
         return [np.clip(x, lo if lo > -np.inf else None, hi if hi < np.inf else None)]
     return run
 
