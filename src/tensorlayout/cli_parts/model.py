@@ -371,6 +371,12 @@ def demo(tour) -> None:
                + ", ".join(f"{n} {a}" for a, n in sorted(algs.items())) + "), plans made once at load.")
     tour.print(f"Peak image memory {_kib(mem['peak_f32'])} (float32) with images reused after their "
                f"last reader, {_kib(mem['sum_f32'])} without; weights {_kib(mem['weights_f32'])}.")
+    for what, rows in (("activation", plan.activations),
+                       ("weight", [r for r in plan.tensors if r["role"] == "weight"])):
+        big = max((r for r in rows if r["image"]), key=lambda r: r["bytes_f32"])
+        tour.print(f"Largest {what} image: {big['name']} {tuple(big['shape'])} -> {big['image_type']} "
+                   f"[{big['image'][0]}, {big['image'][1]}], {big['bytes_f32']} bytes, "
+                   f"{big['waste']:.0%} padding.")
     over = [r for r in plan.layers if not r["fits"]]
     tour.print(f"On BM1688 ({plan.chip.lmem_bytes // 1024} KiB per NPU) {len(plan.layers) - len(over)} of "
                f"{len(plan.layers)} layers fit one NPU's local memory untiled.")
