@@ -369,6 +369,21 @@ def _fold_batchnorm(onnx, nodes, consts, outputs):
 
 
 # ---------------------------------------------------------------------------- threads
+_CONTROLLER = []
+
+
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, found once (finding them takes ms)."""
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _CONTROLLER.append(ThreadpoolController())
+        except ImportError:
+            _CONTROLLER.append(None)
+    return _CONTROLLER[0]
+
+
 @contextlib.contextmanager
 def threads_limit(n):
     """Run with ``n`` threads: numba's pool (Winograd transforms) and the BLAS library."""
@@ -385,13 +400,10 @@ def threads_limit(n):
         restore.append(lambda: numba.set_num_threads(old))
     except ImportError:
         pass
-    try:
-        from threadpoolctl import threadpool_limits
-
-        limiter = threadpool_limits(limits=n, user_api="blas")
+    controller = _blas_controller()
+    if controller is not None:
+        limiter = controller.limit(limits=n, user_api="blas")
         restore.append(limiter.restore_original_limits)
-    except ImportError:
-        pass
     try:
         yield
     finally:
