@@ -70,6 +70,18 @@ def test_plan_json_chip_html(tiny, capsys, tmp_path):
     assert d["chip"]["name"] == "BM1688" and len(d["npu_layers"]) == 9
     html = (tmp_path / "rep" / "index.html").read_text()
     assert html.count("<svg") == 3 and 'data-over="1"' in html
+    import xml.etree.ElementTree as ET
+
+    bars = []
+    for chunk in html.split("<div>")[1:]:
+        svg = ET.fromstring(chunk.split("</div>")[0])
+        bars += [e for e in svg.iter() if e.get("class") == "bar"]
+    # the first chart: output W and H of each layer against 40; red exactly where past it
+    widths = [b for b in bars if b.get("data-what") in ("W", "H")]
+    assert widths and all((int(b.get("data-value")) > 40) == (b.get("data-over") == "1")
+                          for b in widths)
+    sets = [b for b in bars if b.get("data-what") == "set"]
+    assert [int(b.get("data-value")) for b in sets] == [r["working_set"] for r in d["npu_layers"]]
 
 
 def test_plan_peak_memory_on_a_diamond(tmp_path):
