@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import DeviceLimitError, LayoutError
-from ..image import DEFAULT_MAX_IMAGE_SIZE, check_image_limits, image_layout, image_shape
+from ..image import (DEFAULT_MAX_IMAGE_SIZE, buffer_format, check_image_limits, image_layout,
+                     image_shape)
 from ..npu import CHIPS, Chip, get_chip, tensor_layout
 from .ops import ModelError
 
@@ -62,13 +63,14 @@ def _as4(shape):
     return shape + (1,) * (4 - len(shape))
 
 
-def tensor_image(kind: str, shape, tile=None):
+def tensor_image(kind: str, shape, tile=None, channels=None):
     """``(image_type, buffer_shape, kwargs)`` of a tensor in the plan's rules, or None when it
-    has no image.  ``kind``: 'activation', 'conv', 'winograd', 'depthwise', 'fc', 'bias'.
+    has no image.  ``kind``: 'activation', 'conv', 'winograd' (with the layer's ``tile``),
+    'depthwise' (with the layer's input ``channels``), 'fc', 'bias'.
 
     >>> tensor_image("activation", (1, 10))
     ('IN_OUT_CHANNEL', (1, 10, 1, 1), {'layout': 'NCHW'})
-    >>> tensor_image("depthwise", (32, 1, 3, 3), 32)[:2]        # M = 1, C = 32: MIHW
+    >>> tensor_image("depthwise", (32, 1, 3, 3), channels=32)[:2]   # M = 1, C = 32: MIHW
     ('DW_CONV2D_FILTER', (1, 32, 3, 3))
     """
     shape = tuple(int(d) for d in shape)
@@ -80,8 +82,7 @@ def tensor_image(kind: str, shape, tile=None):
         return "CONV2D_FILTER", shape, {}
     if kind == "depthwise":
         o, _, kh, kw = shape
-        c = int(tile)   # here: the input channels
-        return "DW_CONV2D_FILTER", (o // c, c, kh, kw), {}
+        return "DW_CONV2D_FILTER", (o // channels, channels, kh, kw), {}
     if kind == "fc":
         return "WEIGHT_WIDTH", (shape[0], shape[1], 1, 1), {}
     if len(shape) > 4:
@@ -151,7 +152,8 @@ def _image_row(name, role, shape, kind, tile, max_image, producer, last_reader, 
            "image_type": None, "buffer_shape": None, "image": None, "bytes_f32": 0,
            "bytes_f16": 0, "waste": None, "fits": None, "problem": None,
            "producer": producer, "last_reader": last_reader}
-    got = tensor_image(kind, shape, tile)
+    got = (tensor_image(kind, shape, channels=tile) if kind == "depthwise"
+           else tensor_image(kind, shape, tile))
     if got is None:
         row["problem"] = f"rank {len(shape)}: MACE images hold tensors of rank 4 or less"
         row["buffer"] = "ND"
@@ -159,8 +161,6 @@ def _image_row(name, role, shape, kind, tile, max_image, producer, last_reader, 
     itype, bshape, kw = got
     lay = image_layout(itype, bshape, **kw)
     w, h = image_shape(itype, bshape, **kw)
-    from ..image import buffer_format
-
     fmt = buffer_format(itype, layout=kw.get("layout"))
     row.update(buffer=fmt, image_type=itype, buffer_shape=list(bshape),
                image=[w, h], bytes_f32=w * h * 4 * 4, bytes_f16=w * h * 4 * 2,
