@@ -1,0 +1,393 @@
+"""``tensorlayout run`` and ``tensorlayout plan``: a whole ONNX network on the CPU runtime,
+and every tensor's layout on each target.
+
+>>> import os, tempfile
+>>> from tensorlayout.cli import main
+>>> from tensorlayout.model import zoo
+>>> path = os.path.join(tempfile.mkdtemp(), "tiny.onnx")
+>>> _ = open(path, "wb").write(zoo.tiny_onnx())
+>>> main(["plan", path, "--max-image", "40,40"])    # doctest: +ELLIPSIS
+model '...tiny.onnx': opset 17, 10 layers, input x (1, 3, 16, 16)
+image limits [40, 40] (given); ! marks a tensor past them or without an image
+  tensor      role        shape            buffer  image type              [W, H]    f32 bytes  f16 bytes  waste
+  x           input       (1, 3, 16, 16)   NCHW    IN_OUT_CHANNEL          [16, 16]       4096       2048  25.0%
+! b           activation  (1, 16, 16, 16)  NCHW    IN_OUT_CHANNEL          [64, 16]      16384       8192   0.0%
+! c           activation  (1, 16, 16, 16)  NCHW    IN_OUT_CHANNEL          [64, 16]      16384       8192   0.0%
+  d           activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL          [32, 8]        4096       2048   0.0%
+  e           activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL          [32, 8]        4096       2048   0.0%
+  f           activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL          [32, 8]        4096       2048   0.0%
+  g           activation  (1, 32, 4, 4)    NCHW    IN_OUT_CHANNEL          [32, 4]        2048       1024   0.0%
+  h           activation  (1, 32, 4, 4)    NCHW    IN_OUT_CHANNEL          [32, 4]        2048       1024   0.0%
+  i           activation  (1, 32, 1, 1)    NCHW    IN_OUT_CHANNEL          [8, 1]          128         64   0.0%
+  j           activation  (1, 32)          NCHW    IN_OUT_CHANNEL          [8, 1]          128         64   0.0%
+  y           output      (1, 10)          NCHW    IN_OUT_CHANNEL          [3, 1]           48         24  16.7%
+  conv1.W_bn  weight      (16, 3, 3, 3)    OIHW    CONV2D_FILTER           [3, 36]        1728        864   0.0%
+  conv1.B_bn  bias        (16,)            W       ARGUMENT                [4, 1]           64         32   0.0%
+! c2.w        weight      (16, 16, 3, 3)   OIHW    WINOGRAD_FILTER F(2,3)  [4, 256]      16384       8192   0.0%
+  c2.b        bias        (16,)            W       ARGUMENT                [4, 1]           64         32   0.0%
+! c3.w        weight      (32, 16, 3, 3)   OIHW    CONV2D_FILTER           [16, 72]      18432       9216   0.0%
+  c3.b        bias        (32,)            W       ARGUMENT                [8, 1]          128         64   0.0%
+  fc.w        weight      (10, 32)         OIHW    WEIGHT_WIDTH            [8, 10]        1280        640   0.0%
+  fc.b        bias        (10,)            W       ARGUMENT                [3, 1]           48         24  16.7%
+<BLANKLINE>
+peak image memory  32.0 KiB f32 / 16.0 KiB f16 at layer relu1 (images reused after their last reader)
+sum without reuse  52.3 KiB f32 / 26.1 KiB f16
+weights            37.2 KiB f32 / 18.6 KiB f16
+<BLANKLINE>
+problems           4
+0
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import LayoutError
+from ._common import int_list, print_json
+
+
+def register(sub) -> None:
+    r = sub.add_parser(
+        "run", help="run an ONNX model on the CPU runtime (NumPy, Winograd convolutions)",
+        description="Run an ONNX model on the CPU runtime: NCHW float32 NumPy kernels, "
+                    "convolutions through plan_conv2d (algorithm and tile per layer).")
+    r.add_argument("model", metavar="MODEL.onnx")
+    r.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",
+                   help="input array (.npy, float32); default: random normal (--seed)")
+    r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
+                   help="fix a dynamic input shape; repeatable")
+    r.add_argument("--threads", type=int, default=None, help="threads for the runtime (default: all)")
+    r.add_argument("--profile", action="store_true",
+                   help="time each layer and each op type (after one warm-up run)")
+    r.add_argument("--check", action="store_true",
+                   help="compare with onnxruntime on the same input (same threads)")
+    r.add_argument("--save", default=None, metavar="OUT.npy", help="save the (first) output")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    r.add_argument("--json", action="store_true", help="print JSON")
+    r.set_defaults(func=run_cmd)
+
+    p = sub.add_parser(
+        "plan", help="every tensor's image, memory and NPU placement for an ONNX model",
+        description="For every tensor of an ONNX model: CPU buffer format, MACE image type and "
+                    "size, bytes (float32 / float16), padding waste and the device's image "
+                    "limits; the peak image memory with reuse; per layer, the NPU placement.")
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
+                   help="fix a dynamic input shape; repeatable")
+    p.add_argument("--max-image", default=None, metavar="W,H",
+                   help="image limits (default 16384,16384, many mobile GPUs)")
+    p.add_argument("--device", default=None,
+                   help="read the image limits from this OpenCL device (index or name)")
+    p.add_argument("--chip", default=None, metavar="BM1684|BM1684X|BM1688",
+                   help="place each layer's tensors in NPU local memory and check the fit")
+    p.add_argument("--html", default=None, metavar="DIR", help="write an HTML/SVG report there")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=plan_cmd)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _named(items, option, what):
+    """'NAME=VALUE' or 'VALUE' items -> {name or None: value}."""
+    out = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        key = name if sep else None
+        if key in out:
+            raise LayoutError(f"{option} = {item!r}: {what} {key or ''} given twice".replace("  ", " "))
+        out[key] = value
+    return out
+
+
+def _input_shapes(args):
+    given = _named(args.input_shape, "--input-shape", "the shape of input")
+    shapes = {k: int_list(v, "--input-shape") for k, v in given.items()}
+    if not shapes:
+        return None
+    if None in shapes:
+        if len(shapes) > 1:
+            raise LayoutError("--input-shape: give NAME=SHAPE for each input when there are several")
+        return shapes[None]
+    return shapes
+
+
+def _load(args):
+    from ..model import load
+
+    return load(args.model, input_shapes=_input_shapes(args))
+
+
+def _inputs(args, model):
+    files = _named(args.input, "--input", "the array of input")
+    names = list(model.inputs)
+    if None in files:
+        if len(names) != 1 or len(files) > 1:
+            raise LayoutError(f"--input: the model has inputs {', '.join(names)}: give NAME=X.npy")
+        files = {names[0]: files[None]}
+    rng = np.random.default_rng(args.seed)
+    feeds = {}
+    for name, shape in model.inputs.items():
+        if name in files:
+            path = files[name]
+            try:
+                arr = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise LayoutError(f"--input = {path!r} cannot be read as a .npy array: "
+                                  f"{str(exc).splitlines()[0]}") from None
+            feeds[name] = arr
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+    for name in files:
+        if name not in model.inputs:
+            raise LayoutError(f"--input names {name!r}: the model's inputs are {', '.join(names)}")
+    return feeds
+
+
+def onnxruntime_outputs(path, feeds, threads=None):
+    """The outputs of onnxruntime on ``feeds`` (a list, in the model's output order)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise LayoutError("--check needs onnxruntime: pip install onnxruntime "
+                          "(it is in tensorlayout's 'test' extra)") from None
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _rel_l2(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+# ------------------------------------------------------------------------------ run
+def run_cmd(args) -> int:
+    model = _load(args)
+    feeds = _inputs(args, model)
+    if args.threads is not None and args.threads < 1:
+        raise LayoutError(f"--threads = {args.threads} is not allowed: it must be a positive integer")
+    if args.profile:
+        model.run(feeds, threads=args.threads)            # warm-up: first-call costs
+    t0 = time.perf_counter()
+    out = model.run(feeds, threads=args.threads, profile=args.profile)
+    seconds = time.perf_counter() - t0
+    outs = out if isinstance(out, list) else [out]
+    if args.save:
+        np.save(args.save, outs[0])
+    info = {"model": model.label, "inputs": {k: list(v.shape) for k, v in feeds.items()},
+            "seconds": seconds, "threads": args.threads, "outputs": []}
+    for name, y in zip(model.outputs, outs):
+        o = {"name": name, "shape": list(y.shape), "min": float(y.min()), "max": float(y.max()),
+             "mean": float(y.mean())}
+        if y.ndim == 2 and y.shape[0] == 1 and y.shape[1] > 1:
+            top = np.argsort(-y[0], kind="stable")[:5]
+            o["top5"] = [[int(i), float(y[0, i])] for i in top]
+        info["outputs"].append(o)
+    info["layers"] = [{"layer": s.node.name, "op": s.node.op, **{k: s.info[k] for k in
+                                                                   ("algorithm", "tile") if k in s.info}}
+                      for s in model.steps if s.node.op == "Conv"]
+    if args.profile:
+        info["profile"] = [{"layer": n, "op": op, "ms": t * 1e3, "algorithm": alg}
+                           for n, op, t, alg in model.last_profile]
+    if args.check:
+        ref = onnxruntime_outputs(args.model, feeds, args.threads)
+        info["check"] = []
+        for name, y, r in zip(model.outputs, outs, ref):
+            c = {"name": name, "rel_l2": _rel_l2(y, r)}
+            if y.ndim == 2 and y.shape[0] == 1:
+                c["top1"] = int(np.argmax(y[0]))
+                c["top1_onnxruntime"] = int(np.argmax(r[0]))
+            info["check"].append(c)
+    if args.json:
+        print_json(info)
+        return 0
+    ins = ", ".join(f"{k} {tuple(v)}" for k, v in info["inputs"].items())
+    print(f"model {model.label}: opset {model.opset}, {len(model.steps)} layers, input {ins}")
+    print(f"ran in {seconds * 1e3:.1f} ms" + (f" with {args.threads} threads" if args.threads else ""))
+    for o in info["outputs"]:
+        print(f"output {o['name']} {tuple(o['shape'])}: min {o['min']:.6g}, max {o['max']:.6g}, "
+              f"mean {o['mean']:.6g}")
+        if "top5" in o:
+            print("  top 5: " + ", ".join(f"{i} ({v:.4g})" for i, v in o["top5"]))
+    if args.profile:
+        _print_profile(model.last_profile)
+    if args.check:
+        for c in info["check"]:
+            line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
+            if "top1" in c:
+                same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
+                line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
+            print(line)
+    return 0
+
+
+def _print_profile(prof):
+    total = sum(t for _, _, t, _ in prof) or 1e-12
+    rows = [(n, op, alg or "", f"{t * 1e3:.3f}", f"{t / total:.1%}") for n, op, t, alg in prof]
+    _table(("layer", "op", "algorithm", "ms", "share"), rows, right=(3, 4))
+    by_op = {}
+    for _, op, t, alg in prof:
+        key = op if not alg else f"{op} {alg}"
+        n, s = by_op.get(key, (0, 0.0))
+        by_op[key] = (n + 1, s + t)
+    print()
+    rows = [(k, str(n), f"{s * 1e3:.3f}", f"{s / total:.1%}")
+            for k, (n, s) in sorted(by_op.items(), key=lambda kv: -kv[1][1])]
+    _table(("op type (algorithm)", "layers", "ms", "share"), rows, right=(1, 2, 3))
+    print(f"total {total * 1e3:.3f} ms in layers")
+
+
+def _table(head, rows, right=(), mark=None, out=print):
+    widths = [max(len(str(r[i])) for r in list(rows) + [head]) for i in range(len(head))]
+
+    def fmt(r):
+        cells = [f"{str(c):>{w}}" if i in right else f"{str(c):<{w}}" for i, (c, w) in
+                 enumerate(zip(r, widths))]
+        return "  ".join(cells).rstrip()
+
+    prefix = (lambda m: m) if mark is not None else (lambda m: "")
+    out((prefix("  ") + fmt(head)))
+    for k, r in enumerate(rows):
+        out(prefix(mark[k] if mark is not None else "") + fmt(r))
+
+
+# ------------------------------------------------------------------------------ plan
+def _kib(v):
+    return f"{v / 1024:.1f} KiB" if v < 1 << 20 else f"{v / 2 ** 20:.2f} MiB"
+
+
+def plan_cmd(args) -> int:
+    from ..model import plan_model
+
+    model = _load(args)
+    max_image = None
+    if args.max_image is not None:
+        max_image = int_list(args.max_image, "--max-image")
+        if len(max_image) != 2 or min(max_image) < 1:
+            raise LayoutError(f"--max-image = {args.max_image!r} is not allowed: it must be W,H, "
+                              "two positive integers")
+    if args.max_image is not None and args.device is not None:
+        raise LayoutError("--max-image and --device are both given: the limits come from one of them")
+    plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip)
+    report = None
+    if args.html:
+        from ..model.report import write_report
+
+        report = write_report(plan, args.html)
+    if args.json:
+        d = plan.as_dict()
+        d["problems"] = plan.problems()
+        d["html"] = report
+        print_json(d)
+        return 0
+    ins = ", ".join(f"{k} {v}" for k, v in model.inputs.items())
+    print(f"model {model.label}: opset {model.opset}, {len(model.steps)} layers, input {ins}")
+    print(f"image limits [{plan.max_image[0]}, {plan.max_image[1]}] ({plan.limits_from}); "
+          "! marks a tensor past them or without an image")
+    rows, marks = [], []
+    for r in plan.tensors:
+        if r["image"] is None:
+            rows.append((r["name"], r["role"], str(tuple(r["shape"])), r["buffer"], "-", "-", "-",
+                         "-", "-"))
+        else:
+            itype = r["image_type"] + (f" F({r['tile']},3)" if r.get("tile") else "")
+            rows.append((r["name"], r["role"], str(tuple(r["shape"])), r["buffer"], itype,
+                         f"[{r['image'][0]}, {r['image'][1]}]", str(r["bytes_f32"]),
+                         str(r["bytes_f16"]), f"{r['waste']:.1%}"))
+        marks.append("! " if r["problem"] else "  ")
+    _table(("tensor", "role", "shape", "buffer", "image type", "[W, H]", "f32 bytes", "f16 bytes",
+            "waste"), rows, right=(6, 7, 8), mark=marks)
+    mem = plan.memory()
+    print()
+    print(f"peak image memory  {_kib(mem['peak_f32'])} f32 / {_kib(mem['peak_f16'])} f16 at layer "
+          f"{mem['peak_layer']} (images reused after their last reader)")
+    print(f"sum without reuse  {_kib(mem['sum_f32'])} f32 / {_kib(mem['sum_f16'])} f16")
+    print(f"weights            {_kib(mem['weights_f32'])} f32 / {_kib(mem['weights_f16'])} f16")
+    if plan.chip is not None:
+        c = plan.chip
+        print()
+        print(f"NPU placement on {c.name}: {c.npus} NPUs x {c.lmem_bytes // 1024} KiB, align "
+              f"{c.align_bytes} bytes; activations aligned from NPU 0, conv weights [I, O, KH, KW] "
+              "2IC compact; bytes = span in the fullest NPU; ! = working set past one NPU")
+        rows, marks = [], []
+        for r in plan.layers:
+            def cell(ps):
+                return " + ".join(f"{p['channels_per_npu']}ch/{p['bytes_per_npu']}B" for p in ps) or "-"
+            rows.append((r["layer"], r["op"], cell(r["inputs"]), cell(r["weights"]),
+                         cell(r["outputs"]), str(r["working_set"]),
+                         "yes" if r["fits"] else "NO"))
+            marks.append("  " if r["fits"] else "! ")
+        _table(("layer", "op", "input (ch/NPU, bytes/NPU)", "weights", "output",
+                "working set", "fits"), rows, right=(5,), mark=marks)
+    problems = plan.problems()
+    print()
+    print(f"problems           {len(problems)}")
+    if report:
+        print(f"report             {report}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ the tour
+def demo(tour) -> None:
+    tour.section("Models: a whole network planned and run (tensorlayout plan / run)")
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        tour.print("(skipped: reading ONNX needs the onnx package, pip install 'tensorlayout[model]')")
+        return
+    import os
+
+    from ..model import load, plan_model, zoo
+
+    how = "onnx.helper"
+    data = None
+    try:
+        import torch  # noqa: F401
+
+        data, _ = zoo.export("squeezenet1_1", size=64, classes=10)
+        how = "PyTorch (SqueezeNet 1.1, random weights, 64 x 64, torch.onnx.export)"
+    except Exception:  # noqa: BLE001 - any exporter problem: fall back to the helper-built net
+        data = None
+    if data is None:
+        data = zoo.tiny_onnx()
+        how = "onnx.helper (a small conv net, random weights)"
+    os.makedirs(tour.out_dir, exist_ok=True)
+    path = os.path.join(tour.out_dir, "demo_model.onnx")
+    with open(path, "wb") as f:
+        f.write(data)
+    model = load(path)
+    tour.print(f"A network built now with {how}: {len(model.steps)} layers, written to {path}.")
+    plan = plan_model(model, chip="BM1688")
+    mem = plan.memory()
+    convs = [s for s in model.steps if s.node.op == "Conv"]
+    algs = {}
+    for s in convs:
+        algs[s.info["algorithm"]] = algs.get(s.info["algorithm"], 0) + 1
+    tour.print(f"Convolutions: {len(convs)} ("
+               + ", ".join(f"{n} {a}" for a, n in sorted(algs.items())) + "), plans made once at load.")
+    tour.print(f"Peak image memory {_kib(mem['peak_f32'])} (float32) with images reused after their "
+               f"last reader, {_kib(mem['sum_f32'])} without; weights {_kib(mem['weights_f32'])}.")
+    for what, rows in (("activation", plan.activations),
+                       ("weight", [r for r in plan.tensors if r["role"] == "weight"])):
+        big = max((r for r in rows if r["image"]), key=lambda r: r["bytes_f32"])
+        tour.print(f"Largest {what} image: {big['name']} {tuple(big['shape'])} -> {big['image_type']} "
+                   f"[{big['image'][0]}, {big['image'][1]}], {big['bytes_f32']} bytes, "
+                   f"{big['waste']:.0%} padding.")
+    over = [r for r in plan.layers if not r["fits"]]
+    tour.print(f"On BM1688 ({plan.chip.lmem_bytes // 1024} KiB per NPU) {len(plan.layers) - len(over)} of "
+               f"{len(plan.layers)} layers fit one NPU's local memory untiled.")
+    x = np.random.default_rng(0).standard_normal(next(iter(model.inputs.values()))).astype(np.float32)
+    y = model.run(x)
+    tour.print(f"Run on the CPU runtime: output {y.shape}, top-1 class {int(np.argmax(y))}.")
+    try:
+        ref = onnxruntime_outputs(path, {next(iter(model.inputs)): x})[0]
+        tour.print(f"onnxruntime on the same input: relative L2 error {_rel_l2(y, ref):.1e}, top-1 "
+                   f"{int(np.argmax(ref))} ({'same' if np.argmax(ref) == np.argmax(y) else 'different'}).")
+    except LayoutError:
+        tour.print("(onnxruntime is not installed: no reference to compare with)")
+    tour.print(f"Try: tensorlayout plan {path} --chip BM1684 --html {tour.out_dir}/plan")
+    tour.print(f"     tensorlayout run {path} --profile --check")
