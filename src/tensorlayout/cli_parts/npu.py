@@ -18,21 +18,21 @@ def register(sub) -> None:
         "in a chip's local memory and print its strides, channels per NPU, bytes per NPU and, "
         "with --where / --at, where an element is or what a byte holds.",
     )
-    add_tensor_options(p)
+    add_tensor_options(p, shape_required=False)
     p.add_argument("--where", help="n,c,h,w (row,col for a matrix): print its NPU and byte offset")
     p.add_argument("--at", help="npu,offset: print the element stored at that byte")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_run)
 
 
-def add_tensor_options(p) -> None:
+def add_tensor_options(p, shape_required: bool = True) -> None:
     """The options that place a tensor in NPU local memory (``npu`` and ``draw npu`` share them)."""
     chip = p.add_argument_group("chip (a preset, or --npus and --lmem with an optional --align)")
     chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIP_NAMES)}")
     chip.add_argument("--npus", type=int, help="number of NPUs X")
     chip.add_argument("--lmem", type=int, help="local memory bytes per NPU S")
     chip.add_argument("--align", type=int, help="feature alignment in bytes (default 128, the seed's)")
-    p.add_argument("--shape", required=True, help="N,C,H,W (rows,cols for a matrix)")
+    p.add_argument("--shape", required=shape_required, help="N,C,H,W (rows,cols for a matrix)")
     p.add_argument("--dtype", default="fp32",
                    help="fp32, fp16, int32, uint32, int16, uint16, int8, uint8 (default: %(default)s)")
     p.add_argument("--layout", default="aligned",
@@ -62,6 +62,8 @@ def place(args):
     from ..npu import matrix_layout, tensor_layout
 
     chip = _chip(args)
+    if args.shape is None:
+        raise LayoutError("--shape is missing: give N,C,H,W (rows,cols for a matrix)")
     shape = int_list(args.shape, "--shape")
     if args.address is not None:
         address = args.address
