@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Modules whose docstring examples run on Sophgo's BM1684 simulator.
-SIMULATOR_MODULES = (".npu.cmodel", ".npu.bdc", ".npu.planner", ".npu.network")
+SIMULATOR_MODULES = (".npu.cmodel", ".npu.bdc", ".npu.network")
 
 
 def _simulator_missing():
