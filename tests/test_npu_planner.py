@@ -112,7 +112,7 @@ except cmodel.SimulatorError as exc:
 
 needs_sim = pytest.mark.skipif(_MISSING is not None, reason=f"BM1684 simulator not available: {_MISSING}")
 
-RUNS = [((2, 3, 500, 160), 2, 3, 1, None, 1, (2, 1, 2)),      # batch and H slices, halo rows
+RUNS = [((2, 3, 500, 160), 2, 3, 1, None, 1, (1, 1, 3)),      # H slices of both images, halo rows
         ((1, 2000, 1, 1), 512, 3, 1, 1, 1, (1, 2, 1)),        # output-channel slices
         ((1, 3, 2500, 24), 3, 3, 2, (1, 2, 0, 1), 2, None),   # H slices: the instruction's 2048-row limit
         ((2, 70, 9, 11), 130, 3, (2, 1), (1, 0, 2, 1), (1, 2), (1, 1, 1))]
