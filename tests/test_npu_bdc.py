@@ -188,6 +188,21 @@ def test_int8_4n_to_fp32_reads_tensorlayouts_4n_packing(mem, dtype):
     assert np.array_equal(mem.load(yt), x.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_fp32_to_int8_4n_truncates_saturates_and_packs_like_tensorlayout(mem, dtype):
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((6, 70, 4, 5)) * 120).astype(np.float32)
+    q = 12
+    xt = mem.s2l(q * S, x)
+    yt = tensor_layout(BM1684, q * S + 100 * KB, x.shape, dtype=dtype, mode="4N")
+    wt = tensor_layout(BM1684, q * S + 200 * KB, x.shape)
+    bdc.fp32_to_int8_4n(mem, yt, xt, wt)
+    info = np.iinfo(dtype)
+    want = np.clip(np.trunc(x.astype(np.float64)), info.min, info.max).astype(dtype)
+    assert np.array_equal(mem.load(yt), want)
+    assert np.array_equal(mem.load(xt), x)
+
+
 def _snapshot(mem):
     return mem.local.copy()
 

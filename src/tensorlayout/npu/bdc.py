@@ -48,7 +48,7 @@ from .tensor import NpuTensor, aligned_stride, compact_stride, dtype_name
 
 __all__ = [
     "conv2d", "depthwise2d", "max_pool2d", "avg_pool2d", "add", "sub", "mul", "maximum",
-    "minimum", "relu", "sigmoid", "tanh", "exp", "matmul", "int8_4n_to_fp32",
+    "minimum", "relu", "sigmoid", "tanh", "exp", "matmul", "int8_4n_to_fp32", "fp32_to_int8_4n",
     "conv2d_output_shape", "pool_output_shape", "store_conv_weight", "store_bias",
     "store_depthwise_weight", "conv_weight_2ic",
 ]
@@ -479,4 +479,28 @@ def int8_4n_to_fp32(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -
     _no_overlap(work, "work", (input, "input"))
     sim.call("okk_bdc_4N_int8_to_fp32", output.address, input.address, work.address, dim4(input.shape),
              input.dtype == np.int8, True)
+    return output
+
+
+def fp32_to_int8_4n(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -> NpuTensor:
+    """``okk_bdc_fp32_to_4N_int8``: aligned fp32 to int8 (or uint8) in the 4N mode, aligned.
+
+    Values are truncated toward zero and saturated to the output type's range (what the
+    simulator does). ``work`` is an aligned fp32 tensor of the same shape; none of the three
+    overlap; ``input`` is left unchanged.
+    """
+    sim = _sim(mem)
+    if not isinstance(output, NpuTensor) or output.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        raise DTypeError(f"output = {output!r} is not allowed: it must be an int8 or uint8 NpuTensor in the 4N mode")
+    _aligned(_tensor(output, "output", dtype=output.dtype, mode="4N"), "output")
+    _aligned(_tensor(input, "input"), "input")
+    _aligned(_tensor(work, "work"), "work")
+    _shape(input, "input", output.shape)
+    _shape(work, "work", output.shape)
+    _same_npu(output, "output", input, "input")
+    _same_npu(work, "work", input, "input")
+    _no_overlap(output, "output", (input, "input"), (work, "work"))
+    _no_overlap(work, "work", (input, "input"))
+    sim.call("okk_bdc_fp32_to_4N_int8", output.address, input.address, work.address, dim4(input.shape),
+             output.dtype == np.int8)
     return output

@@ -199,7 +199,8 @@ _SIGNATURES = {
     "okk_bdc_relu": [_LA, _LA, _D4, _D4, _D4],
     **{f"okk_bdc_{op}": [_LA, _LA, _LA, _D4] for op in ("sigmoid", "tanh", "exp")},
     "okk_bdc_4N_int8_to_fp32": [_LA, _LA, _LA, _D4, _B, _B],
-    "okk_bdc_fp32_to_4N_int8": [_LA, _LA, _D4],
+    # not in the published okk.h: (dst, src, work, shape, is_signed), read off the library's code
+    "okk_bdc_fp32_to_4N_int8": [_LA, _LA, _LA, _D4, _B],
     "okk_initialize": [], "okk_poll": [],
 }
 
