@@ -129,3 +129,64 @@ def _plan_conv(args) -> int:
     else:
         print("\n".join(lines))
     return 0 if not args.run or info["run"]["ok"] else 1
+
+
+def demo(tour) -> None:
+    import numpy as np
+
+    from ..npu import cmodel
+
+    tour.section("Sophgo's BM1684 simulator (libcmodel_bm1684.so from tpu-mlir==1.30.2)")
+    try:
+        sim = cmodel.simulator()
+    except cmodel.SimulatorError as exc:
+        tour.print(f"Not available here: {exc}")
+        tour.print("Get it with 'make simulator' or 'tensorlayout npu simulator --fetch' (about 312 MB once).")
+        return
+    from ..npu import BM1684, LocalMemory, bdc, tensor_layout
+    from ..npu.network import resnet_basic_block, run_on_simulator, run_reference
+    from ..npu.planner import plan_conv, run_conv_plan
+    from ..npu.reference import conv2d_reference
+
+    tour.print(f"Loaded {sim.path}: {sim.npus} NPUs x {sim.lmem_bytes} bytes.")
+    rng = np.random.default_rng(0)
+    own = LocalMemory(BM1684, system_bytes=1 << 20)
+    mem = LocalMemory(BM1684, system_bytes=1 << 20, backend="cmodel")
+    x = rng.standard_normal((2, 70, 5, 9), dtype=np.float32)
+    for m in (own, mem):
+        m.write_system(0, x)
+        m.gdma_s2l(3 * BM1684.lmem_bytes + 256, 0, x.shape, "fp32", dst_stride=(300, 50, 10, 1))
+    same = np.array_equal(own.local, mem.local)
+    tour.print(f"GDMA S2L of {x.shape} fp32 to NPU 3 with strides (300, 50, 10, 1): tensorlayout's engine and "
+               f"the simulator leave all {mem.local.size} local bytes {'identical' if same else 'DIFFERENT'}.")
+    w = rng.standard_normal((16, 70, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(16, dtype=np.float32)
+    xt = mem.s2l(0, x)
+    wt = bdc.store_conv_weight(mem, 64 * 1024, w)
+    bt = bdc.store_bias(mem, 128 * 1024, b)
+    yt = tensor_layout(BM1684, 192 * 1024, bdc.conv2d_output_shape(x.shape, w.shape, padding=1))
+    bdc.conv2d(mem, yt, xt, wt, bt, padding=1)
+    ref = conv2d_reference(x, w, b, padding=1)
+    err = np.abs(mem.load(yt) - ref).max() / np.abs(ref).max()
+    tour.print(f"okk_bdc_conv2d, 70 -> 16 channels 3x3, 2IC weights placed by tensorlayout: relative error "
+               f"{err:.1e} against float64.")
+    try:
+        bdc.conv2d(mem, tensor_layout(BM1684, BM1684.lmem_bytes + 192 * 1024, yt.shape), xt, wt, bt, padding=1)
+    except LayoutError as exc:
+        tour.print(f"A bad operand is refused before the simulator runs: {exc}")
+    plan = plan_conv((2, 3, 500, 160), 2, 3)
+    tour.print("The layer planner on a layer that does not fit one NPU:")
+    for line in plan.describe()[2:3] + plan.describe()[-3:]:
+        tour.print("  " + line)
+    xx = rng.standard_normal(plan.input_shape, dtype=np.float32)
+    ww = rng.standard_normal((2, 3, 3, 3), dtype=np.float32)
+    bb = rng.standard_normal(2, dtype=np.float32)
+    y = run_conv_plan(plan, xx, ww, bb)
+    ref = conv2d_reference(xx, ww, bb, plan.padding)
+    tour.print(f"  run on the simulator: relative error {np.abs(y - ref).max() / np.abs(ref).max():.1e}")
+    net = resnet_basic_block(16, rng)
+    xn = rng.standard_normal((1, 16, 12, 12), dtype=np.float32)
+    y, report = run_on_simulator(net, xn)
+    ref = run_reference(net, xn)
+    tour.print(f"A ResNet basic block ({' -> '.join(r['op'] for r in report)}) on the simulator: relative "
+               f"error {np.abs(y - ref).max() / np.abs(ref).max():.1e} against float64 NumPy.")
