@@ -2,7 +2,8 @@
 
 Both memories start from the same random bytes; every random GDMA copy (S2L, L2S, L2L, S2S,
 matrix S2L/L2S) over every layout, element size, stride and start NPU runs on both, and the
-whole local memory (64 x 512 KiB) and system memory must then be equal.
+whole local memory (64 x 512 KiB) and system memory must then be equal. Fills (the chip's set_C)
+are compared the same way.
 """
 
 import os
@@ -130,9 +131,9 @@ def test_gdma_copies_equal_the_simulator_byte_for_byte(pair, seed):
     rng = np.random.default_rng(seed)
     _randomize(sim, ref, rng)
     seen = set()
-    kinds = ("S2L", "L2S", "L2L", "S2S")
-    for i in range(24):
-        kind = kinds[i % 4]
+    kinds = ("S2L", "L2S", "L2L", "S2S", "fill_local", "fill_system")
+    for i in range(30):
+        kind = kinds[i % 6]
         dtype = DTYPES[int(rng.integers(0, len(DTYPES)))]
         shape = (int(rng.integers(1, 5)), int(rng.integers(1, 150)), int(rng.integers(1, 9)),
                  int(rng.integers(1, 40)))
@@ -145,10 +146,23 @@ def test_gdma_copies_equal_the_simulator_byte_for_byte(pair, seed):
         elif kind == "L2L":
             src, src_stride, lay, q = _local_side(rng, shape, dtype)
             dst, dst_stride, lay2, _ = _local_side(rng, shape, dtype)
-        else:
+        elif kind == "S2S":
             src, src_stride = _system_side(rng, shape, dtype, 0)
             dst, dst_stride = _system_side(rng, shape, dtype, SYSTEM_BYTES // 2)
             lay, q = "system", 0
+        if kind.startswith("fill"):
+            info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+            value = float(rng.standard_normal()) if info is None else int(rng.integers(info.min, info.max + 1))
+            if kind == "fill_local":
+                dst, stride, lay, q = _local_side(rng, shape, dtype)
+            else:
+                (dst, stride), lay, q = _system_side(rng, shape, dtype, 0), "system", 0
+            for mem in (sim, ref):
+                getattr(mem, kind)(dst, shape, dtype, value, stride)
+            assert np.array_equal(sim.local, ref.local), (kind, dst, shape, dtype, value, stride)
+            assert np.array_equal(sim.system, ref.system), (kind, dst, shape, dtype, value, stride)
+            seen.add((kind, lay, np.dtype(dtype).itemsize, q > 0))
+            continue
         args = (dst, src, shape, dtype, dst_stride, src_stride)
         try:
             getattr(sim, "gdma_" + kind.lower())(*args)

@@ -50,6 +50,7 @@ _REQUIRED = (
     "cmodel_init", "get_local_mem", "get_global_memaddr", "okk_initialize", "okk_poll",
     "okk_npu_num", "okk_local_mem_size_per_npu", "okk_global_mem_start_addr",
     *(f"okk_gdma_{b}bit_cpy_{d}" for b in (8, 16, 32) for d in ("S2L", "L2S", "L2L", "S2S")),
+    *(f"okk_gdma_{b}bit_set_C_{w}" for b in (8, 16, 32) for w in ("local", "system")),
     "okk_gdma_32bit_matrix_S2L", "okk_gdma_32bit_matrix_L2S",
     "okk_bdc_conv2d", "okk_bdc_depthwise2d", "okk_bdc_max_pool2d", "okk_bdc_avg_pool2d",
     "okk_bdc_matmul", "okk_bdc_add", "okk_bdc_sub", "okk_bdc_mul", "okk_bdc_max", "okk_bdc_min",
@@ -186,6 +187,11 @@ _SIGNATURES = {
     **{f"okk_gdma_{b}bit_cpy_L2S": [_SA, _LA, _D4, _D4, _D4] for b in (8, 16, 32)},
     **{f"okk_gdma_{b}bit_cpy_L2L": _COPY for b in (8, 16, 32)},
     **{f"okk_gdma_{b}bit_cpy_S2S": [_SA, _SA, _D4, _D4, _D4] for b in (8, 16, 32)},
+    # set_C: the constant is a union of 1, 2 or 4 bytes, passed by value like an integer
+    **{f"okk_gdma_{b}bit_set_C_local": [_LA, t, _D4, _D4]
+       for b, t in ((8, C.c_uint8), (16, C.c_uint16), (32, C.c_uint32))},
+    **{f"okk_gdma_{b}bit_set_C_system": [_SA, t, _D4, _D4]
+       for b, t in ((8, C.c_uint8), (16, C.c_uint16), (32, C.c_uint32))},
     "okk_gdma_32bit_matrix_S2L": [_LA, _SA, _I, _I, _I, _I],
     "okk_gdma_32bit_matrix_L2S": [_SA, _LA, _I, _I, _I, _I],
     "okk_bdc_conv2d": [_LA, _LA, _LA, _LA, _D4, _I, _I, _I, _D4, _D4, _B, _B, _PAD, _D2, _D2],

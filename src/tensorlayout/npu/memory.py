@@ -422,6 +422,11 @@ class LocalMemory:
         """
         t = self._local_tensor(address, shape, dtype, stride, mode, "local")
         v = self._constant(value, t.dtype)
+        if self._sim is not None:
+            self._gdma("S2L", t.dtype, mode)  # the mode check: the chip's fill writes whole elements
+            self._sim.call(f"okk_gdma_{8 * t.dtype.itemsize}bit_set_C_local", t.address, _bits(v),
+                           _d4(t.shape), _d4(t.stride))
+            return t
         want = t.matrix_shape if t.is_matrix else t.shape
         t.pack_into(self._local, np.broadcast_to(v, want))
         return t
@@ -429,7 +434,12 @@ class LocalMemory:
     def fill_system(self, address: int, shape, dtype, value, stride=None) -> None:
         """Set every element of a system tensor to ``value``."""
         view = self._system_view(address, shape, dtype, stride, "system", write=True)
-        view[...] = self._constant(value, view.dtype)
+        v = self._constant(value, view.dtype)
+        if self._sim is not None:
+            self._sim.call(f"okk_gdma_{8 * view.itemsize}bit_set_C_system", self._sim.SYSTEM_BASE + address,
+                           _bits(v), _d4(view.shape), _d4(_elem_strides(view)))
+            return
+        view[...] = v
 
     # ---------------------------------------------------------- allocator
     @property
@@ -518,6 +528,11 @@ def _d4(values):
     from .cmodel import dim4
 
     return dim4(values)
+
+
+def _bits(value: np.ndarray) -> int:
+    """The raw bits of a scalar, as the C unions x8 / x16 / x32 pass them."""
+    return int(np.asarray(value).view(np.dtype(f"u{value.dtype.itemsize}")))
 
 
 def _extent(view: np.ndarray, memory: np.ndarray) -> tuple[int, int]:
