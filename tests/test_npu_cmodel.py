@@ -41,6 +41,14 @@ def test_wrong_library_is_one_clear_error(tmp_path):
             cmodel.Simulator(libm)
 
 
+def test_fetch_without_network_is_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # as good as no network: pip may not look anything up
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    with pytest.raises(cmodel.SimulatorError, match="pip could not download tpu-mlir==1.30.2"):
+        cmodel.fetch(tmp_path / "cache", quiet=True)
+    assert not (tmp_path / "cache" / cmodel.LIBRARY).exists()
+
+
 def test_cli_without_library_says_how_to_get_it(tmp_path):
     env = dict(os.environ, TENSORLAYOUT_CMODEL=str(tmp_path / "missing.so"),
                PYTHONPATH=os.pathsep.join(sys.path))
