@@ -118,6 +118,14 @@ class ConvPlan:
                "buffers     (all start at NPU 0; bytes per NPU)"]
         for b in self.buffers.values():
             out.append(f"  {b.name:<8}  {str(b.shape):<22} offsets [{b.offset}, {b.end})  {b.bytes} bytes")
+        shown = self.slices if len(self.slices) <= 8 else self.slices[:4] + [None] + self.slices[-3:]
+        for i, sl in enumerate(shown):
+            if sl is None:
+                out.append(f"  ... {len(self.slices) - 7} more slices")
+                continue
+            j = self.slices.index(sl)
+            out.append(f"  slice {j:<3} n [{sl.n0}, {sl.n1}) k [{sl.k0}, {sl.k1}) output rows [{sl.h0}, {sl.h1}) "
+                       f"<- input rows [{sl.ih0}, {sl.ih1}), padding top {sl.pad_top} bottom {sl.pad_bottom}")
         out.append(f"local       {self.bytes_per_npu} of {self.chip.lmem_bytes} bytes per NPU "
                    f"({100 * self.bytes_per_npu / self.chip.lmem_bytes:.1f}%)")
         g, m = self.gdma_bytes, self.minimum_gdma_bytes
