@@ -13,7 +13,8 @@ CHIP_NAMES = ("BM1684", "BM1684X", "BM1688")
 def register(sub) -> None:
     p = sub.add_parser(
         "npu",
-        help="where a tensor lives in NPU local memory (strides, channels and bytes per NPU)",
+        help="where a tensor lives in NPU local memory (strides, channels and bytes per NPU); "
+        "npu simulator: Sophgo's BM1684 simulator; npu plan-conv: plan and run a convolution layer",
         description="Place an (N, C, H, W) tensor (or a rows x cols matrix with --layout matrix:W) "
         "in a chip's local memory and print its strides, channels per NPU, bytes per NPU and, "
         "with --where / --at, where an element is or what a byte holds.",

@@ -10,7 +10,7 @@ def register(sub) -> None:
     npu = sub.choices.get("npu")
     if npu is None:  # pragma: no cover - the npu part is always present
         return
-    cmds = npu.add_subparsers(dest="npu_command", metavar="SUBCOMMAND",
+    cmds = npu.add_subparsers(dest="npu_command", metavar="[simulator | plan-conv]",
                               title="subcommands (without one, place the tensor of --shape)")
     s = cmds.add_parser(
         "simulator",
