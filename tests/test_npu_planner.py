@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tensorlayout.errors import ConvolutionError, FootprintError
-from tensorlayout.npu import BM1684, Chip, cmodel, compact_stride, tensor_layout
+from tensorlayout.npu import Chip, cmodel, compact_stride, tensor_layout
 from tensorlayout.npu.planner import plan_conv, run_conv_plan, timeline_svg
 
 SMALL = Chip(4, 8192, 128, "small")
