@@ -58,6 +58,16 @@ def test_cli_without_library_says_how_to_get_it(tmp_path):
     assert p.stderr.count("\n") == 1 and "no such file" in p.stderr
 
 
+def test_tour_without_library_says_how_to_get_it(tmp_path):
+    env = dict(os.environ, TENSORLAYOUT_CMODEL=str(tmp_path / "missing.so"),
+               PYTHONPATH=os.pathsep.join(sys.path))
+    code = ("import io; from tensorlayout.cli import Tour; from tensorlayout.cli_parts import npusim; "
+            "b = io.StringIO(); npusim.demo(Tour('.', stream=b)); print(b.getvalue())")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "Not available here" in p.stdout and "make simulator" in p.stdout
+
+
 try:
     cmodel.simulator()
     _MISSING = None

@@ -62,3 +62,18 @@ def test_bad_networks():
     with pytest.raises(LayoutError, match="must match"):
         net = [nw.max_pool("p", "x", 2), nw.add("s", "p", "x")]
         nw.run_on_simulator(net, rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+
+
+def test_tour_part_runs_on_the_simulator(tmp_path):
+    import io
+
+    from tensorlayout.cli import Tour
+    from tensorlayout.cli_parts import npusim
+
+    buf = io.StringIO()
+    npusim.demo(Tour(str(tmp_path), stream=buf))
+    text = buf.getvalue()
+    assert "local bytes identical" in text
+    assert "refused before the simulator runs" in text
+    errors = [float(t.rstrip(".")) for t in text.split() if "e-0" in t]
+    assert len(errors) == 3 and max(errors) < 1e-5
