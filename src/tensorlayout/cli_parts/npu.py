@@ -13,12 +13,13 @@ CHIP_NAMES = ("BM1684", "BM1684X", "BM1688")
 def register(sub) -> None:
     p = sub.add_parser(
         "npu",
-        help="where a tensor lives in NPU local memory (strides, channels and bytes per NPU)",
+        help="where a tensor lives in NPU local memory (strides, channels and bytes per NPU); "
+        "npu simulator: Sophgo's BM1684 simulator; npu plan-conv: plan and run a convolution layer",
         description="Place an (N, C, H, W) tensor (or a rows x cols matrix with --layout matrix:W) "
         "in a chip's local memory and print its strides, channels per NPU, bytes per NPU and, "
         "with --where / --at, where an element is or what a byte holds.",
     )
-    add_tensor_options(p)
+    add_tensor_options(p, shape_required=False)
     p.add_argument("--where", action="append", default=[], metavar="N,C,H,W",
                    help="n,c,h,w (row,col for a matrix): print its NPU and byte offset; repeatable")
     p.add_argument("--at", action="append", default=[], metavar="NPU,OFFSET",
@@ -27,14 +28,14 @@ def register(sub) -> None:
     p.set_defaults(func=_run)
 
 
-def add_tensor_options(p) -> None:
+def add_tensor_options(p, shape_required: bool = True) -> None:
     """The options that place a tensor in NPU local memory (``npu`` and ``draw npu`` share them)."""
     chip = p.add_argument_group("chip (a preset, or --npus and --lmem with an optional --align)")
     chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIP_NAMES)} (case-insensitive)")
     chip.add_argument("--npus", type=positive, help="number of NPUs X")
     chip.add_argument("--lmem", type=positive, help="local memory bytes per NPU S")
     chip.add_argument("--align", type=positive, help="feature alignment in bytes (default 128, the seed's)")
-    p.add_argument("--shape", required=True, help="N,C,H,W (rows,cols for a matrix)")
+    p.add_argument("--shape", required=shape_required, help="N,C,H,W (rows,cols for a matrix)")
     p.add_argument("--dtype", default="fp32",
                    help="fp32 (float32), fp16 (float16, half), int32, uint32, int16, uint16, int8, uint8; "
                         "case-insensitive (default: %(default)s)")
@@ -67,6 +68,8 @@ def place(args):
     from ..npu import matrix_layout, tensor_layout
 
     chip = _chip(args)
+    if args.shape is None:
+        raise LayoutError("--shape is missing: give N,C,H,W (rows,cols for a matrix)")
     shape = int_list(args.shape, "--shape")
     dtype = npu_dtype(args.dtype)
     if args.address is not None:

@@ -31,13 +31,15 @@ from ..errors import (
     DTypeError,
     FootprintError,
     LayoutError,
+    ModeError,
     OverlapError,
     ShapeError,
     StrideError,
+    check_choice,
     check_nonneg_int,
     check_positive_int,
 )
-from .chip import Chip
+from .chip import BM1684, Chip
 from .tensor import (
     NpuTensor,
     _check_chip,
@@ -66,33 +68,74 @@ def _uint(dtype: np.dtype) -> np.dtype:
     return np.dtype(f"u{dtype.itemsize}") if dtype.itemsize > 1 else np.dtype(np.uint8)
 
 
+BACKENDS = ("numpy", "cmodel")
+
+
 class LocalMemory:
     """Simulated local memory of ``chip`` (``X x S`` bytes) plus ``system_bytes`` of system memory.
 
     The simulation holds every byte on the host, so a chip past :data:`MAX_SIMULATED_BYTES`
     is refused with a :class:`~tensorlayout.errors.DeviceLimitError` before anything is allocated.
 
+    ``backend="numpy"`` (the default) is tensorlayout's own byte-exact engine.
+    ``backend="cmodel"`` (BM1684 only) is Sophgo's simulator (:mod:`tensorlayout.npu.cmodel`):
+    ``local`` and ``system`` are views of the simulator's own memory and the ``gdma_*``
+    copies run its ``okk_gdma_*`` functions.  The simulator is one per process, so every
+    cmodel-backed memory shares the same bytes; creating one zeroes them.
+
     >>> mem = LocalMemory(Chip(4, 1024, 128), system_bytes=4096)
     >>> mem.local.shape, mem.system.shape
     ((4, 1024), (4096,))
     """
 
-    def __init__(self, chip: Chip, system_bytes: int = 1 << 20):
+    def __init__(self, chip: Chip, system_bytes: int = 1 << 20, backend: str = "numpy"):
         self.chip = _check_chip(chip)
         system_bytes = check_positive_int("system_bytes", system_bytes)
-        need = chip.npus * chip.lmem_bytes + system_bytes
-        if need > MAX_SIMULATED_BYTES:
-            raise DeviceLimitError(
-                f"chip = {chip.name} ({chip.npus} NPUs x {chip.lmem_bytes} bytes) with system_bytes = "
-                f"{system_bytes} needs {need} bytes of host memory: the simulation holds at most "
-                f"MAX_SIMULATED_BYTES = {MAX_SIMULATED_BYTES}")
-        try:
-            self._local = np.zeros((chip.npus, chip.lmem_bytes), dtype=np.uint8)
-            self._system = np.zeros(system_bytes, dtype=np.uint8)
-        except MemoryError:
-            raise DeviceLimitError(f"chip = {chip.name}: the {need} bytes of simulated memory do not "
-                                   "fit this machine's memory") from None
+        self.backend = check_choice("backend", backend, BACKENDS)
+        self._sim = None
+        if backend == "cmodel":
+            if chip != BM1684:
+                raise LayoutError(f"chip = {chip.name} is not allowed with backend='cmodel': "
+                                  "the simulator is a BM1684")
+            from .cmodel import simulator
+
+            sim = simulator()
+            if system_bytes > sim.SYSTEM_BYTES:
+                raise FootprintError(f"system_bytes = {system_bytes} is not allowed with backend='cmodel': "
+                                     f"the simulator holds {sim.SYSTEM_BYTES} bytes of system memory")
+            self._sim = sim
+            self._local = sim.local
+            self._system = sim.system[:system_bytes]
+            self._local[...] = 0
+            self._system[...] = 0
+        else:
+            need = chip.npus * chip.lmem_bytes + system_bytes
+            if need > MAX_SIMULATED_BYTES:
+                raise DeviceLimitError(
+                    f"chip = {chip.name} ({chip.npus} NPUs x {chip.lmem_bytes} bytes) with system_bytes = "
+                    f"{system_bytes} needs {need} bytes of host memory: the simulation holds at most "
+                    f"MAX_SIMULATED_BYTES = {MAX_SIMULATED_BYTES}")
+            try:
+                self._local = np.zeros((chip.npus, chip.lmem_bytes), dtype=np.uint8)
+                self._system = np.zeros(system_bytes, dtype=np.uint8)
+            except MemoryError:
+                raise DeviceLimitError(f"chip = {chip.name}: the {need} bytes of simulated memory do not "
+                                       "fit this machine's memory") from None
         self._allocations: list[tuple[NpuTensor, bool]] = []
+
+    @property
+    def simulator(self):
+        """The :class:`~tensorlayout.npu.cmodel.Simulator` behind a cmodel-backed memory (else None)."""
+        return self._sim
+
+    def _gdma(self, kind: str, dtype, mode) -> str:
+        """The okk_gdma function for a copy of ``dtype`` elements (cmodel backend)."""
+        if mode is not None:
+            raise ModeError(
+                f"mode = {mode!r} is not allowed in a GDMA copy with backend='cmodel': the chip's "
+                "GDMA moves whole elements with W stride 1, so 4N/2N/2IC packing is done on the host "
+                "(s2l, store) or the packed words are copied as uint32")
+        return f"okk_gdma_{8 * as_dtype(dtype).itemsize}bit_cpy_{kind}"
 
     # ---------------------------------------------------------------- views
     @property
@@ -112,6 +155,22 @@ class LocalMemory:
         self._local[...] = byte
         if system:
             self._system[...] = byte
+
+    def copy_from(self, other: "LocalMemory") -> None:
+        """Make this memory's local and system bytes equal to ``other``'s (same chip and sizes).
+
+        Two engines started from the same bytes can then run the same copies and be compared.
+
+        >>> a, b = LocalMemory(Chip(4, 1024, 128)), LocalMemory(Chip(4, 1024, 128))
+        >>> a.reset(7); b.copy_from(a); int(b.local[3, 1023])
+        7
+        """
+        if not isinstance(other, LocalMemory) or other.chip != self.chip \
+                or other.system.size != self.system.size:
+            raise LayoutError(f"other = {other!r} is not allowed: it must be a LocalMemory of "
+                              f"{self.chip.name} with {self.system.size} bytes of system memory")
+        self._local[...] = other._local
+        self._system[...] = other._system
 
     # ---------------------------------------------------------------- checks
     def _local_tensor(self, address, shape, dtype, stride, mode, what) -> NpuTensor:
@@ -254,7 +313,12 @@ class LocalMemory:
         """
         t = self._local_tensor(dst, shape, dtype, dst_stride, mode, "dst")
         view = self._system_view(src, shape, dtype, src_stride, "src", write=False)
-        t.pack_into(self._local, view)
+        if self._sim is not None:
+            fn = self._gdma("S2L", dtype, mode)
+            self._sim.call(fn, t.address, self._sim.SYSTEM_BASE + src, _d4(t.shape), _d4(t.stride),
+                           _d4(_elem_strides(view)))
+        else:
+            t.pack_into(self._local, view)
         return t
 
     def gdma_l2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
@@ -262,7 +326,12 @@ class LocalMemory:
         """Local ``src`` -> system ``dst`` (strides: local aligned, system continuous when omitted)."""
         t = self._local_tensor(src, shape, dtype, src_stride, mode, "src")
         view = self._system_view(dst, shape, dtype, dst_stride, "dst", write=True)
-        t.unpack_from(self._local, out=view)
+        if self._sim is not None:
+            fn = self._gdma("L2S", dtype, mode)
+            self._sim.call(fn, self._sim.SYSTEM_BASE + dst, t.address, _d4(t.shape),
+                           _d4(_elem_strides(view)), _d4(t.stride))
+        else:
+            t.unpack_from(self._local, out=view)
 
     def gdma_l2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
                  mode=None) -> NpuTensor:
@@ -272,13 +341,35 @@ class LocalMemory:
         """
         s = self._local_tensor(src, shape, dtype, src_stride, mode, "src")
         d = self._local_tensor(dst, shape, dtype, dst_stride, mode, "dst")
-        d.pack_into(self._local, s.unpack_from(self._local))
+        if self._sim is not None:
+            fn = self._gdma("L2L", dtype, mode)
+            for p, (a, b) in enumerate(zip(s.npu_ranges(), d.npu_ranges())):
+                if a and b and a[0] < b[1] and b[0] < a[1]:
+                    raise OverlapError(
+                        f"dst = {d.address} is not allowed with backend='cmodel': the destination's "
+                        f"bytes [{b[0]}, {b[1]}) of NPU {p} overlap the source's [{a[0]}, {a[1]}); "
+                        "the chip's GDMA reads and writes as it goes, so an overlapping L2L copy "
+                        "needs a staging buffer")
+            self._sim.call(fn, d.address, s.address, _d4(d.shape), _d4(d.stride), _d4(s.stride))
+        else:
+            d.pack_into(self._local, s.unpack_from(self._local))
         return d
 
     def gdma_s2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None) -> None:
         """System ``src`` -> system ``dst`` (continuous on a side whose stride is omitted)."""
         sv = self._system_view(src, shape, dtype, src_stride, "src", write=False)
         dv = self._system_view(dst, shape, dtype, dst_stride, "dst", write=True)
+        if self._sim is not None:
+            (a0, a1), (b0, b1) = _extent(sv, self._system), _extent(dv, self._system)
+            if a0 < b1 and b0 < a1:
+                raise OverlapError(
+                    f"dst = {dst} is not allowed with backend='cmodel': the destination's system "
+                    f"bytes [{b0}, {b1}) overlap the source's [{a0}, {a1}); the chip's GDMA reads and "
+                    "writes as it goes")
+            base = self._sim.SYSTEM_BASE
+            self._sim.call(self._gdma("S2S", dtype, None), base + dst, base + src, _d4(sv.shape),
+                           _d4(_elem_strides(dv)), _d4(_elem_strides(sv)))
+            return
         np.copyto(dv, sv.copy() if np.may_share_memory(sv, dv) else sv, casting="no")
 
     def _matrix_system_view(self, address, rows, cols, dtype, row_stride, what, write):
@@ -299,15 +390,29 @@ class LocalMemory:
         """System matrix (row stride ``src_row_stride``, default cols) -> local matrix layout."""
         t = matrix_layout(self.chip, dst, rows, cols, cols_per_channel, dtype)
         view = self._matrix_system_view(src, rows, cols, dtype, src_row_stride, "src", write=False)
-        t.pack_into(self._local, view)
+        if self._sim is not None:
+            self._matrix_call("S2L", t, t.address, self._sim.SYSTEM_BASE + src, view)
+        else:
+            t.pack_into(self._local, view)
         return t
+
+    def _matrix_call(self, kind, t, dst, src, view):
+        if t.dtype.itemsize != 4:
+            raise DTypeError(f"dtype = {dtype_name(t.dtype)} is not allowed in a matrix copy with "
+                             "backend='cmodel': the chip's matrix GDMA moves 32-bit elements")
+        rows, cols = t.matrix_shape
+        self._sim.call(f"okk_gdma_32bit_matrix_{kind}", dst, src, rows, cols, t.cols_per_channel,
+                       view.strides[0] // 4)
 
     def gdma_matrix_l2s(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
                         dtype, dst_row_stride=None) -> None:
         """Local matrix layout -> system matrix (row stride ``dst_row_stride``, default cols)."""
         t = matrix_layout(self.chip, src, rows, cols, cols_per_channel, dtype)
         view = self._matrix_system_view(dst, rows, cols, dtype, dst_row_stride, "dst", write=True)
-        t.unpack_from(self._local, out=view)
+        if self._sim is not None:
+            self._matrix_call("L2S", t, self._sim.SYSTEM_BASE + dst, t.address, view)
+        else:
+            t.unpack_from(self._local, out=view)
 
     # ------------------------------------------------------------- fills
     @staticmethod
@@ -334,6 +439,11 @@ class LocalMemory:
         """
         t = self._local_tensor(address, shape, dtype, stride, mode, "local")
         v = self._constant(value, t.dtype)
+        if self._sim is not None:
+            self._gdma("S2L", t.dtype, mode)  # the mode check: the chip's fill writes whole elements
+            self._sim.call(f"okk_gdma_{8 * t.dtype.itemsize}bit_set_C_local", t.address, _bits(v),
+                           _d4(t.shape), _d4(t.stride))
+            return t
         want = t.matrix_shape if t.is_matrix else t.shape
         t.pack_into(self._local, np.broadcast_to(v, want))
         return t
@@ -341,7 +451,12 @@ class LocalMemory:
     def fill_system(self, address: int, shape, dtype, value, stride=None) -> None:
         """Set every element of a system tensor to ``value``."""
         view = self._system_view(address, shape, dtype, stride, "system", write=True)
-        view[...] = self._constant(value, view.dtype)
+        v = self._constant(value, view.dtype)
+        if self._sim is not None:
+            self._sim.call(f"okk_gdma_{8 * view.itemsize}bit_set_C_system", self._sim.SYSTEM_BASE + address,
+                           _bits(v), _d4(view.shape), _d4(_elem_strides(view)))
+            return
+        view[...] = v
 
     # ---------------------------------------------------------- allocator
     @property
@@ -424,6 +539,28 @@ class LocalMemory:
                 del self._allocations[i]
                 return
         raise LayoutError(f"tensor = {tensor!r} is not allowed: it is not allocated in this memory")
+
+
+def _d4(values):
+    from .cmodel import dim4
+
+    return dim4(values)
+
+
+def _bits(value: np.ndarray) -> int:
+    """The raw bits of a scalar, as the C unions x8 / x16 / x32 pass them."""
+    return int(np.asarray(value).view(np.dtype(f"u{value.dtype.itemsize}")))
+
+
+def _extent(view: np.ndarray, memory: np.ndarray) -> tuple[int, int]:
+    """Byte range ``[lo, hi)`` of ``view`` inside the flat ``memory`` it views."""
+    bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+    lo, hi = bounds(view)
+    return lo - memory.ctypes.data, hi - memory.ctypes.data
+
+
+def _elem_strides(view: np.ndarray) -> tuple[int, ...]:
+    return tuple(s // view.itemsize for s in view.strides)
 
 
 def _check_no_alias(shape, stride, what):

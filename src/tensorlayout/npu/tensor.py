@@ -767,7 +767,11 @@ def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_chann
     """Place a ``rows x cols`` matrix in the matrix layout with ``cols_per_channel`` (W) columns per channel.
 
     It is the aligned 4-D tensor ``(rows, ceil(cols / W), 1, W)`` whose last channel holds
-    only ``cols - W * floor(cols / W)`` columns when W does not divide cols.  The seed's
+    only ``cols - W * floor(cols / W)`` columns when W does not divide cols.  Its strides are
+    the aligned strides *from NPU 0* whatever the start NPU (N stride = C stride x
+    ``ceil(C / X)``), as BM1684's matrix GDMA and matmul lay it out (checked on Sophgo's
+    simulator): from a start NPU Q > 0 with Q + C > X, row r's wrapped channels share block
+    row r + 1 with row r + 1's first channels, on other NPUs.  The seed's
     2 x 40 fp32 matrix with W = 15 on 4 NPUs:
 
     >>> t = matrix_layout(Chip(4, 1024, 128), 0, 2, 40, 15)
@@ -784,7 +788,7 @@ def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_chann
     address = chip.check_address(address)
     q, r = address // chip.lmem_bytes, address % chip.lmem_bytes
     shape = (rows, -(-cols // W), 1, W)
-    stride = aligned_stride(chip, shape, q, dt)
+    stride = aligned_stride(chip, shape, 0, dt)
     _check_address_alignment(chip, address, chip.align_bytes, "matrix")
     X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
     ns, cs = stride[0], stride[1]
