@@ -62,6 +62,7 @@ class WinogradWeights:
     packed: np.ndarray | None = None       # U as gemm_packed's panels (engine without BLAS)
     compiled: object = None                # the generated parallel engine for this F(m, r)
     sgemm: object = None                   # BLAS's sgemm for the engine (None: packed panels)
+    coef: np.ndarray | None = None         # the generated kernels' constants
 
     @property
     def m(self) -> int:
@@ -115,19 +116,21 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
             gen = _codegen.kernels_for(t, dt)
         if gen is not None:
             gin, gout, coef, compiled, compiled_blas = gen
-            sgemm = _pool.sgemm_entry() if tuning is None or tuning.gemm == "blas" else None
-            if sgemm is not None:
-                return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt),
-                                       (gin, gout, coef), True, None, compiled_blas, sgemm)
-            from ._kernels import pack_weights
-
-            return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), (gin, gout, coef),
-                                   True, pack_weights(U, tuning.panel if tuning else 32), compiled)
             kernels = (
                 lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
                     gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
                 lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
                     gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
+            gemm = tuning.gemm if tuning is not None else "blas"
+            sgemm = _pool.sgemm_entry() if gemm == "blas" else None
+            if sgemm is not None:
+                return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, True,
+                                       None, compiled_blas, sgemm, coef)
+            from ._kernels import pack_weights
+
+            return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, True,
+                                   pack_weights(U, tuning.panel if tuning else 32), compiled,
+                                   None, coef)
             generated = True
         else:
             from . import _kernels
@@ -145,10 +148,10 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
 
 
 def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):
-    """One call through the generated parallel engine (``Tuning.gemm == "packed"``)."""
+    """One call through the generated parallel engine (``Tuning.parallel_min_threads``)."""
     import numba
 
-    gin, gout, coef = ww.kernels
+    coef = ww.coef
     N, C, H, W = x.shape
     K = out_shape[1]
     m, alpha = ww.m, ww.alpha

@@ -26,7 +26,7 @@ from . import _args, _pool, engine
 from .auto import choose_algorithm
 from .direct import direct as _direct
 from .im2col import im2col as _im2col
-from .transforms import transforms as _transforms
+from .transforms import MAX_ERROR_BOUND, transforms as _transforms
 from .tuning import DEFAULT, Tuning
 
 __all__ = ["conv2d", "plan_conv2d", "ConvPlan", "ConvInfo", "choose_algorithm",
@@ -142,7 +142,8 @@ class ConvPlan:
             if ww.kernels is None:
                 y, ok = engine.run_numpy(ww, x, self.bias, self.out_shape, self.padding,
                                          self.groups)
-            elif ww.compiled is not None:
+            elif ww.compiled is not None and (
+                    self._threads() >= self.tuning.parallel_min_threads or ww.sgemm is None):
                 y, ok = engine.run_compiled(ww, x, self.bias, self.out_shape, self.padding,
                                             self.schedule(), self._workspace)
             else:
@@ -229,6 +230,16 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                     _finite_w=bool(np.isfinite(w).all()))
     if name == "winograd":
         t = _transforms(tile, KH, points)
+        bound = t.error_bound(w.dtype)
+        if bound > MAX_ERROR_BOUND:
+            ok = [m for m in range(2, tile)
+                  if _transforms(m, KH).error_bound(w.dtype) <= MAX_ERROR_BOUND]
+            raise AlgorithmError(
+                f"tile = {tile} (F({tile},{KH})) is not allowed in {w.dtype}: its transforms can "
+                f"grow rounding errors {t.amplification:.1e} times, a worst-case relative error of "
+                f"{bound:.1e} (more than MAX_ERROR_BOUND = {MAX_ERROR_BOUND:g}); "
+                + (f"the largest tile within the bound is {max(ok)}" if ok else "use im2col")
+                + (" (or float64)" if w.dtype == np.float32 else ""))
         plan.winograd = engine.prepare(w, t, groups, use_nb, _pool.num_threads(tuning.threads),
                                        generated_ok=True, tuning=tuning)
     return plan

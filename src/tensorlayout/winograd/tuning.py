@@ -33,8 +33,11 @@ class Tuning:
     * ``row_layout``: blocks of whole tile rows on wide images (None: from
       ``row_layout_min_tiles`` tiles per row);
     * ``row_layout_min_tiles``: tiles per row from which the row layout is used;
-    * ``gemm``: how the compiled parallel engine (one call of numba's thread pool runs the
-      whole convolution) does its GEMMs: "blas" calls BLAS's sgemm from compiled code (the
+    * ``parallel_min_threads``: from this many threads on, a float32 Winograd call runs as
+      one compiled parallel function on numba's pool (no Python between the steps; it pays
+      from about 4 threads, and compiling it takes a minute per F(m, r) once); below, our
+      own threads run the compiled transforms and NumPy's BLAS;
+    * ``gemm``: how the compiled parallel engine does its GEMMs: "blas" calls BLAS's sgemm from compiled code (the
       packed panels when no sgemm entry point is found), "packed" reads the weights as
       packed panels with the project's own kernel; float64 and custom kernels use BLAS from
       our own threads, the NumPy fallback plain NumPy;
@@ -48,6 +51,7 @@ class Tuning:
     block_bytes: int = 3 << 20
     row_layout: bool | None = None
     row_layout_min_tiles: int = 16
+    parallel_min_threads: int = 4
     gemm: str = "blas"
     panel: int = 32
 
@@ -60,7 +64,8 @@ class Tuning:
         if self.gemm not in ("packed", "blas"):
             raise LayoutError(f"Tuning.gemm = {self.gemm!r} is not allowed: it must be 'packed' "
                               "or 'blas'")
-        for name in ("min_block_tiles", "block_bytes", "row_layout_min_tiles", "panel"):
+        for name in ("min_block_tiles", "block_bytes", "row_layout_min_tiles", "panel",
+                     "parallel_min_threads"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "
