@@ -53,7 +53,7 @@ def register(sub) -> None:
         "run", help="run an ONNX model on the CPU runtime (NumPy, Winograd convolutions)",
         description="Run an ONNX model on the CPU runtime: NCHW float32 NumPy kernels, "
                     "convolutions through plan_conv2d (algorithm and tile per layer).")
-    r.add_argument("model", metavar="MODEL.onnx")
+    r.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to run")
     r.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",
                    help="input array (.npy, float32); default: random normal (--seed)")
     r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
@@ -73,7 +73,7 @@ def register(sub) -> None:
         description="For every tensor of an ONNX model: CPU buffer format, MACE image type and "
                     "size, bytes (float32 / float16), padding waste and the device's image "
                     "limits; the peak image memory with reuse; per layer, the NPU placement.")
-    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to plan")
     p.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
                    help="fix a dynamic input shape; repeatable")
     p.add_argument("--max-image", default=None, metavar="W,H",
