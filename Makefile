@@ -16,10 +16,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[all]'
 	touch $(STAMP)
 
-install: $(STAMP)
+WARM := $(VENV)/.warm
+
+# compile the numba kernels once per install, so that later processes load them
+$(WARM): $(STAMP)
+	$(BIN)/python -m tensorlayout._warm
+	touch $(WARM)
+
+install: $(STAMP) $(WARM)
 
 # PoCL (a CPU OpenCL implementation) when the machine has no OpenCL platform yet.
-opencl-runtime: $(STAMP)
+opencl-runtime: $(STAMP) $(WARM)
 	@if $(BIN)/python -c "import pyopencl as cl, sys; sys.exit(0 if cl.get_platforms() else 1)" >/dev/null 2>&1; then \
 	  echo "OpenCL platform found."; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

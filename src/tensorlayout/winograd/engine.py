@@ -73,9 +73,47 @@ class WinogradWeights:
         return self.t.alpha
 
 
+_SCRATCH = []                 # transformed-weight buffers returned by one-shot calls
+_SCRATCH_LOCK = threading.Lock()
+_SCRATCH_BYTES = 512 << 20
+
+
+def scratch(shape, dtype) -> np.ndarray:
+    """An uninitialised array, reusing one given back with :func:`give_back` if one fits.
+
+    Large arrays come fresh from the operating system on every allocation (past the C
+    library's mmap threshold), and touching their pages costs more than transforming the
+    weights: a one-shot :func:`~tensorlayout.winograd.conv2d` keeps its buffer here."""
+    n = int(np.prod(shape))
+    dtype = np.dtype(dtype)
+    with _SCRATCH_LOCK:
+        for i, buf in enumerate(_SCRATCH):
+            if buf.dtype == dtype and buf.size >= n:
+                del _SCRATCH[i]
+                return buf[:n].reshape(shape)
+    return np.empty(shape, dtype=dtype)
+
+
+def give_back(arr) -> None:
+    """Return an array from :func:`scratch` (or any array no longer used) for reuse."""
+    base = arr
+    while base.base is not None and isinstance(base.base, np.ndarray):
+        base = base.base
+    if base.ndim != 1 or not base.flags.c_contiguous:
+        base = base.reshape(-1) if base.flags.c_contiguous else None
+    if base is None or base.nbytes > _SCRATCH_BYTES:
+        return
+    with _SCRATCH_LOCK:
+        _SCRATCH.append(base)
+        _SCRATCH.sort(key=lambda b: b.nbytes)
+        while sum(b.nbytes for b in _SCRATCH) > _SCRATCH_BYTES:
+            _SCRATCH.pop(0)
+
+
 def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool,
-                      threads: int) -> np.ndarray:
-    """U (α², groups, K/groups, C/groups) = G w Gᵀ per filter, in w's dtype."""
+                      threads: int, reuse: bool = False) -> np.ndarray:
+    """U (α², groups, K/groups, C/groups) = G w Gᵀ per filter, in w's dtype (in a
+    :func:`scratch` buffer with ``reuse``)."""
     K, Cg, r, _ = w.shape
     alpha = t.alpha
     AT, G, BT = t.as_float(np.float64)
@@ -85,7 +123,7 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
         import numba
 
         Gd = G.astype(w.dtype)
-        U = np.empty((alpha * alpha, K, Cg), dtype=w.dtype)
+        U = (scratch if reuse else np.empty)((alpha * alpha, K, Cg), w.dtype)
         saved = numba.get_num_threads()
         try:
             numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
@@ -102,10 +140,10 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
 
 
 def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
-            generated_ok: bool, tuning=None) -> WinogradWeights:
+            generated_ok: bool, tuning=None, reuse=False) -> WinogradWeights:
     """Transform the weights and pick the kernels for F(m, r) with transforms ``t``."""
     dt = w.dtype
-    U = transform_weights(w, t, groups, use_numba, threads)
+    U = transform_weights(w, t, groups, use_numba, threads, reuse)
     AT64, _, BT64 = t.as_float(np.float64)
     kernels, generated = None, False
     if use_numba:

@@ -188,9 +188,9 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     >>> w = np.zeros((64, 64, 3, 3), np.float32)
     >>> p = plan_conv2d((1, 64, 56, 56), w, padding=1)
     >>> p.info.name, p.out_shape
-    ('winograd F(6,3)', (1, 64, 56, 56))
-    >>> plan_conv2d((1, 64, 14, 14), w, padding=1).info.name
-    'winograd F(4,3)'
+    ('winograd F(4,3)', (1, 64, 56, 56))
+    >>> plan_conv2d((1, 512, 7, 7), np.zeros((512, 512, 3, 3), np.float32), padding=1).info.name
+    'winograd F(2,3)'
 
     """
     name, tile = _args.parse_algorithm(algorithm, tile)
@@ -241,7 +241,8 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                 + (f"the largest tile within the bound is {max(ok)}" if ok else "use im2col")
                 + (" (or float64)" if w.dtype == np.float32 else ""))
         plan.winograd = engine.prepare(w, t, groups, use_nb, _pool.num_threads(tuning.threads),
-                                       generated_ok=True, tuning=tuning)
+                                       generated_ok=True, tuning=tuning,
+                                       reuse=weights == "per-call")
     return plan
 
 
@@ -286,7 +287,11 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm
                          "(float32 or float64)")
     plan = plan_conv2d(x.shape, w_arr, bias, stride, padding, dilation, groups, algorithm,
                        tile, points, tuning=tuning, weights="per-call")
-    y = plan.run(x)
+    try:
+        y = plan.run(x)
+    finally:
+        if plan.winograd is not None and plan.winograd.packed is None:
+            engine.give_back(plan.winograd.U)     # the next one-shot call reuses its pages
     if return_info:
         info = plan.info
         if plan.last_fallback:
