@@ -311,114 +311,77 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 
 _ENGINE = """
 @njit(parallel=True, cache=True)
-def engine_{m}_{r}(x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad):
-    # One call of the whole pipeline, threads from numba's pool (see engine.run_compiled).
+def {name}_{m}_{r}(x, W, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad{extra}):
+    # One call of the whole pipeline on numba's pool (see engine.run_compiled), W being {what}.
     # split = 0: thread i runs blocks i, i + nt, ... (input, GEMMs, output) on V[i], M[i];
-    # split = 1: every block is shared: input by channel chunks, the GEMMs by (point,
-    # group, panel) and the output by channel chunks, with V[0], M[0].
-    N, C, H, W = x.shape
+    # split = 1: every block is shared: the input by channel chunks, the GEMMs by
+    # (point, group, {unit}) and the output by channel chunks, with V[0], M[0].
+    N, C, H, W_ = x.shape
     K = y.shape[1]
-    a2 = Up.shape[0]
-    G = Up.shape[1]
-    nkb = Up.shape[2]
-    Cg = Up.shape[3]
+    a2 = W.shape[0]
+    G = W.shape[1]
+    Cg = C // G
     Kg = K // G
-    nblk = blocks.shape[0]
-    nt = V.shape[0]
-    if split == 0:
-        for tid in prange(nt):
-            for b in range(tid, nblk, nt):
-                p0 = blocks[b, 0]
-                npb = blocks[b, 1]
-                ncol = blocks[b, 2]
-                wino_input_{m}_{r}(x, V[tid], coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
-                for t in range(a2):
-                    for g in range(G):
-                        gemm_packed(Up, V[tid], M[tid], t, g, 0, nkb, Kg, ncol)
-                wino_output_{m}_{r}(M[tid], y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
-        return
-    nck = min(C, 4 * nt)
-    nkk = min(K, 4 * nt)
-    for b in range(nblk):
-        p0 = blocks[b, 0]
-        npb = blocks[b, 1]
-        ncol = blocks[b, 2]
-        for i in prange(nck):
-            wino_input_{m}_{r}(x, V[0], coef, pad_t, pad_l, nty, ntx, p0, npb,
-                               i * C // nck, (i + 1) * C // nck, U2)
-        for it in prange(a2 * G * nkb):
-            t = it // (G * nkb)
-            g = (it // nkb) % G
-            kb = it % nkb
-            gemm_packed(Up, V[0], M[0], t, g, kb, kb + 1, Kg, ncol)
-        for i in prange(nkk):
-            k0 = i * K // nkk
-            k1 = (i + 1) * K // nkk
-            wino_output_{m}_{r}(M[0], y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
-"""
-
-
-_ENGINE_BLAS = """
-@njit(parallel=True, cache=True)
-def engine_blas_{m}_{r}(x, U, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad,
-                        sgemm, kstep):
-    # As engine_{m}_{r}, with each GEMM one call of BLAS's sgemm (held to one thread by the
-    # caller) on U (α², groups, Kg, Cg); split GEMM work items are (point, group, kstep rows).
-    N, C, H, W = x.shape
-    K = y.shape[1]
-    a2 = U.shape[0]
-    G = U.shape[1]
-    Kg = U.shape[2]
-    Cg = U.shape[3]
     Pb = V.shape[3]
     nblk = blocks.shape[0]
     nt = V.shape[0]
-    isz = U.itemsize
-    one = U.dtype.type(1)
-    zero = U.dtype.type(0)
+    isz = W.itemsize
+    one = W.dtype.type(1)
+    zero = W.dtype.type(0)
+    nks = {nks}
     if split == 0:
         for tid in prange(nt):
+            Vt = V[tid]
+            Mt = M[tid]
             for b in range(tid, nblk, nt):
                 p0 = blocks[b, 0]
                 npb = blocks[b, 1]
                 ncol = blocks[b, 2]
-                wino_input_{m}_{r}(x, V[tid], coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
-                vb = V[tid].ctypes.data
-                mb = M[tid].ctypes.data
+                wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
                 for t in range(a2):
                     for g in range(G):
-                        sgemm(101, 111, 111, Kg, ncol, Cg, one,
-                              U.ctypes.data + ((t * G + g) * Kg * Cg) * isz, Cg,
-                              vb + ((t * C + g * Cg) * Pb) * isz, Pb, zero,
-                              mb + ((t * K + g * Kg) * Pb) * isz, Pb)
-                wino_output_{m}_{r}(M[tid], y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
+                        {gemm_all}
+                wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
         return
     nck = min(C, 4 * nt)
     nkk = min(K, 4 * nt)
-    nks = -(-Kg // kstep)
-    vb = V[0].ctypes.data
-    mb = M[0].ctypes.data
+    Vt = V[0]
+    Mt = M[0]
     for b in range(nblk):
         p0 = blocks[b, 0]
         npb = blocks[b, 1]
         ncol = blocks[b, 2]
         for i in prange(nck):
-            wino_input_{m}_{r}(x, V[0], coef, pad_t, pad_l, nty, ntx, p0, npb,
+            wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb,
                                i * C // nck, (i + 1) * C // nck, U2)
         for it in prange(a2 * G * nks):
             t = it // (G * nks)
             g = (it // nks) % G
-            k0 = (it % nks) * kstep
-            rows = min(kstep, Kg - k0)
-            sgemm(101, 111, 111, rows, ncol, Cg, one,
-                  U.ctypes.data + (((t * G + g) * Kg + k0) * Cg) * isz, Cg,
-                  vb + ((t * C + g * Cg) * Pb) * isz, Pb, zero,
-                  mb + ((t * K + g * Kg + k0) * Pb) * isz, Pb)
+            s = it % nks
+            {gemm_part}
         for i in prange(nkk):
             k0 = i * K // nkk
             k1 = (i + 1) * K // nkk
-            wino_output_{m}_{r}(M[0], y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
+            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
 """
+
+# The GEMM step of each engine: the project's kernel on packed panels, or BLAS's sgemm.
+_PACKED = dict(
+    name="engine", extra="", what="the weights packed as (α², groups, nkb, Cg, KB) panels",
+    unit="panel", nks="W.shape[2]",
+    gemm_all="gemm_packed(W, Vt, Mt, t, g, 0, nks, Kg, ncol)",
+    gemm_part="gemm_packed(W, Vt, Mt, t, g, s, s + 1, Kg, ncol)")
+_SGEMM_CALL = ("sgemm(101, 111, 111, {rows}, ncol, Cg, one, "
+               "W.ctypes.data + (((t * G + g) * Kg + {k0}) * Cg) * isz, Cg, "
+               "Vt.ctypes.data + ((t * C + g * Cg) * Pb) * isz, Pb, zero, "
+               "Mt.ctypes.data + ((t * K + g * Kg + {k0}) * Pb) * isz, Pb)")
+_BLAS = dict(
+    name="engine_blas", extra=", sgemm, kstep", what="U (α², groups, Kg, Cg), each GEMM one "
+    "sgemm call of BLAS (held to one thread by the caller)", unit="kstep rows",
+    nks="-(-Kg // kstep)",
+    gemm_all=_SGEMM_CALL.format(rows="Kg", k0="0"),
+    gemm_part=_SGEMM_CALL.format(rows="min(kstep, Kg - s * kstep)", k0="s * kstep"))
+
 
 
 def _kernel_source(t):
@@ -426,7 +389,7 @@ def _kernel_source(t):
     a = t.alpha
     coefs = coef_list(t.AT, t.BT)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
-    L = [_ENGINE.format(m=m, r=r), _ENGINE_BLAS.format(m=m, r=r)]
+    L = [_ENGINE.format(m=m, r=r, **_PACKED), _ENGINE.format(m=m, r=r, **_BLAS)]
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
     L.append("@njit(nogil=True, cache=True)")
@@ -513,7 +476,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 4        # bump when the generated code changes: cached files are keyed by it
+VERSION = 5        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:
