@@ -669,3 +669,21 @@ def test_plan_called_from_several_threads_at_once():
         t.join()
     for y, ref in zip(out, refs):
         assert rel_err(y, ref) < TOL32["winograd:4"]
+
+
+@pytest.mark.parametrize("call,err,match", [
+    (lambda: choose_algorithm((1, 64, 56, 56), (64, 64, 3, 3), groups=0), ShapeError, "groups = 0"),
+    (lambda: choose_algorithm((64, 56, 56), (64, 64, 3, 3)), RankError, "x.shape has 3 dimensions"),
+    (lambda: choose_algorithm((1, 64, 56, 56), (64, 64, 3)), RankError, "w.shape has 3"),
+    (lambda: plan_conv2d("1,16,8,8", np.ones((16, 16, 3, 3), np.float32)), ShapeError,
+     "x.shape = '1,16,8,8' is not allowed: it must be a sequence of 4 positive integers"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4), np.float32), np.ones((2, 2, 3, 3), np.float32),
+                    padding=2 ** 31), ConvolutionError, "elements: more than"),
+    (lambda: plan_conv2d((1, 4, 8, 8), np.ones((4, 4, 3, 3), np.float32), tuning="fast"),
+     LayoutError, "tuning = 'fast'"),
+    (lambda: Tuning(threads=0), LayoutError, "Tuning.threads = 0"),
+    (lambda: Tuning(gemm="mkl"), LayoutError, "Tuning.gemm = 'mkl'"),
+])
+def test_bad_arguments_are_named_before_anything_is_allocated(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
