@@ -1,6 +1,12 @@
 """Collection rules shared by the tests and the doctests of every module."""
 
+import os
+
 import pytest
+
+# Tests compile numba kernels where they are first used (deterministic backends); the
+# background compile that users get by default has its own test (tests/test_jit.py).
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
 
 
 def _opencl_missing():

@@ -250,10 +250,27 @@ class _Memory:
         }
 
 
+def _warm_kernel():
+    """Compile the kernel for every word size, source writable and read-only."""
+    kernel = _get_kernel()
+    one = np.array([1], dtype=np.int64)
+    for unit in (1, 2, 4, 8):
+        d = np.zeros(4, dtype=f"u{unit}")
+        for readonly in (False, True):
+            s = np.ones(4, dtype=f"u{unit}")
+            s.flags.writeable = not readonly
+            kernel(d, 0, one, s, 0, one, np.array([4], dtype=np.int64), False)
+
+
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
-    """Copy with the compiled kernel; False (nothing written) when it cannot take this copy."""
+    """Copy with the compiled kernel; False (nothing written) when it cannot take this copy
+    (or when the kernel is not compiled yet: it then compiles in the background)."""
     kernel = _get_kernel()
     if kernel is None:
+        return False
+    from . import _jit
+
+    if not _jit.ready("copy", [kernel], _warm_kernel):
         return False
     plan = plan_copy(dst, src)
     if plan is None:

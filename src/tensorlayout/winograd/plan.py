@@ -17,11 +17,13 @@ value over whole tiles, so a Winograd call that meets one is recomputed with im2
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import AlgorithmError, DTypeError, LayoutError, ShapeError, check_array
+from .. import _jit
 from . import _args, _pool, engine
 from .auto import choose_algorithm
 from .direct import direct as _direct
@@ -108,6 +110,8 @@ class ConvPlan:
     _schedules: dict = field(default_factory=dict, repr=False)
     _workspace: engine.Workspace = field(default_factory=engine.Workspace, repr=False)
     _finite_w: bool = True
+    _points: object = None
+    _pending: bool = False          # built with NumPy while its kernels compile
 
     @property
     def dtype(self):
@@ -134,9 +138,23 @@ class ConvPlan:
     def _threads(self) -> int:
         return _pool.num_threads(self.tuning.threads)
 
+    def _upgrade(self) -> None:
+        """Switch to the compiled kernels once their background compile has finished."""
+        key, dispatchers, _ = _needed(self, self._points)
+        if _jit.busy() or not _jit.loadable(dispatchers):
+            return
+        if self.info.algorithm == "winograd":
+            self.winograd = engine.prepare(self.w, self.winograd.t, self.groups, True,
+                                           self._threads(), generated_ok=True, tuning=self.tuning)
+        self._schedules.clear()
+        self.info = dataclasses.replace(self.info, backend="numba")
+        self._pending = False
+
     def _run(self, x):
+        if self._pending:
+            self._upgrade()
         alg = self.info.algorithm
-        use_nb = numba_available(self.tuning)
+        use_nb = numba_available(self.tuning) and not self._pending
         if alg == "winograd":
             ww = self.winograd
             if ww.kernels is None:
@@ -227,7 +245,13 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     use_nb = numba_available(tuning)
     info = ConvInfo(name, tile, (KH, KW), reason, "numba" if use_nb else "numpy")
     plan = ConvPlan(x_shape, w, b, st, pad, dil, groups, out_shape, info, tuning,
-                    _finite_w=bool(np.isfinite(w).all()))
+                    _finite_w=bool(np.isfinite(w).all()), _points=points)
+    if use_nb:
+        key, dispatchers, warm = _needed(plan, points)
+        if not _jit.ready(key, dispatchers, warm, tuning.compile):
+            use_nb = False
+            plan._pending = True
+            plan.info = dataclasses.replace(info, backend="numpy")
     if name == "winograd":
         t = _transforms(tile, KH, points)
         bound = t.error_bound(w.dtype)
@@ -244,6 +268,53 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                                        generated_ok=True, tuning=tuning,
                                        reuse=weights == "per-call")
     return plan
+
+
+def _needed(plan, points):
+    """``(key, dispatchers, warm)``: the numba kernels ``plan`` calls, and a function that
+    compiles them by running a tiny convolution of the same kind (see :mod:`tensorlayout._jit`)."""
+    from . import _kernels
+
+    info, dt = plan.info, plan.w.dtype
+    threads = plan._threads()
+    engine_needed = threads >= plan.tuning.parallel_min_threads or plan.tuning.gemm == "packed"
+    # one thread: no Python thread pool, which refuses work once the interpreter exits (a
+    # process waits for its background compiles at exit); the parallel engine, where it
+    # is needed, is compiled by running it on one thread
+    tuning = plan.tuning.replace(compile="wait", threads=1,
+                                 parallel_min_threads=1 if engine_needed else
+                                 plan.tuning.parallel_min_threads)
+    if info.algorithm == "winograd":
+        t = _transforms(info.tile, info.kernel[0], points)
+        dispatchers = [_kernels.weight_transform_parallel]
+        if dt == np.float32:
+            from . import _codegen
+
+            mod = _codegen.load_module(t)
+            dispatchers += [getattr(mod, f"wino_input_{t.m}_{t.r}"),
+                            getattr(mod, f"wino_output_{t.m}_{t.r}")]
+            if engine_needed:
+                name = "engine_blas" if tuning.gemm == "blas" else "engine"
+                dispatchers.append(getattr(mod, f"{name}_{t.m}_{t.r}"))
+        else:
+            dispatchers += [_kernels.wino_input, _kernels.wino_output]
+        key = ("winograd", dt.str, t.m, t.r, repr(t.points), engine_needed, tuning.gemm)
+        r = info.kernel[0]
+        x = np.zeros((1, 4, 2 * r, 2 * r), dt)
+        w = np.ones((4, 4, r, r), dt)
+        kwargs = dict(algorithm=f"winograd:{t.m}", points=points, padding=r // 2)
+    elif info.algorithm == "im2col" or not plan._finite_w:
+        dispatchers, key = [_kernels.im2col], ("im2col",)
+        x, w, kwargs = np.zeros((1, 4, 5, 5), dt), np.ones((4, 4, 3, 3), dt), dict(algorithm="im2col")
+    else:
+        dispatchers, key = [_kernels.direct], ("direct", dt.str)
+        x, w = np.zeros((1, 4, 5, 5), dt), np.ones((4, 1, 3, 3), dt)
+        kwargs = dict(algorithm="direct", groups=4)
+
+    def warm():
+        plan_conv2d(x.shape, w, tuning=tuning, **kwargs)(x)
+
+    return key, dispatchers, warm
 
 
 def _default_tile(x_shape, w_shape, st, pad, groups, weights):

@@ -13,8 +13,9 @@ globals.  ``DEFAULT`` is what plans get when none is given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from .. import _jit
 from ..errors import LayoutError
 
 __all__ = ["Tuning", "DEFAULT"]
@@ -41,7 +42,10 @@ class Tuning:
       packed panels when no sgemm entry point is found), "packed" reads the weights as
       packed panels with the project's own kernel; float64 and custom kernels use BLAS from
       our own threads, the NumPy fallback plain NumPy;
-    * ``panel``: output channels per packed weight panel.
+    * ``panel``: output channels per packed weight panel;
+    * ``compile``: "background" (a plan whose kernels are neither compiled nor cached
+      computes with NumPy while they compile in a background thread, and switches to them
+      once they are ready) or "wait" (compile first); default from ``TENSORLAYOUT_COMPILE``.
     """
 
     use_numba: bool = True
@@ -54,6 +58,7 @@ class Tuning:
     parallel_min_threads: int = 4
     gemm: str = "blas"
     panel: int = 32
+    compile: str = field(default_factory=_jit.mode)
 
     def __post_init__(self):
         for name in ("threads", "block_tiles"):
@@ -61,6 +66,9 @@ class Tuning:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "
                                   "integer or None")
+        if self.compile not in ("background", "wait"):
+            raise LayoutError(f"Tuning.compile = {self.compile!r} is not allowed: it must be "
+                              "'background' or 'wait'")
         if self.gemm not in ("packed", "blas"):
             raise LayoutError(f"Tuning.gemm = {self.gemm!r} is not allowed: it must be 'packed' "
                               "or 'blas'")
