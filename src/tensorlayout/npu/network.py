@@ -29,7 +29,7 @@ from .chip import BM1684
 from .reference import avg_pool_reference, conv2d_reference, max_pool_reference
 
 __all__ = ["Layer", "conv", "relu", "max_pool", "avg_pool", "add", "resnet_basic_block", "small_vgg",
-           "run_on_simulator", "run_reference"]
+           "run_on_simulator", "run_reference", "run_onnx"]
 
 OPS = ("conv", "relu", "max_pool", "avg_pool", "add")
 
@@ -214,3 +214,136 @@ def run_on_simulator(layers, x):
         entry["shape"] = tuple(y.shape)
         report.append(entry)
     return vals[layers[-1].name], report
+
+
+# ------------------------------------------------------------------ ONNX models
+_NPU_OPS = ("Conv", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "Add")
+
+
+def _onnx_layer(step, values, consts):
+    """The :class:`Layer` that runs ``step`` exactly on the simulator, or ``(None, why)``."""
+    from ..model.ops import conv_padding, pool_output_side
+
+    node = step.node
+    op, attrs = node.op, node.attrs
+    if op not in _NPU_OPS:
+        return None, "no BDC instruction for this op"
+    x_shape = step.in_shapes[0]
+    if x_shape is None or len(x_shape) != 4 or len(step.out_shapes[0]) != 4:
+        return None, f"input shape {x_shape}: the BDC path takes 4-D NCHW tensors"
+    if node.inputs[0] in consts:
+        return None, "its input is a constant"
+    x = node.inputs[0]
+    if op == "Relu":
+        return relu(node.name, x), "relu"
+    if op == "Add":
+        if len(node.inputs) != 2 or node.inputs[1] in consts or step.in_shapes[1] != x_shape:
+            return None, "adds a constant or broadcasts: the BDC add takes two tensors of one shape"
+        return add(node.name, x, node.inputs[1]), "add"
+    if op == "GlobalAveragePool":
+        return avg_pool(node.name, x, tuple(x_shape[2:]), 1), "average pool over the whole image"
+    ap = attrs.get("auto_pad", "NOTSET")
+    if op == "Conv":
+        w = consts.get(node.inputs[1])
+        b = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+        if w is None or (len(node.inputs) > 2 and node.inputs[2] and b is None):
+            return None, "weights or bias are not constants"
+        if int(attrs.get("group", 1)) != 1:
+            return None, f"group = {attrs['group']}: the planner runs ungrouped convolutions only"
+        strides = tuple(attrs.get("strides", (1, 1)))
+        dil = tuple(attrs.get("dilations", (1, 1)))
+        begin, end = conv_padding(ap, attrs.get("pads"), x_shape[2:], tuple(w.shape[2:]), strides, dil)
+        return conv(node.name, x, w, b, strides, (begin[0], end[0], begin[1], end[1]), dil), "conv"
+    kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
+    strides = tuple(attrs.get("strides", (1, 1)))
+    if tuple(attrs.get("dilations", (1, 1))) != (1, 1):
+        return None, "dilated pooling: the BDC pool has no dilation"
+    begin, end = conv_padding(ap, attrs.get("pads"), x_shape[2:], kernel, strides, (1, 1))
+    ceil = bool(attrs.get("ceil_mode", 0)) and ap not in ("SAME_UPPER", "SAME_LOWER")
+    # ceil mode: the last windows reach past the end padding; extend it (never counted)
+    ext = []
+    for i in range(2):
+        o = pool_output_side(x_shape[2 + i], kernel[i], strides[i], 1, begin[i], end[i], ceil)
+        ext.append(max(0, (o - 1) * strides[i] + kernel[i] - (x_shape[2 + i] + begin[i] + end[i])))
+    pad = (begin[0], end[0] + ext[0], begin[1], end[1] + ext[1])
+    if op == "AveragePool":
+        include = bool(attrs.get("count_include_pad", 0))
+        if any(ext) or (any(pad) and not include):
+            return None, ("average over part of a window (padding not counted): the BDC pool "
+                          "divides by the whole window")
+        return avg_pool(node.name, x, kernel, strides, pad), "average pool"
+    return max_pool(node.name, x, kernel, strides, pad), "max pool"
+
+
+def run_onnx(model, x):
+    """Run an ONNX model with the BDC-expressible nodes on the BM1684 simulator, the rest on the host.
+
+    ``model`` is a :class:`tensorlayout.model.Model`, a path or ONNX bytes; ``x`` its one float32
+    input. Nodes run in the model's order: Conv (with its bias, BatchNormalization folded in)
+    through the layer planner; Relu, MaxPool, AveragePool, GlobalAveragePool and same-shape Add
+    one image at a time as GDMA load, BDC instruction, GDMA store; everything else (and the cases
+    the instructions cannot compute exactly, such as grouped convolutions) with the model's own
+    NumPy kernels. Returns the output and one dict per node: ``name``, ``op``, ``where``
+    (``"npu"`` or ``"host"``), ``why`` and ``shape``.
+
+    >>> import numpy as np
+    >>> from tensorlayout.model import load, zoo
+    >>> m = load(zoo.tiny_onnx())
+    >>> x = np.random.default_rng(0).standard_normal((1, 3, 16, 16), dtype=np.float32)
+    >>> y, report = run_onnx(m, x)
+    >>> [(r["op"], r["where"]) for r in report][:4]
+    [('Conv', 'npu'), ('Relu', 'npu'), ('MaxPool', 'npu'), ('Conv', 'npu')]
+    >>> [(r["op"], r["where"]) for r in report][-2:]
+    [('Flatten', 'host'), ('Gemm', 'host')]
+    >>> ref = m.run(x)
+    >>> bool(np.abs(y - ref).max() / np.abs(ref).max() < 1e-5)
+    True
+    """
+    from ..model import Model, load
+    from ..model.ops import ModelError
+    from .planner import plan_conv, run_conv_plan
+
+    if not isinstance(model, Model):
+        model = load(model)
+    if len(model.inputs) != 1:
+        raise ModelError(f"the model takes {len(model.inputs)} inputs: run_onnx runs one-input models")
+    values = dict(model.consts)
+    values.update(model._feeds((x,), {}))
+    report = []
+    for st in model.steps:
+        node = st.node
+        ins = [values[n] if n else None for n in node.inputs]
+        layer, why = _onnx_layer(st, values, model.consts)
+        entry = {"name": node.name, "op": node.op}
+        y = None
+        if layer is not None:
+            try:
+                if layer.op == "conv":
+                    p = layer.params
+                    w = p["weight"]
+                    plan = plan_conv(ins[0].shape, w.shape[0], w.shape[2:], p["stride"], p["padding"],
+                                     p["dilation"], bias=p["bias"] is not None)
+                    y = run_conv_plan(plan, ins[0], w, p["bias"])
+                    why = f"planner, {plan.slices_count} slice(s)"
+                else:
+                    y = _per_image(layer, [np.ascontiguousarray(a, np.float32) for a in ins[:len(layer.inputs)]])
+            except LayoutError as exc:  # an instruction limit: say which, run on the host
+                y, why = None, f"host fallback: {str(exc).splitlines()[0]}"
+        if y is not None:
+            outs = [y.reshape(st.out_shapes[0])]
+            entry.update(where="npu", why=why)
+        else:
+            try:
+                outs = st.run(ins, None)
+            except LayoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - named with the node
+                raise ModelError(f"node {node.name!r} ({node.op}) failed on the host: {exc}") from None
+            entry.update(where="host", why=why)
+        for name, value in zip(node.outputs, outs):
+            if name:
+                values[name] = value
+        entry["shape"] = tuple(outs[0].shape)
+        report.append(entry)
+    results = [values[n] for n in model.outputs]
+    return (results[0] if len(results) == 1 else results), report
