@@ -57,6 +57,15 @@ def test_resnet18_32():
     assert where["Gemm"] == {"host"}
 
 
+def test_mobilenet_v2_32():
+    pytest.importorskip("torch")
+    report = _check(zoo.export("mobilenet_v2", size=32)[0])
+    where = _where(report)
+    for op in ("Conv", "Clip", "Add", "GlobalAveragePool"):   # depthwise convolutions included
+        assert where[op] == {"npu"}, op
+    assert sum("depthwise" in r["why"] for r in report) == 17
+
+
 def _graph(nodes, inits, in_shape, out_shape):
     from onnx import TensorProto, helper, numpy_helper
 
@@ -74,12 +83,16 @@ def test_edge_cases_run_where_they_are_exact():
     rng = np.random.default_rng(2)
     inits = {"w": rng.standard_normal((8, 4, 3, 3)).astype(np.float32),
              "dw": rng.standard_normal((8, 1, 3, 3)).astype(np.float32),
+             "gw": rng.standard_normal((8, 4, 1, 1)).astype(np.float32),
+             "lo": np.array(-0.5, np.float32),
              "c": rng.standard_normal((1, 8, 1, 1)).astype(np.float32)}
     nodes = [
         # pads [top, left, bottom, right] = [1, 0, 2, 1], stride 2: 13x13 -> 7x6
         helper.make_node("Conv", ["x", "w"], ["a"], name="conv", pads=[1, 0, 2, 1], strides=[2, 2]),
         helper.make_node("Conv", ["a", "dw"], ["b"], name="dw", pads=[1, 1, 1, 1], group=8),
-        helper.make_node("Add", ["b", "c"], ["d"], name="addc"),
+        helper.make_node("Conv", ["b", "gw"], ["b2"], name="grouped", group=2),
+        helper.make_node("Clip", ["b2", "lo"], ["b3"], name="clip"),
+        helper.make_node("Add", ["b3", "c"], ["d"], name="addc"),
         helper.make_node("MaxPool", ["d"], ["e"], name="mp", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
         helper.make_node("AveragePool", ["e"], ["f"], name="ap_pad", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("AveragePool", ["f"], ["g"], name="ap_incl", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
@@ -89,9 +102,9 @@ def test_edge_cases_run_where_they_are_exact():
     # max pool in ceil mode: 7x6 -> 4x3 (the last row's window reaches past the input)
     report = _check(_graph(nodes, inits, [2, 4, 13, 13], [2, 8, 4, 3]))
     where = {r["name"]: r["where"] for r in report}
-    assert where == {"conv": "npu", "dw": "host", "addc": "host", "mp": "npu", "ap_pad": "host",
-                     "ap_incl": "npu", "add": "npu"}
-    assert report[0]["shape"] == (2, 8, 7, 6) and report[3]["shape"] == (2, 8, 4, 3)
+    assert where == {"conv": "npu", "dw": "npu", "grouped": "host", "clip": "npu", "addc": "host",
+                     "mp": "npu", "ap_pad": "host", "ap_incl": "npu", "add": "npu"}
+    assert report[0]["shape"] == (2, 8, 7, 6) and report[5]["shape"] == (2, 8, 4, 3)
 
 
 def test_bad_input():

@@ -132,6 +132,14 @@ def run_reference(layers, x) -> np.ndarray:
             y = conv2d_reference(a[0], p["weight"], p["bias"], p["padding"], p["stride"], p["dilation"])
         elif layer.op == "relu":
             y = np.maximum(a[0], 0)
+        elif layer.op == "depthwise":
+            bdc.depthwise2d(mem, out, ins[0], wt, bt, p["padding"], p["stride"], p["dilation"])
+        elif layer.op == "clip":
+            src = ins[0]
+            if p["low"] is not None:
+                src = bdc.maximum(mem, out, src, p["low"])
+            if p["high"] is not None:
+                bdc.minimum(mem, out, src, p["high"])
         elif layer.op == "max_pool":
             y = max_pool_reference(a[0], p["kernel"], p["padding"], p["stride"])
         elif layer.op == "avg_pool":
@@ -154,6 +162,9 @@ def _per_image(layer, arrays):
     p = layer.params
     if layer.op in ("max_pool", "avg_pool"):
         out_shape = bdc.pool_output_shape((1, c, h, w), p["kernel"], p["padding"], p["stride"])
+    elif layer.op == "depthwise":
+        out_shape = bdc.conv2d_output_shape((1, c, h, w), p["weight"].shape, p["padding"], p["stride"],
+                                            p["dilation"])
     else:
         out_shape = (1, c, h, w)
     ins = [tensor_layout(BM1684, 0, (1, c, h, w))]
@@ -165,7 +176,12 @@ def _per_image(layer, arrays):
     out = tensor_layout(BM1684, out_at, out_shape)
     result = np.empty((n,) + out_shape[1:], np.float32)
     img = c * h * w * 4
-    mem = LocalMemory(BM1684, system_bytes=3 * img, backend="cmodel")
+    mem = LocalMemory(BM1684, system_bytes=2 * img + 4 * int(np.prod(out_shape)), backend="cmodel")
+    if layer.op == "depthwise":  # weights and bias written once by the host, after the output
+        wt = bdc.store_depthwise_weight(mem, -(-out.end_offset // 128) * 128, p["weight"])
+        bt = None if p["bias"] is None else bdc.store_bias(mem, -(-wt.end_offset // 128) * 128, p["bias"])
+        if (bt or wt).end_offset >= S:
+            raise FootprintError(f"layer {layer.name!r}: one image {(1, c, h, w)} does not fit one NPU's local memory")
     for i in range(n):
         for j, (t, a) in enumerate(zip(ins, arrays)):
             mem.write_system(j * img, np.ascontiguousarray(a[i:i + 1], np.float32))
@@ -174,6 +190,14 @@ def _per_image(layer, arrays):
             bdc.relu(mem, out, ins[0])
         elif layer.op == "add":
             bdc.add(mem, out, ins[0], ins[1])
+        elif layer.op == "depthwise":
+            bdc.depthwise2d(mem, out, ins[0], wt, bt, p["padding"], p["stride"], p["dilation"])
+        elif layer.op == "clip":
+            src = ins[0]
+            if p["low"] is not None:
+                src = bdc.maximum(mem, out, src, p["low"])
+            if p["high"] is not None:
+                bdc.minimum(mem, out, src, p["high"])
         elif layer.op == "max_pool":
             bdc.max_pool2d(mem, out, ins[0], p["kernel"], p["padding"], p["stride"])
         else:
@@ -217,7 +241,7 @@ def run_on_simulator(layers, x):
 
 
 # ------------------------------------------------------------------ ONNX models
-_NPU_OPS = ("Conv", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "Add")
+_NPU_OPS = ("Conv", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Add")
 
 
 def _onnx_layer(step, values, consts):
@@ -236,6 +260,16 @@ def _onnx_layer(step, values, consts):
     x = node.inputs[0]
     if op == "Relu":
         return relu(node.name, x), "relu"
+    if op == "Clip":
+        bounds = [attrs.get("min"), attrs.get("max")]
+        for i in (1, 2):
+            if len(node.inputs) > i and node.inputs[i]:
+                if node.inputs[i] not in consts:
+                    return None, "its bounds are not constants"
+                bounds[i - 1] = float(np.asarray(consts[node.inputs[i]]).reshape(()))
+        if bounds == [None, None]:
+            return None, "no bounds: nothing to compute"
+        return Layer(node.name, "clip", (x,), dict(low=bounds[0], high=bounds[1])), "max / min with constants"
     if op == "Add":
         if len(node.inputs) != 2 or node.inputs[1] in consts or step.in_shapes[1] != x_shape:
             return None, "adds a constant or broadcasts: the BDC add takes two tensors of one shape"
@@ -248,12 +282,18 @@ def _onnx_layer(step, values, consts):
         b = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
         if w is None or (len(node.inputs) > 2 and node.inputs[2] and b is None):
             return None, "weights or bias are not constants"
-        if int(attrs.get("group", 1)) != 1:
-            return None, f"group = {attrs['group']}: the planner runs ungrouped convolutions only"
         strides = tuple(attrs.get("strides", (1, 1)))
         dil = tuple(attrs.get("dilations", (1, 1)))
         begin, end = conv_padding(ap, attrs.get("pads"), x_shape[2:], tuple(w.shape[2:]), strides, dil)
-        return conv(node.name, x, w, b, strides, (begin[0], end[0], begin[1], end[1]), dil), "conv"
+        pad = (begin[0], end[0], begin[1], end[1])
+        group = int(attrs.get("group", 1))
+        if group == x_shape[1] == w.shape[0] and w.shape[1] == 1:
+            return Layer(node.name, "depthwise", (x,), dict(weight=np.asarray(w, np.float32), bias=b,
+                                                            padding=pad, stride=strides, dilation=dil)), \
+                "depthwise, one image at a time"
+        if group != 1:
+            return None, f"group = {group}: only ungrouped and depthwise convolutions have BDC instructions"
+        return conv(node.name, x, w, b, strides, pad, dil), "conv"
     kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
     strides = tuple(attrs.get("strides", (1, 1)))
     if tuple(attrs.get("dilations", (1, 1))) != (1, 1):
@@ -280,9 +320,10 @@ def run_onnx(model, x):
 
     ``model`` is a :class:`tensorlayout.model.Model`, a path or ONNX bytes; ``x`` its one float32
     input. Nodes run in the model's order: Conv (with its bias, BatchNormalization folded in)
-    through the layer planner; Relu, MaxPool, AveragePool, GlobalAveragePool and same-shape Add
-    one image at a time as GDMA load, BDC instruction, GDMA store; everything else (and the cases
-    the instructions cannot compute exactly, such as grouped convolutions) with the model's own
+    through the layer planner; depthwise Conv, Relu, Clip, MaxPool, AveragePool,
+    GlobalAveragePool and same-shape Add one image at a time as GDMA load, BDC instruction, GDMA
+    store; everything else (and the cases the instructions cannot compute exactly, such as grouped
+    convolutions or averages that leave padding out of the divisor) with the model's own
     NumPy kernels. Returns the output and one dict per node: ``name``, ``op``, ``where``
     (``"npu"`` or ``"host"``), ``why`` and ``shape``.
 
