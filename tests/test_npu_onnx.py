@@ -113,3 +113,29 @@ def test_bad_input():
         run_onnx(src, np.zeros((1, 3, 8, 8), np.float32))
     with pytest.raises(LayoutError, match="float32"):
         run_onnx(src, np.zeros((1, 3, 16, 16), np.float64))
+
+
+def _cli(*args):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(["src", os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "tensorlayout", "npu", "run-onnx", *args],
+                          capture_output=True, text=True, env=env)
+
+
+def test_cli_run_onnx(tmp_path):
+    import json
+
+    path = tmp_path / "tiny.onnx"
+    path.write_bytes(zoo.tiny_onnx())
+    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = _cli(str(path), "--input", str(tmp_path / "x.npy"), "--check", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["npu_nodes"] == 8 and [n["where"] for n in info["nodes"]][-2:] == ["host", "host"]
+    assert info["rel_max_vs_onnxruntime"] < 1e-5
+    r = _cli(str(tmp_path / "missing.onnx"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.onnx" in r.stderr

@@ -259,7 +259,7 @@ def _onnx_layer(step, values, consts):
         return None, "its input is a constant"
     x = node.inputs[0]
     if op == "Relu":
-        return relu(node.name, x), "relu"
+        return relu(node.name, x), "BDC relu"
     if op == "Clip":
         bounds = [attrs.get("min"), attrs.get("max")]
         for i in (1, 2):
@@ -269,13 +269,13 @@ def _onnx_layer(step, values, consts):
                 bounds[i - 1] = float(np.asarray(consts[node.inputs[i]]).reshape(()))
         if bounds == [None, None]:
             return None, "no bounds: nothing to compute"
-        return Layer(node.name, "clip", (x,), dict(low=bounds[0], high=bounds[1])), "max / min with constants"
+        return Layer(node.name, "clip", (x,), dict(low=bounds[0], high=bounds[1])), "BDC max / min with constants"
     if op == "Add":
         if len(node.inputs) != 2 or node.inputs[1] in consts or step.in_shapes[1] != x_shape:
             return None, "adds a constant or broadcasts: the BDC add takes two tensors of one shape"
-        return add(node.name, x, node.inputs[1]), "add"
+        return add(node.name, x, node.inputs[1]), "BDC add"
     if op == "GlobalAveragePool":
-        return avg_pool(node.name, x, tuple(x_shape[2:]), 1), "average pool over the whole image"
+        return avg_pool(node.name, x, tuple(x_shape[2:]), 1), "BDC average pool over the whole image"
     ap = attrs.get("auto_pad", "NOTSET")
     if op == "Conv":
         w = consts.get(node.inputs[1])
@@ -290,7 +290,7 @@ def _onnx_layer(step, values, consts):
         if group == x_shape[1] == w.shape[0] and w.shape[1] == 1:
             return Layer(node.name, "depthwise", (x,), dict(weight=np.asarray(w, np.float32), bias=b,
                                                             padding=pad, stride=strides, dilation=dil)), \
-                "depthwise, one image at a time"
+                "BDC depthwise convolution"
         if group != 1:
             return None, f"group = {group}: only ungrouped and depthwise convolutions have BDC instructions"
         return conv(node.name, x, w, b, strides, pad, dil), "conv"
@@ -311,8 +311,9 @@ def _onnx_layer(step, values, consts):
         if any(ext) or (any(pad) and not include):
             return None, ("average over part of a window (padding not counted): the BDC pool "
                           "divides by the whole window")
-        return avg_pool(node.name, x, kernel, strides, pad), "average pool"
-    return max_pool(node.name, x, kernel, strides, pad), "max pool"
+        return avg_pool(node.name, x, kernel, strides, pad), "BDC average pool"
+    return max_pool(node.name, x, kernel, strides, pad), \
+        "BDC max pool" + (" (ceil mode as end padding)" if any(ext) else "")
 
 
 def run_onnx(model, x):
@@ -365,7 +366,7 @@ def run_onnx(model, x):
                     plan = plan_conv(ins[0].shape, w.shape[0], w.shape[2:], p["stride"], p["padding"],
                                      p["dilation"], bias=p["bias"] is not None)
                     y = run_conv_plan(plan, ins[0], w, p["bias"])
-                    why = f"planner, {plan.slices_count} slice(s)"
+                    why = f"planner, {plan.slices_count} slice(s), GDMA {plan.gdma_bytes} bytes"
                 else:
                     y = _per_image(layer, [np.ascontiguousarray(a, np.float32) for a in ins[:len(layer.inputs)]])
             except LayoutError as exc:  # an instruction limit: say which, run on the host
