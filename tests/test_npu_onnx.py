@@ -43,7 +43,7 @@ def _where(report):
 def test_tiny_onnx():
     report = _check(zoo.tiny_onnx())
     assert _where(report) == {"Conv": {"npu"}, "Relu": {"npu"}, "MaxPool": {"npu"},
-                              "GlobalAveragePool": {"npu"}, "Flatten": {"host"}, "Gemm": {"host"}}
+                              "GlobalAveragePool": {"npu"}, "Flatten": {"host"}, "Gemm": {"npu"}}
     assert all(r["why"] for r in report)
 
 
@@ -54,14 +54,14 @@ def test_resnet18_32():
     for op in ("Conv", "Relu", "Add", "MaxPool", "GlobalAveragePool"):
         assert where[op] == {"npu"}, op
     assert sum(r["op"] == "Add" for r in report) == 8
-    assert where["Gemm"] == {"host"}
+    assert where["Gemm"] == {"npu"} and where["Flatten"] == {"host"}
 
 
 def test_mobilenet_v2_32():
     pytest.importorskip("torch")
     report = _check(zoo.export("mobilenet_v2", size=32)[0])
     where = _where(report)
-    for op in ("Conv", "Clip", "Add", "GlobalAveragePool"):   # depthwise convolutions included
+    for op in ("Conv", "Clip", "Add", "GlobalAveragePool", "Gemm"):   # depthwise convolutions included
         assert where[op] == {"npu"}, op
     assert sum("depthwise" in r["why"] for r in report) == 17
 
@@ -107,6 +107,28 @@ def test_edge_cases_run_where_they_are_exact():
     assert report[0]["shape"] == (2, 8, 7, 6) and report[5]["shape"] == (2, 8, 4, 3)
 
 
+def test_gemm_and_elementwise_on_matrices():
+    from onnx import helper
+
+    rng = np.random.default_rng(4)
+    inits = {"w1": rng.standard_normal((70, 150)).astype(np.float32),
+             "b1": rng.standard_normal(70).astype(np.float32),
+             "w2": rng.standard_normal((70, 9)).astype(np.float32),
+             "w3": rng.standard_normal((9, 9)).astype(np.float32),
+             "c3": rng.standard_normal((3, 9)).astype(np.float32)}
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["a"], name="fc1", transB=1),
+        helper.make_node("Relu", ["a"], ["b"], name="relu"),
+        helper.make_node("Gemm", ["b", "w2"], ["c"], name="fc2"),
+        helper.make_node("Add", ["c", "c"], ["d"], name="double"),
+        helper.make_node("Gemm", ["d", "w3"], ["e"], name="scaled", alpha=0.5),
+        helper.make_node("Gemm", ["e", "w3", "c3"], ["y"], name="rows_bias"),
+    ]
+    report = _check(_graph(nodes, inits, [3, 150], [3, 9]))
+    assert {r["name"]: r["where"] for r in report} == {
+        "fc1": "npu", "relu": "npu", "fc2": "npu", "double": "npu", "scaled": "host", "rows_bias": "host"}
+
+
 def test_bad_input():
     src = zoo.tiny_onnx()
     with pytest.raises(LayoutError, match="shape"):
@@ -135,7 +157,7 @@ def test_cli_run_onnx(tmp_path):
     r = _cli(str(path), "--input", str(tmp_path / "x.npy"), "--check", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
-    assert info["npu_nodes"] == 8 and [n["where"] for n in info["nodes"]][-2:] == ["host", "host"]
+    assert info["npu_nodes"] == 9 and [n["where"] for n in info["nodes"]][-2:] == ["host", "npu"]
     assert info["rel_max_vs_onnxruntime"] < 1e-5
     r = _cli(str(tmp_path / "missing.onnx"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.onnx" in r.stderr

@@ -242,6 +242,7 @@ def run_on_simulator(layers, x):
 
 # ------------------------------------------------------------------ ONNX models
 _NPU_OPS = ("Conv", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Add")
+_ELEMENTWISE = ("Relu", "Clip", "Add")   # other ranks run as (1, size, 1, 1)
 
 
 def _onnx_layer(step, values, consts):
@@ -250,10 +251,12 @@ def _onnx_layer(step, values, consts):
 
     node = step.node
     op, attrs = node.op, node.attrs
+    if op == "Gemm":
+        return _gemm_layer(step, consts)
     if op not in _NPU_OPS:
         return None, "no BDC instruction for this op"
     x_shape = step.in_shapes[0]
-    if x_shape is None or len(x_shape) != 4 or len(step.out_shapes[0]) != 4:
+    if x_shape is None or (op not in _ELEMENTWISE and (len(x_shape) != 4 or len(step.out_shapes[0]) != 4)):
         return None, f"input shape {x_shape}: the BDC path takes 4-D NCHW tensors"
     if node.inputs[0] in consts:
         return None, "its input is a constant"
@@ -316,6 +319,61 @@ def _onnx_layer(step, values, consts):
         "BDC max pool" + (" (ceil mode as end padding)" if any(ext) else "")
 
 
+def _gemm_layer(step, consts):
+    """Gemm ``A @ B + C`` with constant B and C (alpha = beta = 1, A not transposed), or ``(None, why)``."""
+    node, attrs = step.node, step.node.attrs
+    if float(attrs.get("alpha", 1.0)) != 1.0 or float(attrs.get("beta", 1.0)) != 1.0 \
+            or int(attrs.get("transA", 0)):
+        return None, "alpha, beta or transA: the BDC matmul computes A @ B + bias"
+    a_shape = step.in_shapes[0]
+    if a_shape is None or len(a_shape) != 2 or node.inputs[0] in consts:
+        return None, "A must be a 2-D tensor"
+    w = consts.get(node.inputs[1])
+    c = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if w is None or (len(node.inputs) > 2 and node.inputs[2] and c is None):
+        return None, "B or C is not a constant"
+    w = np.asarray(w, np.float32)
+    w = w.T if int(attrs.get("transB", 0)) else w
+    n = w.shape[1]
+    if c is not None and np.asarray(c).size != n:
+        return None, f"C of shape {np.asarray(c).shape} broadcasts over rows: the BDC bias is one row of {n}"
+    bias = None if c is None else np.asarray(c, np.float32).reshape(1, n)
+    return Layer(node.name, "matmul", (node.inputs[0],), dict(weight=np.ascontiguousarray(w), bias=bias)), \
+        "BDC matmul in the matrix layout"
+
+
+def _matmul(layer, a):
+    """``a @ weight + bias`` on the simulator: matrices in by GDMA, one ``okk_bdc_matmul``, out by GDMA."""
+    from . import bdc
+    from .memory import LocalMemory
+    from .tensor import matrix_layout
+
+    w, b = layer.params["weight"], layer.params["bias"]
+    m, k = a.shape
+    n = w.shape[1]
+    lw, rw = -(-k // BM1684.npus), -(-n // BM1684.npus)
+    at = 0
+    tensors = []
+    for rows, cols, cpc in ((m, k, lw), (k, n, rw), (1, n, rw), (m, n, rw)):
+        t = matrix_layout(BM1684, at, rows, cols, cpc)
+        tensors.append(t)
+        at = -(-t.end_offset // 128) * 128
+    if at >= BM1684.lmem_bytes:
+        raise FootprintError(f"layer {layer.name!r}: matrices {m}x{k} @ {k}x{n} do not fit one NPU's local memory")
+    lt, rt, bt, ot = tensors
+    sys_a, sys_w = 0, 4 * m * k
+    sys_b = sys_w + 4 * k * n
+    sys_y = sys_b + 4 * n
+    mem = LocalMemory(BM1684, system_bytes=sys_y + 4 * m * n, backend="cmodel")
+    for addr, arr, t, cpc in ((sys_a, a, lt, lw), (sys_w, w, rt, rw), (sys_b, b, bt, rw)):
+        if arr is not None:
+            mem.write_system(addr, np.ascontiguousarray(arr, np.float32).reshape((1, 1) + arr.shape))
+            mem.gdma_matrix_s2l(t.address, addr, arr.shape[0], arr.shape[1], cpc, "fp32")
+    bdc.matmul(mem, ot, lt, rt, None if b is None else bt)
+    mem.gdma_matrix_l2s(sys_y, ot.address, m, n, rw, "fp32")
+    return mem.read_system(sys_y, (1, 1, m, n), "fp32")[0, 0]
+
+
 def run_onnx(model, x):
     """Run an ONNX model with the BDC-expressible nodes on the BM1684 simulator, the rest on the host.
 
@@ -325,7 +383,8 @@ def run_onnx(model, x):
     GlobalAveragePool and same-shape Add one image at a time as GDMA load, BDC instruction, GDMA
     store; everything else (and the cases the instructions cannot compute exactly, such as grouped
     convolutions or averages that leave padding out of the divisor) with the model's own
-    NumPy kernels. Returns the output and one dict per node: ``name``, ``op``, ``where``
+    NumPy kernels. Gemm with constant weights (alpha = beta = 1) runs as one BDC matmul in the
+    matrix layout. Returns the output and one dict per node: ``name``, ``op``, ``where``
     (``"npu"`` or ``"host"``), ``why`` and ``shape``.
 
     >>> import numpy as np
@@ -336,7 +395,7 @@ def run_onnx(model, x):
     >>> [(r["op"], r["where"]) for r in report][:4]
     [('Conv', 'npu'), ('Relu', 'npu'), ('MaxPool', 'npu'), ('Conv', 'npu')]
     >>> [(r["op"], r["where"]) for r in report][-2:]
-    [('Flatten', 'host'), ('Gemm', 'host')]
+    [('Flatten', 'host'), ('Gemm', 'npu')]
     >>> ref = m.run(x)
     >>> bool(np.abs(y - ref).max() / np.abs(ref).max() < 1e-5)
     True
@@ -367,8 +426,13 @@ def run_onnx(model, x):
                                      p["dilation"], bias=p["bias"] is not None)
                     y = run_conv_plan(plan, ins[0], w, p["bias"])
                     why = f"planner, {plan.slices_count} slice(s), GDMA {plan.gdma_bytes} bytes"
+                elif layer.op == "matmul":
+                    y = _matmul(layer, np.ascontiguousarray(ins[0], np.float32))
                 else:
-                    y = _per_image(layer, [np.ascontiguousarray(a, np.float32) for a in ins[:len(layer.inputs)]])
+                    arrays = [np.ascontiguousarray(a, np.float32) for a in ins[:len(layer.inputs)]]
+                    if arrays[0].ndim != 4:
+                        arrays = [a.reshape(1, -1, 1, 1) for a in arrays]
+                    y = _per_image(layer, arrays)
             except LayoutError as exc:  # an instruction limit: say which, run on the host
                 y, why = None, f"host fallback: {str(exc).splitlines()[0]}"
         if y is not None:
