@@ -255,3 +255,16 @@ def demo(tour) -> None:
     ref = run_reference(net, xn)
     tour.print(f"A ResNet basic block ({' -> '.join(r['op'] for r in report)}) on the simulator: relative "
                f"error {np.abs(y - ref).max() / np.abs(ref).max():.1e} against float64 NumPy.")
+    try:
+        from ..model import load, zoo
+
+        model = load(zoo.tiny_onnx())
+    except ImportError:  # the onnx package (the 'model' extra) is missing
+        return
+    from ..npu.network import run_onnx
+
+    xm = rng.standard_normal(model.inputs["x"], dtype=np.float32)
+    y, report = run_onnx(model, xm)
+    ref = model.run(xm)
+    tour.print(f"A small ONNX classifier node by node: {', '.join(r['op'] + ' ' + r['where'] for r in report)}; "
+               f"relative error {np.abs(y - ref).max() / np.abs(ref).max():.1e} against the CPU runtime.")
