@@ -129,6 +129,21 @@ def test_gemm_and_elementwise_on_matrices():
         "fc1": "npu", "relu": "npu", "fc2": "npu", "double": "npu", "scaled": "host", "rows_bias": "host"}
 
 
+def test_integer_tensors_stay_on_the_host():
+    from onnx import helper
+
+    nodes = [helper.make_node("Cast", ["x"], ["s"], name="to_int", to=7),
+             helper.make_node("Add", ["s", "s"], ["s2"], name="add_int"),
+             helper.make_node("Cast", ["s2"], ["f"], name="cast", to=1),
+             helper.make_node("Add", ["f", "x"], ["y"], name="add_float")]
+    src = _graph(nodes, {}, [2, 3, 4, 5], [2, 3, 4, 5])
+    x = (np.random.default_rng(5).standard_normal((2, 3, 4, 5)) * 1e3).astype(np.float32)
+    y, report = run_onnx(src, x)
+    assert np.abs(y - _ort(src, x)).max() <= 1e-5 * np.abs(x).max() * 3
+    assert [r["where"] for r in report] == ["host", "host", "host", "npu"]
+    assert "int64" in report[1]["why"]
+
+
 def test_bad_input():
     src = zoo.tiny_onnx()
     with pytest.raises(LayoutError, match="shape"):

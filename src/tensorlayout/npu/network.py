@@ -245,7 +245,7 @@ _NPU_OPS = ("Conv", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool
 _ELEMENTWISE = ("Relu", "Clip", "Add")   # other ranks run as (1, size, 1, 1)
 
 
-def _onnx_layer(step, values, consts):
+def _onnx_layer(step, consts):
     """The :class:`Layer` that runs ``step`` exactly on the simulator, or ``(None, why)``."""
     from ..model.ops import conv_padding, pool_output_side
 
@@ -414,9 +414,11 @@ def run_onnx(model, x):
     for st in model.steps:
         node = st.node
         ins = [values[n] if n else None for n in node.inputs]
-        layer, why = _onnx_layer(st, values, model.consts)
+        layer, why = _onnx_layer(st, model.consts)
         entry = {"name": node.name, "op": node.op}
         y = None
+        if layer is not None and any(a.dtype != np.float32 for a in ins[:len(layer.inputs)]):
+            layer, why = None, f"dtype {next(a.dtype for a in ins if a.dtype != np.float32)}: the BDC path is fp32"
         if layer is not None:
             try:
                 if layer.op == "conv":
