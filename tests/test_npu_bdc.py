@@ -20,12 +20,11 @@ from tensorlayout.errors import (  # noqa: E402
     ShapeError,
     StrideError,
 )
-from tensorlayout.npu import BM1684, LocalMemory, cmodel, tensor_layout  # noqa: E402
+from tensorlayout.npu import BM1684, LocalMemory, tensor_layout  # noqa: E402
 
-try:
-    cmodel.simulator()
-except cmodel.SimulatorError as exc:
-    pytest.skip(f"BM1684 simulator not available: {exc}", allow_module_level=True)
+from _simulator import skip_module_without_simulator  # noqa: E402
+
+skip_module_without_simulator()
 
 from tensorlayout.npu import bdc  # noqa: E402
 

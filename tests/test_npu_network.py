@@ -7,13 +7,11 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from tensorlayout.errors import LayoutError  # noqa: E402
-from tensorlayout.npu import cmodel  # noqa: E402
 from tensorlayout.npu import network as nw  # noqa: E402
 
-try:
-    cmodel.simulator()
-except cmodel.SimulatorError as exc:
-    pytest.skip(f"BM1684 simulator not available: {exc}", allow_module_level=True)
+from _simulator import skip_module_without_simulator  # noqa: E402
+
+skip_module_without_simulator()
 
 
 def _torch_net(layers, x):

@@ -8,13 +8,11 @@ ort = pytest.importorskip("onnxruntime")
 
 from tensorlayout.errors import LayoutError  # noqa: E402
 from tensorlayout.model import load, zoo  # noqa: E402
-from tensorlayout.npu import cmodel  # noqa: E402
 from tensorlayout.npu.network import run_onnx  # noqa: E402
 
-try:
-    cmodel.simulator()
-except cmodel.SimulatorError as exc:
-    pytest.skip(f"BM1684 simulator not available: {exc}", allow_module_level=True)
+from _simulator import skip_module_without_simulator  # noqa: E402
+
+skip_module_without_simulator()
 
 
 def _ort(src, x):
