@@ -21,12 +21,12 @@ AUTO_MIN_CHANNELS = 16          # per group, in and out
 PER_CALL_WEIGHT_COST = 24
 # Reading one transformed weight element from memory on each call (they rarely fit the
 # cache), in multiply-adds.
-WEIGHT_READ_COST = 8
+WEIGHT_READ_COST = 2
 # Transform work per tile and channel, in multiply-adds (input and output transforms).
-TILE_TRANSFORM_COST = {2: 2.0, 4: 3.5, 6: 5.0}
+TILE_TRANSFORM_COST = {2: 2.0, 4: 3.5, 6: 14.0}
 # GEMMs over few tiles run below the BLAS's best rate: a GEMM over P tiles costs as if it
 # had P + GEMM_TILE_OVERHEAD (measured with benchmarks/sweep_engine.py).
-GEMM_TILE_OVERHEAD = 16
+GEMM_TILE_OVERHEAD = 8
 
 
 def _tiles(side_h, side_w, m):
@@ -55,7 +55,7 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
     its 9 (or 25) multiply-adds per output.  Depthwise and other one-channel-per-group
     convolutions run direct loops.
 
-    >>> choose_algorithm((1, 64, 224, 224), (64, 64, 3, 3), padding=1)[:2]
+    >>> choose_algorithm((1, 128, 112, 112), (128, 128, 3, 3), padding=1)[:2]
     ('winograd', 6)
     >>> choose_algorithm((1, 256, 56, 56), (256, 256, 3, 3), padding=1)[:2]
     ('winograd', 4)
