@@ -61,7 +61,9 @@ def main() -> int:
                         "s": Tuning(threads=nt, min_block_tiles=1 << 20),
                         "t": Tuning(threads=nt, min_block_tiles=8),
                         "b": Tuning(threads=nt, block_bytes=1 << 20, min_block_tiles=32),
-                        "P": Tuning(threads=nt, gemm="packed")}
+                        "P": Tuning(threads=nt, gemm="packed"),
+                        # our Python threads around the compiled steps (the engine below 4 threads)
+                        "py": Tuning(threads=nt, parallel_min_threads=1 << 20)}
             for m in (2, 4, 6):
                 for label, tun in variants.items():
                     p = plan_conv2d(x.shape, w, padding=1, algorithm=f"winograd:{m}", tuning=tun)

@@ -132,14 +132,6 @@ def run_reference(layers, x) -> np.ndarray:
             y = conv2d_reference(a[0], p["weight"], p["bias"], p["padding"], p["stride"], p["dilation"])
         elif layer.op == "relu":
             y = np.maximum(a[0], 0)
-        elif layer.op == "depthwise":
-            bdc.depthwise2d(mem, out, ins[0], wt, bt, p["padding"], p["stride"], p["dilation"])
-        elif layer.op == "clip":
-            src = ins[0]
-            if p["low"] is not None:
-                src = bdc.maximum(mem, out, src, p["low"])
-            if p["high"] is not None:
-                bdc.minimum(mem, out, src, p["high"])
         elif layer.op == "max_pool":
             y = max_pool_reference(a[0], p["kernel"], p["padding"], p["stride"])
         elif layer.op == "avg_pool":

@@ -139,50 +139,48 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
     return U.reshape(alpha * alpha, groups, K // groups, Cg)
 
 
-def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int,
-            generated_ok: bool, tuning=None, reuse=False) -> WinogradWeights:
-    """Transform the weights and pick the kernels for F(m, r) with transforms ``t``."""
+def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning=None,
+            reuse=False) -> WinogradWeights:
+    """Transform the weights and pick the kernels for F(m, r) with transforms ``t``: the
+    generated ones (float32) with the parallel engine, the generic ones (float64), or none
+    (NumPy)."""
     dt = w.dtype
     U = transform_weights(w, t, groups, use_numba, threads, reuse)
-    AT64, _, BT64 = t.as_float(np.float64)
-    kernels, generated = None, False
-    if use_numba:
-        gen = None
-        if generated_ok and dt == np.float32:
-            from . import _codegen
+    AT, BT = (a.astype(dt) for a in t.as_float(np.float64)[::2])
+    if not use_numba:
+        return WinogradWeights(t, U, AT, BT, None, False)
+    gen = None
+    if dt == np.float32:
+        from . import _codegen
 
-            gen = _codegen.kernels_for(t, dt)
-        if gen is not None:
-            gin, gout, coef, compiled, compiled_blas = gen
-            kernels = (
-                lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
-                    gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
-                lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
-                    gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
-            gemm = tuning.gemm if tuning is not None else "blas"
-            sgemm = _pool.sgemm_entry() if gemm == "blas" else None
-            if sgemm is not None:
-                return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, True,
-                                       None, compiled_blas, sgemm, coef)
-            from ._kernels import pack_weights
+        gen = _codegen.kernels_for(t, dt)
+    if gen is None:
+        from . import _kernels
 
-            return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, True,
-                                   pack_weights(U, tuning.panel if tuning else 32), compiled,
-                                   None, coef)
-            generated = True
-        else:
-            from . import _kernels
+        BTi, BTv, BTn = sparse_rows(BT)
+        ATi, ATv, ATn = sparse_rows(AT)
+        m, alpha = t.m, t.alpha
+        kernels = (
+            lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
+                _kernels.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb, c0, c1),
+            lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
+                _kernels.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb,
+                                     bad, k0, k1))
+        return WinogradWeights(t, U, AT, BT, kernels, False)
+    gin, gout, coef, compiled, compiled_blas = gen
+    kernels = (
+        lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
+            gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
+        lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
+            gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
+    gemm = tuning.gemm if tuning is not None else "blas"
+    sgemm = _pool.sgemm_entry() if gemm == "blas" else None
+    if sgemm is not None:
+        return WinogradWeights(t, U, AT, BT, kernels, True, None, compiled_blas, sgemm, coef)
+    from ._kernels import pack_weights
 
-            BTi, BTv, BTn = sparse_rows(BT64.astype(dt))
-            ATi, ATv, ATn = sparse_rows(AT64.astype(dt))
-            m, alpha = t.m, t.alpha
-            kernels = (
-                lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
-                    _kernels.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb, c0, c1),
-                lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
-                    _kernels.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb,
-                                         bad, k0, k1))
-    return WinogradWeights(t, U, AT64.astype(dt), BT64.astype(dt), kernels, generated)
+    return WinogradWeights(t, U, AT, BT, kernels, True,
+                           pack_weights(U, tuning.panel if tuning else 32), compiled, None, coef)
 
 
 def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):

@@ -109,7 +109,7 @@ class ConvPlan:
     last_fallback: str | None = None
     _schedules: dict = field(default_factory=dict, repr=False)
     _workspace: engine.Workspace = field(default_factory=engine.Workspace, repr=False)
-    _finite_w: bool = True
+    _finite_w: bool = True          # False: direct weights hold NaN/Inf (im2col computes)
     _points: object = None
     _pending: bool = False          # built with NumPy while its kernels compile
 
@@ -145,7 +145,7 @@ class ConvPlan:
             return
         if self.info.algorithm == "winograd":
             self.winograd = engine.prepare(self.w, self.winograd.t, self.groups, True,
-                                           self._threads(), generated_ok=True, tuning=self.tuning)
+                                           self._threads(), tuning=self.tuning)
         self._schedules.clear()
         self.info = dataclasses.replace(self.info, backend="numba")
         self._pending = False
@@ -245,7 +245,7 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     use_nb = numba_available(tuning)
     info = ConvInfo(name, tile, (KH, KW), reason, "numba" if use_nb else "numpy")
     plan = ConvPlan(x_shape, w, b, st, pad, dil, groups, out_shape, info, tuning,
-                    _finite_w=bool(np.isfinite(w).all()), _points=points)
+                    _finite_w=name != "direct" or bool(np.isfinite(w).all()), _points=points)
     if use_nb:
         key, dispatchers, warm = _needed(plan, points)
         if not _jit.ready(key, dispatchers, warm, tuning.compile):
@@ -265,8 +265,7 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
                 + (f"the largest tile within the bound is {max(ok)}" if ok else "use im2col")
                 + (" (or float64)" if w.dtype == np.float32 else ""))
         plan.winograd = engine.prepare(w, t, groups, use_nb, _pool.num_threads(tuning.threads),
-                                       generated_ok=True, tuning=tuning,
-                                       reuse=weights == "per-call")
+                                       tuning=tuning, reuse=weights == "per-call")
     return plan
 
 
