@@ -285,6 +285,21 @@ def test_nchw_and_nhwc_sources_give_the_same_image():
         np.testing.assert_array_equal(from_image(b, kind, nchw.shape, layout="NCHW"), nchw)
 
 
+@pytest.mark.parametrize("shape", [(1, 64, 128, 128), (2, 70, 96, 100)])
+def test_large_nchw_activations_round_trip(shape):
+    # 4 MiB and more: the compiled copy writes past the cache (streaming stores) in both
+    # directions; W = 100 leaves a tail shorter than a cache line in each row
+    nchw = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    expected = ref_image_vec(T.IN_OUT_CHANNEL, np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)),
+                             np.float32)
+    out = np.full(expected.shape, np.nan, dtype=np.float32)
+    to_image(nchw, T.IN_OUT_CHANNEL, layout="NCHW", out=out)
+    np.testing.assert_array_equal(out, expected)
+    back = np.full(shape, np.nan, dtype=np.float32)
+    from_image(expected, T.IN_OUT_CHANNEL, shape, layout="NCHW", out=back)
+    np.testing.assert_array_equal(back, nchw)
+
+
 def test_non_contiguous_sources_are_read_correctly():
     base = _source((2, 5, 8, 9), 5).astype(np.float32)
     view = base[:, ::2, 1:7, ::2]  # strided, offset

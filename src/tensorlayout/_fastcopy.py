@@ -163,8 +163,13 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     # Streaming stores pay off when the innermost loop writes whole words in order and the
     # next axis continues right after it (the writes fill whole cache lines), on big copies.
     dn, dsd = merged[-1][0], merged[-1][1]
-    streaming = (dsd == unit and unit >= 4 and merged[-2][1] == dn * unit
-                 and dst.nbytes >= _STREAM_MIN_BYTES)
+    # Reading pixels back into planes (the kernel's deinterleave: 4 lanes, unit-stride rows of
+    # at least a line), the kernel writes each row a line at a time: streaming pays there too.
+    ln, lsd, lss = merged[-2]
+    deinterleave = ln == 4 and lss == unit and dsd == unit and merged[-1][2] == 4 * unit
+    streaming = dst.nbytes >= _STREAM_MIN_BYTES and (
+        (dsd == unit and unit >= 4 and lsd == dn * unit)
+        or (deinterleave and dn * unit >= _LINE))
     return Plan(
         unit=unit, shape=shape,
         dst_strides=tuple(a[1] // unit for a in merged),
@@ -253,13 +258,15 @@ class _Memory:
 def _warm_kernel():
     """Compile the kernel for every word size, source writable and read-only."""
     kernel = _get_kernel()
-    one = np.array([1], dtype=np.int64)
+    # the kernel reads all _OUTER + _INNER axes: one run of 4 words
+    strides = np.array([0] * (_OUTER + _INNER - 1) + [1], dtype=np.int64)
+    shape = np.array([1] * (_OUTER + _INNER - 1) + [4], dtype=np.int64)
     for unit in (1, 2, 4, 8):
         d = np.zeros(4, dtype=f"u{unit}")
         for readonly in (False, True):
             s = np.ones(4, dtype=f"u{unit}")
             s.flags.writeable = not readonly
-            kernel(d, 0, one, s, 0, one, np.array([4], dtype=np.int64), False)
+            kernel(d, 0, strides, s, 0, strides, shape, False)
 
 
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
