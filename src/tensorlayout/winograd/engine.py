@@ -429,3 +429,20 @@ class Workspace:
         with self._lock:
             self._free.extend(bufs)
             del self._free[64:]
+
+
+class SharedWorkspace(Workspace):
+    """Buffers from the process-wide :func:`scratch` pool, for plans used once (a one-shot
+    :func:`~tensorlayout.winograd.conv2d`): the next call, of any layer that fits, reuses
+    pages that are already mapped instead of faulting in fresh ones."""
+
+    def take(self, n, shapes, dtype):
+        return [tuple(scratch(s, dtype) for s in shapes) for _ in range(n)]
+
+    def give(self, bufs):
+        for group in bufs:
+            for b in group:
+                give_back(b)
+
+
+ONE_SHOT = SharedWorkspace()

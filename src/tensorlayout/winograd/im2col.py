@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _pool
+from . import _pool, engine
 
 
 def im2col(plan, x: np.ndarray, use_numba: bool, threads: int) -> np.ndarray:
@@ -31,39 +31,43 @@ def im2col(plan, x: np.ndarray, use_numba: bool, threads: int) -> np.ndarray:
     if not use_nb:
         xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
         xp[:, :, ph:ph + H, pw:pw + W] = x
-    cols_buf = np.empty((C * KK, rows_per * OW), dtype=dt)
+    cols_buf = engine.scratch((C * KK, rows_per * OW), dt)   # pages reused between calls
     nt = threads if use_nb else 1
     if use_nb:
         from . import _kernels
-    for n in range(N):
-        yn = y[n].reshape(groups, Kg, OH * OW)
-        for oh0 in range(0, OH, rows_per):
-            rows = min(rows_per, OH - oh0)
-            cols = cols_buf[:, :rows * OW]
-            if use_nb:
-                _pool.run_split(
-                    lambda r0, r1: _kernels.im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw,
-                                                   dh, dw, OW, r0, r1), C * KK, nt)
-            else:
-                c5 = cols.reshape(C, KH, KW, rows, OW)
-                for kh in range(KH):
-                    for kw in range(KW):
-                        y0 = oh0 * sh + kh * dh
-                        x0 = kw * dw
-                        c5[:, kh, kw] = xp[n, :, y0:y0 + sh * (rows - 1) + 1:sh,
-                                           x0:x0 + sw * (OW - 1) + 1:sw]
-            cols3 = cols.reshape(groups, Cg * KK, rows * OW)
-            if use_nb and nt > 1:
-                def gemm(k0, k1):
-                    with np.errstate(invalid="ignore", over="ignore"):
-                        yn[:, k0:k1, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3[:, k0:k1], cols3)
+    try:
+        for n in range(N):
+            yn = y[n].reshape(groups, Kg, OH * OW)
+            for oh0 in range(0, OH, rows_per):
+                rows = min(rows_per, OH - oh0)
+                cols = cols_buf[:, :rows * OW]
+                if use_nb:
+                    _pool.run_split(
+                        lambda r0, r1: _kernels.im2col(x, cols, n, oh0, KH, KW, sh, sw, ph, pw,
+                                                       dh, dw, OW, r0, r1), C * KK, nt)
+                else:
+                    c5 = cols.reshape(C, KH, KW, rows, OW)
+                    for kh in range(KH):
+                        for kw in range(KW):
+                            y0 = oh0 * sh + kh * dh
+                            x0 = kw * dw
+                            c5[:, kh, kw] = xp[n, :, y0:y0 + sh * (rows - 1) + 1:sh,
+                                               x0:x0 + sw * (OW - 1) + 1:sw]
+                cols3 = cols.reshape(groups, Cg * KK, rows * OW)
+                if use_nb and nt > 1:
+                    def gemm(k0, k1):
+                        with np.errstate(invalid="ignore", over="ignore"):
+                            np.matmul(W3[:, k0:k1], cols3,
+                                      out=yn[:, k0:k1, oh0 * OW:(oh0 + rows) * OW])
 
-                with _pool.single_threaded_blas():
-                    _pool.run_split(gemm, Kg, nt)
-            elif use_nb:
-                with _pool.single_threaded_blas():
+                    with _pool.single_threaded_blas():
+                        _pool.run_split(gemm, Kg, nt)
+                elif use_nb:
+                    with _pool.single_threaded_blas():
+                        np.matmul(W3, cols3, out=yn[:, :, oh0 * OW:(oh0 + rows) * OW])
+                else:
                     yn[:, :, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3, cols3)
-            else:
-                yn[:, :, oh0 * OW:(oh0 + rows) * OW] = np.matmul(W3, cols3)
+    finally:
+        engine.give_back(cols_buf)
     y += plan.bias[None, :, None, None]
     return y

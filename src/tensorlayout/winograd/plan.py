@@ -357,6 +357,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm
                          "(float32 or float64)")
     plan = plan_conv2d(x.shape, w_arr, bias, stride, padding, dilation, groups, algorithm,
                        tile, points, tuning=tuning, weights="per-call")
+    plan._workspace = engine.ONE_SHOT
     try:
         y = plan.run(x)
     finally:
