@@ -149,6 +149,13 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     outer, inner = merged[:-_INNER], merged[-_INNER:]
     if not outer:
         outer, inner = inner[:1], inner[1:]
+    # Interleaving big copies into pixels: the pixels are stored past the cache (below), so
+    # the order of the writes matters little; the parallel steps walk the source in order
+    # instead (each step reads whole rows of the planes that the step before read).
+    if dst.nbytes >= _STREAM_MIN_BYTES and _interleaves(inner, isz):
+        if len(outer) < _OUTER and len(inner) == _INNER:
+            outer.append(inner.pop(0))
+        outer.sort(key=lambda a: -abs(a[2]))
     # A free inner slot and little work per parallel step (a 3x3 filter's 36 elements): the
     # innermost parallel axis gives a block to the plain loops, saving the per-step index work.
     work = math.prod(a[0] for a in inner)
@@ -211,6 +218,12 @@ def _lanes_beside_run(merged, isz):
     if n % 4 == 0 and n >= 16 and B[0] >= 16:       # block A by 4, then interleave
         return rest + [[n // 4, 4 * sd, 4 * ss], B, [4, sd, ss]]
     return merged
+
+
+def _interleaves(inner, isz) -> bool:
+    """True when the two innermost axes write 4-lane pixels from unit-stride source rows."""
+    return (len(inner) >= 2 and inner[-1][0] == 4 and inner[-1][1] == isz
+            and inner[-2][1] == 4 * isz and inner[-2][2] == isz)
 
 
 def _divisor_near(n: int, target: int) -> int | None:
