@@ -111,9 +111,11 @@ def give_back(arr) -> None:
 
 
 def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool,
-                      threads: int, reuse: bool = False) -> np.ndarray:
+                      threads: int, reuse: bool = False, numba_pool: bool = True) -> np.ndarray:
     """U (α², groups, K/groups, C/groups) = G w Gᵀ per filter, in w's dtype (in a
-    :func:`scratch` buffer with ``reuse``)."""
+    :func:`scratch` buffer with ``reuse``).  ``numba_pool``: on numba's threads (where the
+    parallel engine runs next), else on the Python thread pool of :func:`run`: a pool left
+    spinning after its work would take the cores from the other one."""
     K, Cg, r, _ = w.shape
     alpha = t.alpha
     AT, G, BT = t.as_float(np.float64)
@@ -124,6 +126,9 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
 
         Gd = G.astype(w.dtype)
         U = (scratch if reuse else np.empty)((alpha * alpha, K, Cg), w.dtype)
+        if not numba_pool:
+            _pool.run_split(lambda k0, k1: _kernels.weight_transform(w, Gd, U, k0, k1), K, threads)
+            return U.reshape(alpha * alpha, groups, K // groups, Cg)
         saved = numba.get_num_threads()
         try:
             numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
@@ -145,7 +150,7 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning
     generated ones (float32) with the parallel engine, the generic ones (float64), or none
     (NumPy)."""
     dt = w.dtype
-    U = transform_weights(w, t, groups, use_numba, threads, reuse)
+    U = transform_weights(w, t, groups, use_numba, threads, reuse, uses_numba_pool(tuning, threads))
     AT, BT = (a.astype(dt) for a in t.as_float(np.float64)[::2])
     if not use_numba:
         return WinogradWeights(t, U, AT, BT, None, False)
@@ -181,6 +186,14 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning
 
     return WinogradWeights(t, U, AT, BT, kernels, True,
                            pack_weights(U, tuning.panel if tuning else 32), compiled, None, coef)
+
+
+def uses_numba_pool(tuning, threads: int) -> bool:
+    """True when a convolution on ``threads`` threads runs the generated parallel engine (on
+    numba's threads) rather than :func:`run` (on the Python thread pool)."""
+    if tuning is None:
+        return True
+    return threads >= tuning.parallel_min_threads or tuning.gemm == "packed"
 
 
 def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):

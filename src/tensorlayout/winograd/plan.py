@@ -276,7 +276,7 @@ def _needed(plan, points):
 
     info, dt = plan.info, plan.w.dtype
     threads = plan._threads()
-    engine_needed = threads >= plan.tuning.parallel_min_threads or plan.tuning.gemm == "packed"
+    engine_needed = engine.uses_numba_pool(plan.tuning, threads)
     # one thread: no Python thread pool, which refuses work once the interpreter exits (a
     # process waits for its background compiles at exit); the parallel engine, where it
     # is needed, is compiled by running it on one thread
@@ -285,7 +285,8 @@ def _needed(plan, points):
                                  plan.tuning.parallel_min_threads)
     if info.algorithm == "winograd":
         t = _transforms(info.tile, info.kernel[0], points)
-        dispatchers = [_kernels.weight_transform_parallel]
+        dispatchers = [_kernels.weight_transform_parallel if engine_needed
+                       else _kernels.weight_transform]
         if dt == np.float32:
             from . import _codegen
 
