@@ -505,9 +505,17 @@ _LOADED = {}
 _LOCK = threading.Lock()
 
 
+_KEYS = {}                    # id(Transforms) -> (the transforms, key): computed once each
+
+
 def _key(t) -> str:
+    got = _KEYS.get(id(t))
+    if got is not None and got[0] is t:
+        return got[1]
     exact = (t.m, t.r, tuple(map(str, t.AT.flat)), tuple(map(str, t.BT.flat)), VERSION)
-    return hashlib.sha256(repr(exact).encode()).hexdigest()[:16]
+    key = hashlib.sha256(repr(exact).encode()).hexdigest()[:16]
+    _KEYS[id(t)] = (t, key)
+    return key
 
 
 def load_module(t):
@@ -534,6 +542,18 @@ def load_module(t):
         return mod
 
 
+def _coefficients(mod, dtype) -> np.ndarray:
+    """The module's constants as an array of ``dtype`` (made once per module and dtype)."""
+    cache = mod.__dict__.setdefault("_coef_arrays", {})
+    got = cache.get(dtype)
+    if got is None:
+        from fractions import Fraction
+
+        got = np.array([float(Fraction(c)) for c in mod.COEFS] or [1.0], dtype=dtype)
+        cache[dtype] = got
+    return got
+
+
 def kernels_for(t, dtype):
     """``(input, output, coef, engine, engine_blas)``: the unrolled kernels for the exact
     transforms ``t`` and the parallel engines built on them."""
@@ -541,9 +561,7 @@ def kernels_for(t, dtype):
         mod = load_module(t)
     except OSError:
         return None                      # no writable cache: the generic kernels run
-    from fractions import Fraction
-
-    coef = np.array([float(Fraction(c)) for c in mod.COEFS] or [1.0], dtype=dtype)
+    coef = _coefficients(mod, np.dtype(dtype))
     return (getattr(mod, f"wino_input_{t.m}_{t.r}"), getattr(mod, f"wino_output_{t.m}_{t.r}"),
             coef, getattr(mod, f"engine_{t.m}_{t.r}"), getattr(mod, f"engine_blas_{t.m}_{t.r}"))
 
