@@ -615,7 +615,9 @@ def test_same_result_for_every_thread_count_and_block():
     for m in (2, 4):
         seen = set()
         for tuning in (Tuning(threads=1), Tuning(threads=2), Tuning(threads=3, block_tiles=5),
-                       Tuning(threads=5, block_tiles=13), Tuning(threads=2, min_block_tiles=1 << 20),
+                       Tuning(threads=5, block_tiles=13),
+                       Tuning(threads=2, min_block_tiles=1 << 20, small_weights_bytes=1),
+                       Tuning(threads=5),
                        Tuning(threads=3, row_layout=True, block_tiles=11)):
             plan = plan_conv2d(x.shape, w, b, padding=1, algorithm=f"winograd:{m}", tuning=tuning)
             seen.add(plan.schedule().mode)
@@ -634,7 +636,8 @@ def test_compiled_parallel_engine(gemm):
     w = rng.standard_normal((24, 20, 3, 3)).astype(np.float32)
     b = rng.standard_normal(24).astype(np.float32)
     ref = reference_conv(x, w, b, 1, 1)
-    for extra in (dict(), dict(min_block_tiles=1 << 20), dict(block_tiles=9, row_layout=False)):
+    for extra in (dict(), dict(min_block_tiles=1 << 20, small_weights_bytes=1),
+                  dict(block_tiles=9, row_layout=False)):
         tuning = Tuning(threads=3, parallel_min_threads=1, gemm=gemm, panel=8, **extra)
         plan = plan_conv2d(x.shape, w, b, padding=1, algorithm="winograd:2", tuning=tuning)
         assert plan.winograd.compiled is not None
@@ -645,6 +648,29 @@ def test_compiled_parallel_engine(gemm):
     y = plan(xn)
     np.testing.assert_array_equal(np.isnan(y), np.isnan(reference_conv(xn, w, b, 1, 1)))
     assert plan.last_fallback and "non-finite" in plan.last_fallback
+
+
+@pytest.mark.parametrize("stride, padding, dilation, groups", [(1, 1, 1, 1), (2, 0, 1, 2), (1, 2, 2, 1)])
+def test_im2col_engine_on_numbas_threads(stride, padding, dilation, groups):
+    """From Tuning.parallel_min_threads threads on, float32 im2col runs as one parallel function
+    calling BLAS's sgemm per (group, 16 output channels): same numbers as the float64 loop
+    for strides, dilation, groups, odd sizes and batch 2, and as the threads' path below."""
+    pytest.importorskip("numba")
+    from tensorlayout.winograd import _pool
+    from tensorlayout.winograd.im2col import engine_used
+
+    if _pool.sgemm_entry() is None:
+        pytest.skip("no sgemm entry point in NumPy's BLAS")
+    rng = np.random.default_rng(43)
+    x = rng.standard_normal((2, 6, 19, 23)).astype(np.float32)
+    w = rng.standard_normal((34, 6 // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(34).astype(np.float32)
+    ref = reference_conv(x, w, b, stride, padding, dilation, groups)
+    for tuning in (Tuning(threads=3, parallel_min_threads=1), Tuning(threads=2)):
+        plan = plan_conv2d(x.shape, w, b, stride, padding, dilation, groups, algorithm="im2col",
+                           tuning=tuning)
+        assert engine_used(plan, x.dtype, 3 if tuning.threads == 3 else 2) == (tuning.threads == 3)
+        assert rel_err(plan(x), ref) < TOL32["im2col"], tuning
 
 
 def test_plan_called_from_several_threads_at_once():

@@ -323,6 +323,41 @@ def pack_weights(U, KB):
 
 
 @njit(parallel=True, cache=True)
+def im2col_engine(x, W3, y, cols, rows_per, KH, KW, sh, sw, ph, pw, dh, dw, chunks, sgemm,
+                  kstep):
+    """im2col + GEMM as one parallel function on numba's pool (float32, BLAS held to one
+    thread by the caller): for each band of ``rows_per`` output rows, the columns are
+    gathered by chunks of rows of ``cols``, then each (group, ``kstep`` output channels)
+    is one sgemm call writing straight into ``y``; ``chunks`` pieces of column rows."""
+    N, C, H, W = x.shape
+    G, Kg, CgKK = W3.shape
+    K = G * Kg
+    OH, OW = y.shape[2], y.shape[3]
+    nrows = cols.shape[0]
+    ldc = cols.shape[1]
+    isz = W3.itemsize
+    one = W3.dtype.type(1)
+    zero = W3.dtype.type(0)
+    nks = -(-Kg // kstep)
+    for n in range(N):
+        for oh0 in range(0, OH, rows_per):
+            rows = min(rows_per, OH - oh0)
+            ncol = rows * OW
+            band = cols[:, :ncol]
+            for i in prange(chunks):
+                im2col(x, band, n, oh0, KH, KW, sh, sw, ph, pw, dh, dw, OW,
+                       i * nrows // chunks, (i + 1) * nrows // chunks)
+            for it in prange(G * nks):
+                g = it // nks
+                k0 = (it - g * nks) * kstep
+                sgemm(101, 111, 111, min(kstep, Kg - k0), ncol, CgKK, one,
+                      W3.ctypes.data + ((g * Kg + k0) * CgKK) * isz, CgKK,
+                      cols.ctypes.data + (g * CgKK * ldc) * isz, ldc, zero,
+                      y.ctypes.data + ((n * K + g * Kg + k0) * OH * OW + oh0 * OW) * isz,
+                      OH * OW)
+
+
+@njit(parallel=True, cache=True)
 def weight_transform_parallel(w, G, U, chunks):
     """:func:`weight_transform` over all output channels, ``chunks`` pieces on numba's
     threads (the pool the Winograd engine uses, so the two never compete for cores)."""

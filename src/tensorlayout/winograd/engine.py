@@ -271,8 +271,11 @@ def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok) -> 
         pb = min(tuning.block_tiles, P)
         mode = "tiles"
     else:
-        pb = max(tuning.min_block_tiles, tuning.block_bytes // per_tile)
-        if P >= threads * tuning.min_block_tiles or threads == 1:
+        min_tiles = tuning.min_block_tiles
+        if alpha * alpha * C * K * itemsize <= tuning.small_weights_bytes:
+            min_tiles = min(min_tiles, tuning.small_min_block_tiles)
+        pb = max(min_tiles, tuning.block_bytes // per_tile)
+        if P >= threads * min_tiles or threads == 1:
             mode = "tiles"
             nblocks = max(threads, -(-P // pb))
             nblocks = -(-nblocks // threads) * threads          # a multiple of the threads

@@ -32,6 +32,13 @@ def im2col(plan, x: np.ndarray, use_numba: bool, threads: int) -> np.ndarray:
         xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
         xp[:, :, ph:ph + H, pw:pw + W] = x
     cols_buf = engine.scratch((C * KK, rows_per * OW), dt)   # pages reused between calls
+    if use_nb and engine_used(plan, dt, threads):
+        try:
+            _run_engine(plan, x, y, W3, cols_buf, rows_per, threads)
+        finally:
+            engine.give_back(cols_buf)
+        y += plan.bias[None, :, None, None]
+        return y
     nt = threads if use_nb else 1
     if use_nb:
         from . import _kernels
@@ -71,3 +78,31 @@ def im2col(plan, x: np.ndarray, use_numba: bool, threads: int) -> np.ndarray:
         engine.give_back(cols_buf)
     y += plan.bias[None, :, None, None]
     return y
+
+
+def engine_used(plan, dtype, threads) -> bool:
+    """True when a call runs :func:`_kernels.im2col_engine` (float32, from
+    ``Tuning.parallel_min_threads`` threads on, BLAS's sgemm found): Python threads
+    handing out BLAS calls scale badly past a few cores."""
+    return (dtype == np.float32 and threads >= plan.tuning.parallel_min_threads
+            and plan.tuning.gemm == "blas" and _pool.sgemm_entry() is not None)
+
+
+def _run_engine(plan, x, y, W3, cols_buf, rows_per, threads):
+    import numba
+
+    from . import _kernels
+
+    KH, KW = plan.w.shape[2:]
+    sh, sw = plan.stride
+    ph, pw = plan.padding
+    dh, dw = plan.dilation
+    saved = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        with engine._engine_lock(), _pool.single_threaded_blas():
+            _kernels.im2col_engine(x, np.ascontiguousarray(W3), y, cols_buf, rows_per, KH, KW,
+                                   sh, sw, ph, pw, dh, dw, min(cols_buf.shape[0], 4 * threads),
+                                   _pool.sgemm_entry(), 16)
+    finally:
+        numba.set_num_threads(saved)

@@ -304,7 +304,11 @@ def _needed(plan, points):
         w = np.ones((4, 4, r, r), dt)
         kwargs = dict(algorithm=f"winograd:{t.m}", points=points, padding=r // 2)
     elif info.algorithm == "im2col" or not plan._finite_w:
+        from .im2col import engine_used
+
         dispatchers, key = [_kernels.im2col], ("im2col",)
+        if engine_used(plan, dt, threads):
+            dispatchers, key = [_kernels.im2col_engine], ("im2col", "engine")
         x, w, kwargs = np.zeros((1, 4, 5, 5), dt), np.ones((4, 4, 3, 3), dt), dict(algorithm="im2col")
     else:
         dispatchers, key = [_kernels.direct], ("direct", dt.str)

@@ -30,6 +30,10 @@ class Tuning:
     * ``block_tiles``: tiles per block of the Winograd pipeline (None: chosen per layer);
     * ``min_block_tiles``: fewest tiles a block is given when blocks are split over
       threads (narrower GEMMs lose more than the cache saves);
+    * ``small_weights_bytes``, ``small_min_block_tiles``: transformed weights up to this
+      size are cheap for every thread to read whole, so blocks may be as small as
+      ``small_min_block_tiles`` tiles (each thread then runs whole blocks instead of all
+      threads sharing one);
     * ``block_bytes``: the size the transformed input and output of one block aim at;
     * ``row_layout``: blocks of whole tile rows on wide images (None: from
       ``row_layout_min_tiles`` tiles per row);
@@ -52,6 +56,8 @@ class Tuning:
     threads: int | None = None
     block_tiles: int | None = None
     min_block_tiles: int = 48
+    small_weights_bytes: int = 1 << 20
+    small_min_block_tiles: int = 8
     block_bytes: int = 3 << 20
     row_layout: bool | None = None
     row_layout_min_tiles: int = 16
@@ -72,7 +78,8 @@ class Tuning:
         if self.gemm not in ("packed", "blas"):
             raise LayoutError(f"Tuning.gemm = {self.gemm!r} is not allowed: it must be 'packed' "
                               "or 'blas'")
-        for name in ("min_block_tiles", "block_bytes", "row_layout_min_tiles", "panel",
+        for name in ("min_block_tiles", "small_weights_bytes", "small_min_block_tiles",
+                     "block_bytes", "row_layout_min_tiles", "panel",
                      "parallel_min_threads"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
