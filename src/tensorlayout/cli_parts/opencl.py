@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from .. import _backend
 from ..errors import AlgorithmError, ConvolutionError, LayoutError, OpenCLUnavailable, short
 from ..image import image_layout
 from ._common import check_array_size, dtype_arg, integer, no_action, nonneg, positive, print_json, shape_arg
@@ -75,9 +76,10 @@ def _devices(args) -> int:
 
 
 def _image_bytes(queue, img):
-    import pyopencl as cl
-
     from ..opencl import image_dtype
+    from ..opencl._device import cl as _cl
+
+    cl = _cl()
 
     w, h = img.shape
     out = np.empty((h, w, 4), image_dtype(img))
@@ -139,9 +141,11 @@ def _conv(args) -> int:
     b = rng.standard_normal(args.out_channels).astype(np.float32)
     dtype = _image_dtype(args)
     cctx = get_context(args.device)
-    conv2d(x, wt, b, args.padding, args.algorithm, args.tile, dtype, cctx)   # build the kernels
+    conv2d(x, wt, b, padding=args.padding, algorithm=args.algorithm, tile=args.tile,
+           dtype=dtype, device=cctx)   # build the kernels
     t = time.perf_counter()
-    y = conv2d(x, wt, b, args.padding, args.algorithm, args.tile, dtype, cctx)
+    y = conv2d(x, wt, b, padding=args.padding, algorithm=args.algorithm, tile=args.tile,
+           dtype=dtype, device=cctx)
     dt = time.perf_counter() - t
     ref = _conv_ref(x, wt, b, args.padding)
     err = np.linalg.norm(y.astype(np.float64) - ref) / np.linalg.norm(ref)
@@ -174,9 +178,7 @@ def _conv_ref(x, w, b, p):
 
 def demo(tour) -> None:
     tour.section("OpenCL: tensors in real RGBA images")
-    try:
-        import pyopencl  # noqa: F401
-    except ImportError:
+    if not _backend.has_pyopencl():
         tour.print("PyOpenCL is not installed, so this part is skipped "
                    "(pip install 'tensorlayout[opencl]').")
         return
@@ -207,7 +209,7 @@ def demo(tour) -> None:
     ws = (rng.standard_normal((8, 8, 3, 3)) / 8).astype(np.float32)
     ref = _conv_ref(xs, ws, np.zeros(8), 1)
     for alg, tile in (("direct", None), ("winograd", 2), ("winograd", 4)):
-        y = conv2d(xs, ws, None, 1, alg, tile, np.float32, cctx)
+        y = conv2d(xs, ws, None, padding=1, algorithm=alg, tile=tile, dtype=np.float32, device=cctx)
         err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
         name = alg if tile is None else f"{alg} F({tile}x{tile},3x3)"
         tour.print(f"  conv2d {name:<22} on images, {xs.shape} -> {y.shape}: "

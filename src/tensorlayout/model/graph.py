@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _backend
 from ..errors import LayoutError, check_positive_int
 from .ops import BUILDERS, IN_PLACE, OP_TYPES, VIEWS, Ctx, ModelError
 
@@ -392,14 +393,11 @@ def threads_limit(n):
         return
     n = check_positive_int("threads", n)
     restore = []
-    try:
-        import numba
-
+    numba = _backend.numba()
+    if numba is not None:
         old = numba.get_num_threads()
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
         restore.append(lambda: numba.set_num_threads(old))
-    except ImportError:
-        pass
     controller = _blas_controller()
     if controller is not None:
         limiter = controller.limit(limits=n, user_api="blas")
