@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import DeviceLimitError, LayoutError, short
 from ..image import (ImageType, buffer_format, check_image_limits, element_at, from_image, image_from_dump,
                      image_layout, image_nbytes, image_shape, pixel_of)
-from ._common import dtype_arg, int_list, integer, positive, print_json
+from ._common import dtype_arg, int_list, integer, positive, print_json, print_table
 
 
 def register(sub) -> None:
@@ -204,13 +204,6 @@ def demo(tour) -> None:
                       "padding" if held is None else str(held)))
     head = ("tensor", "shape", "image type", "[W, H]", "bytes f32/f16", "waste",
             "last element -> (x, y, lane)", "last lane holds")
-    widths = [max(len(str(r[i])) for r in table + [head]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:<{wd}}}" for wd in widths)
-    tour.print()
-    tour.print(fmt.format(*head).rstrip())
-    tour.print(fmt.format(*("-" * wd for wd in widths)))
-    for r in table:
-        tour.print(fmt.format(*r).rstrip())
-    tour.print()
+    print_table(tour, head, table)
     tour.print("WINOGRAD_FILTER holds U = G g G^T of the 3x3 filter (tile 2: T = 4, t in [0, 16)).")
     tour.print("Try: tensorlayout image IN_OUT_CHANNEL --shape 1,5,6,3 --where 0,4,5,2 --pixel 5,4")

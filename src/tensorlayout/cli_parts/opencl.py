@@ -9,7 +9,7 @@ import numpy as np
 from .. import _backend
 from ..errors import AlgorithmError, ConvolutionError, LayoutError, OpenCLUnavailable, short
 from ..image import image_layout
-from ._common import check_array_size, dtype_arg, integer, no_action, nonneg, positive, print_json, shape_arg
+from ._common import check_array_size, dtype_arg, image_arguments, integer, no_action, nonneg, positive, print_json, shape_arg
 
 
 def _image_dtype(args):
@@ -39,13 +39,8 @@ def register(sub) -> None:
     d.set_defaults(func=_devices)
 
     r = osub.add_parser("roundtrip", help="buffer -> image -> buffer on the device, compared with NumPy")
-    r.add_argument("kind", help="image type, e.g. IN_OUT_CHANNEL, CONV2D_FILTER, WINOGRAD_FILTER "
-                   "(case-insensitive)")
-    r.add_argument("--shape", required=True, help="buffer shape, comma separated (e.g. 1,7,9,5)")
-    r.add_argument("--layout", default=None, help="NHWC (default) or NCHW for activations")
-    r.add_argument("--filter-format", default=None,
-                   help="filters only: OIHW (default) or HWOI; depthwise MIHW (default), HWIM or C1HW")
-    r.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+    image_arguments(r, "image type, e.g. IN_OUT_CHANNEL, CONV2D_FILTER, WINOGRAD_FILTER (case-insensitive)",
+                    "buffer shape, comma separated (e.g. 1,7,9,5)", "NHWC (default) or NCHW for activations")
     _add_dtype(r)
     r.set_defaults(func=_roundtrip)
 

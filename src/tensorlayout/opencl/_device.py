@@ -196,6 +196,19 @@ class CLContext:
                 self._programs[key] = got
         return got
 
+    def staging_buffer(self, queue, nbytes: int):
+        """A device buffer of at least ``nbytes``, kept per queue and grown when needed (the
+        commands of one queue run in order, so one buffer serves them all)."""
+        key = ("stage", queue.int_ptr)
+        with self._lock:
+            buf = self._programs.get(key)
+            if buf is None or buf.size < nbytes:
+                if buf is not None:
+                    buf.release()
+                buf = cl().Buffer(self.context, cl().mem_flags.READ_WRITE, max(nbytes, 16))
+                self._programs[key] = buf
+        return buf
+
     # ------------------------------------------------------------ limits
     def check_image(self, width: int, height: int, dtype) -> None:
         """Raise before allocating if the device cannot hold a ``width`` x ``height`` image of ``dtype``."""

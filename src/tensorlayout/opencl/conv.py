@@ -32,7 +32,7 @@ from .._checks import (check_array, check_choice, check_positive_int, check_shap
                        keyword_only, pair, q, renamed)
 from ..errors import (AlgorithmError, ConvolutionError, DeviceLimitError, DTypeError, LayoutError,
                       ShapeError)
-from ..image import ImageType, ROWS, buffer_format, layout_of
+from ..image import ImageType, ROWS, layout_of
 from ._device import cl, context_of, get_context, read_source
 from . import transfer
 from .transfer import empty_image, read_image, write_image
@@ -132,7 +132,7 @@ def _wino_source(m: int) -> str:
 def _size(kind: str, shape, tile=None) -> tuple:
     """(width, height) of a checked shape in the type's default buffer format."""
     kind = ImageType[kind]
-    h, w, _ = layout_of(kind, buffer_format(kind), tuple(shape), tile).physical_shape
+    h, w, _ = layout_of(kind, ROWS[(kind, None)].formats[0], tuple(shape), tile).physical_shape
     return w, h
 
 
@@ -166,8 +166,14 @@ def _queue(queue):
 
 def _check_direct(shape, filter_shape, padding, stride):
     """Checked ``(shape, filter_shape, padding, stride, out_shape)`` of a direct convolution."""
-    N, H, W, C = shape = check_shape("shape", shape, rank=4)
-    O, I, KH, KW = filter_shape = check_shape("filter_shape", filter_shape, rank=4)
+    return _geometry(check_shape("shape", shape, rank=4),
+                     check_shape("filter_shape", filter_shape, rank=4), padding, stride)
+
+
+def _geometry(shape, filter_shape, padding, stride):
+    """:func:`_check_direct` for shapes already checked."""
+    N, H, W, C = shape
+    O, I, KH, KW = filter_shape
     if I != C:
         raise ConvolutionError(f"filter_shape = {filter_shape} has I = {I} input channels: "
                                f"the input has C = {C}")
@@ -376,7 +382,7 @@ def conv2d(x, w, bias=None, *args, padding=0, stride=1, algorithm="winograd", ti
         if bias.shape[0] != O:
             raise ConvolutionError(f"bias has shape {bias.shape}: it needs O = {O} values")
     with renamed({"shape": "x.shape", "filter_shape": "w.shape"}, "tensorlayout.opencl.conv2d"):
-        shape, fshape, pad, st, out_shape = _check_direct((N, H, W, C), w.shape, padding, stride)
+        shape, fshape, pad, st, out_shape = _geometry((N, H, W, C), (O, I, KH, KW), padding, stride)
     cctx = get_context(device)
     if algorithm == "winograd":
         if (KH, KW) != (3, 3):

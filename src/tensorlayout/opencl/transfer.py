@@ -168,18 +168,6 @@ def _geometry(axes, staged):
         (radix[0], radix[1])
 
 
-def _stage_buffer(cctx, queue, nbytes):
-    """A device buffer of at least ``nbytes``, kept per queue (commands on one queue run in order)."""
-    key = ("stage", queue.int_ptr)
-    buf = cctx._programs.get(key)
-    if buf is None or buf.size < nbytes:
-        if buf is not None:
-            buf.release()
-        buf = cl().Buffer(cctx.context, cl().mem_flags.READ_WRITE, max(nbytes, 16))
-        cctx._programs[key] = buf
-    return buf
-
-
 def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
     """Enqueue one transfer; returns the list of its events in order."""
     pcl = cl()
@@ -216,7 +204,7 @@ def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
             np.int32(ls), np.int32(ll))
     if not staged:
         return [kern(queue, gsize, lsize, a, b, *args)]
-    stage = _stage_buffer(cctx, queue, width * height * 4 * (2 if img_half else 4))
+    stage = cctx.staging_buffer(queue, width * height * 4 * (2 if img_half else 4))
     region = dict(offset=0, origin=(0, 0), region=(width, height))
     if name == "buffer_to_image":
         ev = kern(queue, gsize, lsize, a, stage, *args)
