@@ -85,3 +85,13 @@ def test_no_private_name_is_imported_across_modules():
                     continue                  # a private module of the package: fine
                 found.append(f"{rel}:{node.lineno} imports {name}")
     assert not found, found
+
+
+def test_an_error_from_inside_names_the_callers_argument():
+    with pytest.raises(tl.errors.ShapeError) as err:
+        tl.to_image(np.zeros((1, 0, 2, 8), np.float32), "IN_OUT_CHANNEL")
+    assert str(err.value).startswith("array.shape[1] = 0 is not allowed") and \
+        str(err.value).endswith("(in tensorlayout.to_image)")
+    assert err.value.argument == "array.shape"
+    with pytest.raises(tl.errors.ShapeError, match=r"^array.shape = \(3, 2, 3, 3\) is not allowed .* C1HW"):
+        tl.to_image(np.zeros((3, 2, 3, 3), np.float32), "DW_CONV2D_FILTER", filter_format="C1HW")

@@ -47,7 +47,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from ._checks import IMAGE_DTYPES, image_dtype as _image_dtype, q
+from ._checks import IMAGE_DTYPES, image_dtype as _image_dtype, q, renamed
 from .core import Layout
 from .errors import (
     AlgorithmError,
@@ -469,7 +469,8 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=N
             raise DTypeError(f"dtype = {dtype_text(dtype)} does not match out, which has dtype {out.dtype}")
         dtype = out.dtype
     out_dtype = stored_dtype(array, dtype)
-    lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
+    with renamed({"shape": "array.shape"}, "tensorlayout.to_image"):
+        lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     height, width, _ = lay.physical_shape
     check_image_limits(width, height, max_size)
     if out is not None and (out.shape != lay.physical_shape or not out.flags.c_contiguous

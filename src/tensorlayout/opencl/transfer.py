@@ -284,7 +284,8 @@ def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, f
 def _prepare(array, kind, dtype, layout, filter_format, tile):
     kind, array = checked_source(array, kind, layout, filter_format)
     out_dtype = stored_dtype(array, dtype)
-    lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
+    with _checks.renamed({"shape": "array.shape"}, "tensorlayout.opencl.to_cl_image"):
+        lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     return kind, array, out_dtype, lay
 
 
