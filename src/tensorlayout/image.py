@@ -16,17 +16,17 @@ channels, whose lane is ``k = c % 4``.  WINOGRAD_FILTER holds U[t, o, i] = (G g 
 3x3 OIHW weights, t in [0, T2), T2 = (tile + 2)^2.
 
 >>> print(table())
-type              buffer          image [width, height]    pixel (x, y) of an element
-IN_OUT_CHANNEL    NHWC/NCHW       [q(C)*W, N*H]            (c4*W + w, n*H + h)
-IN_OUT_HEIGHT     NHWC/NCHW       [W*C, N*q(H)]            (c*W + w, n*q(H) + h4)
-IN_OUT_WIDTH      NHWC/NCHW       [q(W)*C, N*H]            (c*q(W) + w4, n*H + h)
-ARGUMENT          W               [q(L), 1]                (l4, 0)
-CONV2D_FILTER     OIHW            [I, H*W*q(O)]            (i, o4*H*W + h*W + w)
-                  HWOI            [RoundUp4(I), H*W*q(O)]  (i, o4*H*W + h*W + w)
-DW_CONV2D_FILTER  MIHW/HWIM/C1HW  [M*H*W, q(I)]            (m*H*W + h*W + w, i4)
-WEIGHT_HEIGHT     OIHW            [I*H*W, q(O)]            (h*W*I + w*I + i, o4)
-WEIGHT_WIDTH      OIHW            [q(I)*H*W, O]            (h*W*q(I) + w*q(I) + i4, o)
-WINOGRAD_FILTER   OIHW            [q(I), O*T2]             (i4, t*O + o)
+type              buffer                  image [width, height]    pixel (x, y) of an element
+IN_OUT_CHANNEL    NHWC/NCHW               [q(C)*W, N*H]            (c4*W + w, n*H + h)
+IN_OUT_HEIGHT     NHWC/NCHW               [W*C, N*q(H)]            (c*W + w, n*q(H) + h4)
+IN_OUT_WIDTH      NHWC/NCHW               [q(W)*C, N*H]            (c*q(W) + w4, n*H + h)
+ARGUMENT          W                       [q(L), 1]                (l4, 0)
+CONV2D_FILTER     OIHW                    [I, H*W*q(O)]            (i, o4*H*W + h*W + w)
+                  HWOI                    [RoundUp4(I), H*W*q(O)]  (i, o4*H*W + h*W + w)
+DW_CONV2D_FILTER  MIHW/HWIM/C1HW          [M*H*W, q(I)]            (m*H*W + h*W + w, i4)
+WEIGHT_HEIGHT     OIHW                    [I*H*W, q(O)]            (h*W*I + w*I + i, o4)
+WEIGHT_WIDTH      OIHW                    [q(I)*H*W, O]            (h*W*q(I) + w*q(I) + i4, o)
+WINOGRAD_FILTER   OIHW 3x3 as U[t, o, i]  [q(I), O*T2]             (i4, t*O + o)
 
 Depthwise multiplier M > 1 is an extension of ours (MACE writes zeros): pixel
 column x = m*H*W + h*W + w, which fills the [M*H*W, q(I)] image the seeds give.
@@ -206,8 +206,9 @@ def row(kind, fmt=None) -> Row:
 def table() -> str:
     """The image types as a text table, read from :data:`ROWS`."""
     head = ("type", "buffer", "image [width, height]", "pixel (x, y) of an element")
-    lines = [(r.kind.name if f is None else "", "/".join(r.formats), r.size_text(), r.pixel_text())
-             for (_, f), r in ROWS.items()]
+    lines = [(r.kind.name if f is None else "", "/".join(r.formats) + (
+        " 3x3 as U[t, o, i]" if r.kind == ImageType.WINOGRAD_FILTER else ""), r.size_text(),
+        r.pixel_text()) for (_, f), r in ROWS.items()]
     widths = [max(len(t[i]) for t in lines + [head]) for i in range(3)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(t, widths + [0])).rstrip()
                      for t in [head] + lines)
