@@ -36,6 +36,10 @@ W = np.ones((2, 4, 3, 3), np.float32)
     (lambda: tl.conv2d(X, W, None, 1, 1, 1, 1, "direct"), "stride, padding, dilation, groups, algorithm"),
     (lambda: tl.winograd.plan_conv2d(X.shape, W, None, 2), "stride"),
     (lambda: tl.opencl.conv2d(X, W, None, 1, "direct"), "padding, algorithm"),
+    (lambda: __import__("tensorlayout.npu.bdc").npu.bdc.conv2d(None, None, None, None, None, 1, 2),
+     "padding, stride"),
+    (lambda: __import__("tensorlayout.npu.bdc").npu.bdc.depthwise2d(None, None, None, None, None, 1),
+     "padding"),
 ])
 def test_conv2d_old_positional_form_is_refused_with_the_keyword_form(call, old):
     with pytest.raises(LayoutError, match="old positional form") as err:

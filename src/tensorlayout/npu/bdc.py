@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import pair
+from .._checks import keyword_only, pair
 from ..errors import (
     AlignmentError,
     ConvolutionError,
@@ -233,14 +233,21 @@ def _window(padding, stride, dilation=1):
 
 
 # --------------------------------------------------------------- convolutions
+#: conv2d's and depthwise2d's parameters after ``bias`` in their old positional order.
+_OLD_ORDER = ("padding", "stride", "dilation")
+
+
 def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: NpuTensor | None = None,
-           padding=0, stride=1, dilation=1, accumulate: bool = False) -> NpuTensor:
+           *args, stride=1, padding=0, dilation=1, accumulate: bool = False) -> NpuTensor:
     """``okk_bdc_conv2d``: fp32 convolution, weights ``[I, O, kh, kw]`` in the 2IC mode.
 
     ``input`` any strides (W stride 1); ``weight`` from :func:`store_conv_weight`, starting in
     the output's NPU at an address divisible by 8; ``bias`` (optional) the compact ``(1, O, 1, 1)``
     tensor; ``output`` aligned. ``accumulate`` adds the result to what ``output`` holds.
+    Everything after ``bias`` is keyword-only, as in :func:`tensorlayout.conv2d`.
     """
+    keyword_only("tensorlayout.npu.bdc.conv2d", args, _OLD_ORDER + ("accumulate",),
+                 "mem, output, input, weight, bias")
     sim = _sim(mem)
     _tensor(input, "input")
     _tensor(weight, "weight", mode="2IC")
@@ -272,9 +279,11 @@ def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: Np
 
 
 def depthwise2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: NpuTensor | None = None,
-                padding=0, stride=1, dilation=1) -> NpuTensor:
+                *args, stride=1, padding=0, dilation=1) -> NpuTensor:
     """``okk_bdc_depthwise2d``: per-channel convolution; input and output aligned, weight the compact
-    ``(1, C, kh, kw)`` tensor of :func:`store_depthwise_weight` in the output's NPU, bias ``(1, C, 1, 1)``."""
+    ``(1, C, kh, kw)`` tensor of :func:`store_depthwise_weight` in the output's NPU, bias ``(1, C, 1, 1)``;
+    everything after ``bias`` keyword-only."""
+    keyword_only("tensorlayout.npu.bdc.depthwise2d", args, _OLD_ORDER, "mem, output, input, weight, bias")
     sim = _sim(mem)
     _aligned(_tensor(input, "input"), "input")
     _aligned(_tensor(output, "output"), "output")

@@ -183,7 +183,8 @@ def _per_image(layer, arrays):
         elif layer.op == "add":
             bdc.add(mem, out, ins[0], ins[1])
         elif layer.op == "depthwise":
-            bdc.depthwise2d(mem, out, ins[0], wt, bt, p["padding"], p["stride"], p["dilation"])
+            bdc.depthwise2d(mem, out, ins[0], wt, bt, padding=p["padding"], stride=p["stride"],
+                            dilation=p["dilation"])
         elif layer.op == "clip":
             src = ins[0]
             if p["low"] is not None:
