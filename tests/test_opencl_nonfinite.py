@@ -107,7 +107,8 @@ def test_values_that_overflow_half_count_as_inf(cctx):
         pytest.skip("the device has no half images")
     x, w, b = _data(3)
     x[0, 0, 6, 6] = 7e4
-    y = conv2d(x, w, b, padding=1, algorithm="winograd", tile=2, dtype=np.float16, device=cctx).astype(np.float64)
+    y = conv2d(x, w, b, padding=1, algorithm="winograd", tile=2, dtype=np.float16,
+               device=cctx).astype(np.float64)
     with np.errstate(over="ignore"):
         ref = torch_conv(x.astype(np.float16), w.astype(np.float16), b.astype(np.float16), 1)
     assert np.array_equal(~np.isfinite(y), ~np.isfinite(ref))

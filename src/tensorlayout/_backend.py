@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 
-__all__ = ["numba", "has_numba", "numba_for_copies", "numba_threads", "pyopencl", "has_pyopencl"]
+__all__ = ["numba", "has_numba", "numba_for_copies", "pyopencl", "has_pyopencl"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,17 +37,6 @@ def numba_for_copies():
     if os.environ.get("TENSORLAYOUT_NUMPY_COPY", "") not in ("", "0"):
         return None
     return numba()
-
-
-def numba_threads(default: int | None = None) -> int:
-    """numba's thread count; without numba ``default``, else the CPU count."""
-    nb = numba()
-    if nb is not None:
-        try:
-            return max(1, int(nb.get_num_threads()))
-        except Exception:  # noqa: BLE001 - numba not initialised
-            pass
-    return default if default is not None else max(1, os.cpu_count() or 1)
 
 
 @functools.lru_cache(maxsize=None)

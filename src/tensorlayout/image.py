@@ -90,7 +90,6 @@ __all__ = [
 DEFAULT_MAX_IMAGE_SIZE = (16384, 16384)
 
 
-
 class ImageType(IntEnum):
     """MACE's buffer types (``BufferContentType``), with MACE's numbering."""
 
@@ -167,10 +166,19 @@ def _code(formula: str):
     return compile(formula, formula, "eval")
 
 
+def _keyed(rows) -> dict:
+    """``{(type, None): its first row, (type, format): a later row of the same type}``."""
+    out = {}
+    for r in rows:
+        out[(r.kind, None if (r.kind, None) not in out else r.formats[0])] = r
+    return out
+
+
 #: The nine image types (REFERENCE.md section 1; the seeds' pixel formulas for the height-
-#: and width-major types are corrected there).  Keyed by (type, buffer format); the format
-#: None row serves every format the type takes, its first one being the default.
-ROWS = dict(((r.kind, None if r.formats != ("HWOI",) else "HWOI"), r) for r in (
+#: and width-major types are corrected there).  A type's first row serves every buffer
+#: format it lists, the first one being the default; a later row of the same type (HWOI
+#: filters) serves its own format.
+ROWS = _keyed((
     Row(ImageType.IN_OUT_CHANNEL, ("NHWC", "NCHW"), "q(C)*W", "N*H", "c4*W + w", "n*H + h", "c",
         "n = y // H, h = y % H, w = x % W, c = 4\u00b7(x // W) + k"),
     Row(ImageType.IN_OUT_HEIGHT, ("NHWC", "NCHW"), "W*C", "N*q(H)", "c*W + w", "n*q(H) + h4", "h",

@@ -9,7 +9,8 @@ import numpy as np
 from .. import _backend
 from ..errors import AlgorithmError, ConvolutionError, LayoutError, OpenCLUnavailable, short
 from ..image import image_layout
-from ._common import check_array_size, dtype_arg, image_arguments, integer, no_action, nonneg, positive, print_json, shape_arg
+from ._common import (check_array_size, dtype_arg, image_arguments, integer, no_action, nonneg, positive,
+                      print_json, shape_arg)
 
 
 def _image_dtype(args):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, LayoutError, ShapeError, check_shape, dtype_text
 from .. import _checks
+from ..errors import DTypeError, LayoutError, ShapeError, check_shape, dtype_text
 from ..image import (
     ImageType,
     buffer_format,
@@ -24,7 +24,8 @@ from ..image import (
 from ._device import cl, context_of
 
 __all__ = ["to_cl_image", "from_cl_image", "enqueue_buffer_to_image", "enqueue_image_to_buffer",
-           "empty_image", "image_dtype", "write_image", "read_image", "pixel_digits", "pixel_axes", "choose_path", "PATHS"]
+           "empty_image", "image_dtype", "write_image", "read_image", "pixel_digits", "pixel_axes",
+           "choose_path", "PATHS"]
 
 _UNUSED = (1, 0, 0, 0)   # extent 0: skipped
 _NO_AXIS = (1, 0, 0, 0, 1, 0)
