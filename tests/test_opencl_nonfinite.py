@@ -63,7 +63,7 @@ def test_nan_input_reaches_only_its_windows(cctx, algorithm, tile):
 
     x, w, b = _data()
     x[0, 2, 5, 7] = np.nan
-    y = conv2d(x, w, b, 1, algorithm, tile, np.float32, cctx)
+    y = conv2d(x, w, b, padding=1, algorithm=algorithm, tile=tile, dtype=np.float32, device=cctx)
     ref = torch_conv(x, w, b, 1)
     assert int(np.isnan(ref).sum()) == 5 * 9          # 3x3 windows cover it, in each channel
     assert_same_nonfinite(y, ref)
@@ -77,7 +77,7 @@ def test_nonfinite_weight_meets_the_padding(cctx, algorithm, tile, value):
     x, w, b = _data(1)
     x[0, 1, 3, 3] = 0.0                               # an exact zero: Inf * 0 = NaN there too
     w[2, 1, 0, 0] = value
-    y = conv2d(x, w, b, 1, algorithm, tile, np.float32, cctx)
+    y = conv2d(x, w, b, padding=1, algorithm=algorithm, tile=tile, dtype=np.float32, device=cctx)
     ref = torch_conv(x, w, b, 1)
     if np.isnan(value):
         assert np.isnan(ref[:, 2]).all() and not np.isnan(np.delete(ref, 2, axis=1)).any()
@@ -94,7 +94,8 @@ def test_nan_bias_and_strided_direct(cctx):
     w[1, 4, 2, 2] = np.inf
     x[1, 0, 0, 0] = np.nan
     for algorithm, stride in (("winograd", 1), ("direct", 1), ("direct", 2)):
-        y = conv2d(x, w, b, 1, algorithm, None, np.float32, cctx, stride=stride)
+        y = conv2d(x, w, b, padding=1, algorithm=algorithm, dtype=np.float32, device=cctx,
+                   stride=stride)
         assert_same_nonfinite(y, torch_conv(x, w, b, 1, stride))
 
 
@@ -106,7 +107,8 @@ def test_values_that_overflow_half_count_as_inf(cctx):
         pytest.skip("the device has no half images")
     x, w, b = _data(3)
     x[0, 0, 6, 6] = 7e4
-    y = conv2d(x, w, b, 1, "winograd", 2, np.float16, cctx).astype(np.float64)
+    y = conv2d(x, w, b, padding=1, algorithm="winograd", tile=2, dtype=np.float16,
+               device=cctx).astype(np.float64)
     with np.errstate(over="ignore"):
         ref = torch_conv(x.astype(np.float16), w.astype(np.float16), b.astype(np.float16), 1)
     assert np.array_equal(~np.isfinite(y), ~np.isfinite(ref))

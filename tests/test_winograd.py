@@ -667,7 +667,8 @@ def test_im2col_engine_on_numbas_threads(stride, padding, dilation, groups):
     b = rng.standard_normal(34).astype(np.float32)
     ref = reference_conv(x, w, b, stride, padding, dilation, groups)
     for tuning in (Tuning(threads=3, parallel_min_threads=1), Tuning(threads=2)):
-        plan = plan_conv2d(x.shape, w, b, stride, padding, dilation, groups, algorithm="im2col",
+        plan = plan_conv2d(x.shape, w, b, stride=stride, padding=padding, dilation=dilation,
+                           groups=groups, algorithm="im2col",
                            tuning=tuning)
         assert engine_used(plan, x.dtype, 3 if tuning.threads == 3 else 2) == (tuning.threads == 3)
         assert rel_err(plan(x), ref) < TOL32["im2col"], tuning

@@ -12,38 +12,23 @@ import importlib
 
 __version__ = "0.1.0"
 
+#: What a user needs at the top level: the layout type, buffers, images, conv2d and the base
+#: error.  Everything else lives in its subpackage (``tensorlayout.npu.Chip``,
+#: ``tensorlayout.opencl.to_cl_image``, ``tensorlayout.errors.ShapeError``, ...).
 _LAZY = {
-    # errors
-    "LayoutError": "errors", "ShapeError": "errors", "RankError": "errors", "DTypeError": "errors",
-    "IndexOutOfRange": "errors", "DeviceLimitError": "errors", "AddressError": "errors",
-    "AlignmentError": "errors", "StrideError": "errors", "ModeError": "errors",
-    "OverlapError": "errors", "FootprintError": "errors", "ConvolutionError": "errors",
-    "AlgorithmError": "errors", "OpenCLUnavailable": "errors",
-    # the core
+    "LayoutError": "errors",
     "Layout": "core",
-    # CPU buffers
     "BUFFER_FORMATS": "buffer", "buffer_layout": "buffer", "convert": "buffer",
-    # OpenCL images
-    "ImageType": "image", "image_shape": "image", "image_layout": "image", "to_image": "image",
-    "from_image": "image", "image_from_dump": "image", "pixel_of": "image", "element_at": "image",
-    "check_image_limits": "image", "DEFAULT_MAX_IMAGE_SIZE": "image", "image_nbytes": "image",
-    "buffer_format": "image", "kind_of": "buffer",
-    # NPU local memory
-    "Chip": "npu", "BM1684": "npu", "BM1684X": "npu", "BM1688": "npu", "tensor_layout": "npu",
-    "matrix_layout": "npu", "LocalMemory": "npu",
-    # figures
-    "npu_figure": "draw", "image_figure": "draw", "write_gallery": "draw",
-    # real OpenCL images (PyOpenCL)
-    "to_cl_image": "opencl", "from_cl_image": "opencl",
-    # convolution
-    "conv2d": "winograd", "WinogradLayer": "winograd", "transforms": "winograd",
+    "ImageType": "image", "image_layout": "image", "image_shape": "image", "image_nbytes": "image",
+    "to_image": "image", "from_image": "image", "image_from_dump": "image", "pixel_of": "image",
+    "element_at": "image",
+    "conv2d": "winograd",
 }
 
-__all__ = sorted(_LAZY) + ["__version__"]
-
-
 #: Subpackages and modules reachable as attributes (``tensorlayout.npu``) without an import.
-_SUBMODULES = ("core", "buffer", "image", "npu", "winograd", "opencl", "draw", "errors")
+_SUBMODULES = ("core", "buffer", "image", "npu", "winograd", "opencl", "draw", "model", "errors")
+
+__all__ = sorted(_LAZY) + ["__version__"]
 
 
 def __getattr__(name: str):

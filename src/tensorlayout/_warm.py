@@ -30,9 +30,9 @@ def warm(out=sys.stdout) -> float:
 
 
 def _warm(out, t0) -> float:
-    try:
-        import numba  # noqa: F401
-    except ImportError:
+    from . import _backend
+
+    if not _backend.has_numba():
         print("numba is not installed: nothing to compile", file=out)
         return 0.0
     import numpy as np

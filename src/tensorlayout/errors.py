@@ -154,7 +154,7 @@ class OpenCLUnavailable(LayoutError):
     """No OpenCL platform, or the device lacks a capability that was asked for."""
 
 
-_ARGUMENT = re.compile(r"(-{0,2}[A-Za-z_][\w\-]*)(?:\[[^\]]*\])?(?: =| has|:| must| is| holds)")
+_ARGUMENT = re.compile(r"(-{0,2}[A-Za-z_][\w\-.]*)(?:\[[^\]]*\])?(?: =| has|:| must| is| holds)")
 
 
 def _is_int(value) -> bool:

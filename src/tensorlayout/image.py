@@ -8,22 +8,25 @@ formulas are wrong; their image sizes are right).  Every type is a
 :class:`~tensorlayout.core.Layout`, so element -> pixel, pixel -> element,
 pack and unpack come from the core.
 
-``q(x) = (x + 3) // 4``.  The nine types, with the buffer they start from:
+``q(x) = (x + 3) // 4``.  The nine types are rows of data (:data:`ROWS`): the image's
+size and the pixel of every element, as formulas that :func:`image_layout` reads, that
+the OpenCL kernels are generated from (``opencl/pixels.cl``) and that the figures print.
+Capitals are sizes, lower case indices; ``c4 = c // 4`` is a pixel's group of four
+channels, whose lane is ``k = c % 4``.  WINOGRAD_FILTER holds U[t, o, i] = (G g G^T) of
+3x3 OIHW weights, t in [0, T2), T2 = (tile + 2)^2.
 
-=================  =========  ========================  =====================================
-type               buffer     image [width, height]     pixel (x, y), lane k holds
-=================  =========  ========================  =====================================
-IN_OUT_CHANNEL     NHWC       [q(C)*W, N*H]             c = 4*(x // W) + k
-IN_OUT_HEIGHT      NHWC       [W*C, N*q(H)]             h = 4*(y % q(H)) + k
-IN_OUT_WIDTH       NHWC       [q(W)*C, N*H]             w = 4*(x % q(W)) + k
-ARGUMENT           W          [q(L), 1]                 a[4x + k]
-CONV2D_FILTER      OIHW       [I, H*W*q(O)]             o = 4*(y // HW) + k
-                   HWOI       [RoundUp4(I), H*W*q(O)]   (MACE up to v0.6)
-DW_CONV2D_FILTER   MIHW/HWIM  [M*H*W, q(I)]             i = 4y + k
-WEIGHT_HEIGHT      OIHW       [I*H*W, q(O)]             o = 4y + k
-WEIGHT_WIDTH       OIHW       [q(I)*H*W, O]             i = 4*(x % q(I)) + k
-WINOGRAD_FILTER    OIHW 3x3   [q(I), O*T^2]             U_t[o, i], i = 4x + k, y = t*O + o
-=================  =========  ========================  =====================================
+>>> print(table())
+type              buffer                  image [width, height]    pixel (x, y) of an element
+IN_OUT_CHANNEL    NHWC/NCHW               [q(C)*W, N*H]            (c4*W + w, n*H + h)
+IN_OUT_HEIGHT     NHWC/NCHW               [W*C, N*q(H)]            (c*W + w, n*q(H) + h4)
+IN_OUT_WIDTH      NHWC/NCHW               [q(W)*C, N*H]            (c*q(W) + w4, n*H + h)
+ARGUMENT          W                       [q(L), 1]                (l4, 0)
+CONV2D_FILTER     OIHW                    [I, H*W*q(O)]            (i, o4*H*W + h*W + w)
+                  HWOI                    [RoundUp4(I), H*W*q(O)]  (i, o4*H*W + h*W + w)
+DW_CONV2D_FILTER  MIHW/HWIM/C1HW          [M*H*W, q(I)]            (m*H*W + h*W + w, i4)
+WEIGHT_HEIGHT     OIHW                    [I*H*W, q(O)]            (h*W*I + w*I + i, o4)
+WEIGHT_WIDTH      OIHW                    [q(I)*H*W, O]            (h*W*q(I) + w*q(I) + i4, o)
+WINOGRAD_FILTER   OIHW 3x3 as U[t, o, i]  [q(I), O*T2]             (i4, t*O + o)
 
 Depthwise multiplier M > 1 is an extension of ours (MACE writes zeros): pixel
 column x = m*H*W + h*W + w, which fills the [M*H*W, q(I)] image the seeds give.
@@ -37,10 +40,14 @@ column x = m*H*W + h*W + w, which fills the [M*H*W, q(I)] image the seeds give.
 
 from __future__ import annotations
 
+import functools
+import re
+from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
 
+from ._checks import IMAGE_DTYPES, image_dtype as _image_dtype, q, renamed
 from .core import Layout
 from .errors import (
     AlgorithmError,
@@ -71,13 +78,16 @@ __all__ = [
     "check_image_limits",
     "buffer_format",
     "winograd_filter_values",
+    "winograd_filter_weights",
+    "ROWS",
+    "Row",
+    "row",
+    "table",
+    "layout_of",
 ]
 
 #: CL_DEVICE_IMAGE2D_MAX_WIDTH and _HEIGHT on many mobile GPUs.
 DEFAULT_MAX_IMAGE_SIZE = (16384, 16384)
-
-#: Channel types an image can hold: CL_FLOAT and CL_HALF_FLOAT.
-IMAGE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 class ImageType(IntEnum):
@@ -98,11 +108,121 @@ _ACTIVATIONS = (ImageType.IN_OUT_CHANNEL, ImageType.IN_OUT_HEIGHT, ImageType.IN_
 _WINOGRAD_TILES = (2, 4, 6)
 
 
-def _q(x: int) -> int:
-    return (x + 3) // 4
+@dataclass(frozen=True)
+class Row:
+    """One image type as data: the image's size and where each logical index lands.
+
+    Formulas are Python (and C) expressions.  Capitals are the buffer's sizes, lower case
+    its indices; the ``lane`` dimension's four consecutive values share a pixel, so its
+    index appears as its group ``d4 = d // 4`` (lane ``k = d % 4``).  ``x`` and ``y`` are
+    linear in the indices; ``holds`` says in words what lane k of pixel (x, y) holds.
+    ``names`` gives a size another letter than its dimension's capital.
+    """
+
+    kind: ImageType
+    formats: tuple
+    width: str
+    height: str
+    x: str
+    y: str
+    lane: str
+    holds: str
+    names: tuple = ()
+
+    def symbols(self, dims) -> tuple:
+        """``(sizes, indices)``: the formula's letter for each dimension's size and index
+        (the lane dimension's index as its group ``d4``)."""
+        named = dict(self.names)
+        sizes = tuple(named.get(d, d.upper()) for d in dims)
+        idx = tuple(z.rstrip("0123456789").lower() + ("4" if d == self.lane else "")
+                    for d, z in zip(dims, sizes))
+        return sizes, idx
+
+    def evaluate(self, dims, shape):
+        """``(width, height, {dim: (x coefficient, y coefficient)})`` for one shape."""
+        sizes, idx = self.symbols(dims)
+        env = dict(zip(sizes, shape), q=q, RoundUp4=lambda v: 4 * q(v), __builtins__={})
+        width, height = (eval(_code(f), env) for f in (self.width, self.height))  # noqa: S307
+        zero = dict(env, **{i: 0 for i in idx})
+        base = [eval(_code(f), zero) for f in (self.x, self.y)]  # noqa: S307
+        place = {}
+        for d, i in zip(dims, idx):
+            one = dict(zero, **{i: 1})
+            place[d] = tuple(eval(_code(f), one) - b for f, b in zip((self.x, self.y), base))  # noqa: S307
+        return width, height, place
+
+    def size_text(self, dot="*") -> str:
+        """The image size as written in the docs: ``[q(C)*W, N*H]``."""
+        text = f"[{self.width}, {self.height}]".replace("*", dot)
+        return re.sub(r"\b([A-Z])2\b", "\\1\u00b2", text) if dot != "*" else text
+
+    def pixel_text(self) -> str:
+        """The pixel of an element: ``(c4*W + w, n*H + h)``."""
+        return f"({self.x}, {self.y})"
 
 
-def _kind(kind) -> ImageType:
+@functools.lru_cache(maxsize=None)
+def _code(formula: str):
+    return compile(formula, formula, "eval")
+
+
+def _keyed(rows) -> dict:
+    """``{(type, None): its first row, (type, format): a later row of the same type}``."""
+    out = {}
+    for r in rows:
+        out[(r.kind, None if (r.kind, None) not in out else r.formats[0])] = r
+    return out
+
+
+#: The nine image types (REFERENCE.md section 1; the seeds' pixel formulas for the height-
+#: and width-major types are corrected there).  A type's first row serves every buffer
+#: format it lists, the first one being the default; a later row of the same type (HWOI
+#: filters) serves its own format.
+ROWS = _keyed((
+    Row(ImageType.IN_OUT_CHANNEL, ("NHWC", "NCHW"), "q(C)*W", "N*H", "c4*W + w", "n*H + h", "c",
+        "n = y // H, h = y % H, w = x % W, c = 4\u00b7(x // W) + k"),
+    Row(ImageType.IN_OUT_HEIGHT, ("NHWC", "NCHW"), "W*C", "N*q(H)", "c*W + w", "n*q(H) + h4", "h",
+        "n = y // q(H), h = 4\u00b7(y % q(H)) + k, w = x % W, c = x // W"),
+    Row(ImageType.IN_OUT_WIDTH, ("NHWC", "NCHW"), "q(W)*C", "N*H", "c*q(W) + w4", "n*H + h", "w",
+        "n = y // H, h = y % H, w = 4\u00b7(x % q(W)) + k, c = x // q(W)"),
+    Row(ImageType.ARGUMENT, ("W",), "q(L)", "1", "l4", "0", "w", "a[4x + k]", (("w", "L"),)),
+    Row(ImageType.CONV2D_FILTER, ("OIHW",), "I", "H*W*q(O)", "i", "o4*H*W + h*W + w", "o",
+        "o = 4\u00b7(y // HW) + k, i = x, h = (y % HW) // W, w = y % W"),
+    Row(ImageType.CONV2D_FILTER, ("HWOI",), "RoundUp4(I)", "H*W*q(O)", "i", "o4*H*W + h*W + w", "o",
+        "o = 4\u00b7(y // HW) + k, i = x, h = (y % HW) // W, w = y % W"),
+    Row(ImageType.DW_CONV2D_FILTER, ("MIHW", "HWIM", "C1HW"), "M*H*W", "q(I)", "m*H*W + h*W + w",
+        "i4", "i", "i = 4y + k, m = x // HW, h = (x % HW) // W, w = x % W"),
+    Row(ImageType.WEIGHT_HEIGHT, ("OIHW",), "I*H*W", "q(O)", "h*W*I + w*I + i", "o4", "o",
+        "o = 4y + k, x = (h\u00b7W + w)\u00b7I + i"),
+    Row(ImageType.WEIGHT_WIDTH, ("OIHW",), "q(I)*H*W", "O", "h*W*q(I) + w*q(I) + i4", "o", "i",
+        "o = y, x = (h\u00b7W + w)\u00b7q(I) + i // 4, k = i % 4"),
+    Row(ImageType.WINOGRAD_FILTER, ("OIHW",), "q(I)", "O*T2", "i4", "t*O + o", "i",
+        "y = t\u00b7O + o, x = i // 4, k = i % 4, value U_t[o, i]", (("t", "T2"),)),
+))
+
+
+def row(kind, fmt=None) -> Row:
+    """The :class:`Row` of ``kind`` in buffer format ``fmt`` (None: the default format).
+
+    >>> row("IN_OUT_CHANNEL").size_text(), row("CONV2D_FILTER", "HWOI").size_text("\u00b7")
+    ('[q(C)*W, N*H]', '[RoundUp4(I), H\u00b7W\u00b7q(O)]')
+    """
+    kind = image_type(kind)
+    return ROWS.get((kind, fmt)) or ROWS[(kind, None)]
+
+
+def table() -> str:
+    """The image types as a text table, read from :data:`ROWS`."""
+    head = ("type", "buffer", "image [width, height]", "pixel (x, y) of an element")
+    lines = [(r.kind.name if f is None else "", "/".join(r.formats) + (
+        " 3x3 as U[t, o, i]" if r.kind == ImageType.WINOGRAD_FILTER else ""), r.size_text(),
+        r.pixel_text()) for (_, f), r in ROWS.items()]
+    widths = [max(len(t[i]) for t in lines + [head]) for i in range(3)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(t, widths + [0])).rstrip()
+                     for t in [head] + lines)
+
+
+def image_type(kind) -> ImageType:
     if isinstance(kind, ImageType):
         return kind
     if isinstance(kind, str):
@@ -133,7 +253,7 @@ def buffer_format(kind, *, layout=None, filter_format=None) -> str:
     >>> buffer_format("DW_CONV2D_FILTER", filter_format="c1hw")
     'C1HW'
     """
-    kind = _kind(kind)
+    kind = image_type(kind)
     ff = None if filter_format is None else str(filter_format).upper()
     if kind in _ACTIVATIONS:
         fmt = "NHWC" if layout is None else str(layout).upper()
@@ -182,71 +302,53 @@ def image_layout(kind, shape, *, layout=None, filter_format=None, tile=None) -> 
 
     Its physical space is the image array (height, width, 4).  For WINOGRAD_FILTER the
     logical tensor is the transformed filter U with dimensions (t, o, i), t in [0, T^2).
+    The layout is read from the type's :data:`ROWS` entry and built once per shape.
+
+    >>> image_layout("IN_OUT_CHANNEL", (1, 2, 3, 5)).physical_shape
+    (2, 6, 4)
     """
-    kind = _kind(kind)
+    kind = image_type(kind)
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
     tile = _check_tile(kind, tile)
     shape = check_shape("shape", shape, rank=len(fmt))
-    dims = ("i", "m", "h", "w") if fmt == "C1HW" else tuple(fmt.lower())
-    size = dict(zip(dims, shape))
-    if fmt == "C1HW" and size["m"] != 1:
+    if kind == ImageType.DW_CONV2D_FILTER:
+        _check_depthwise(fmt, shape, filter_format)
+    if kind == ImageType.WINOGRAD_FILTER and shape[2:] != (3, 3):
+        raise AlgorithmError(
+            f"shape = {shape} has a {shape[2]}x{shape[3]} kernel: WINOGRAD_FILTER holds 3x3 filters only")
+    return layout_of(kind, fmt, shape, tile)
+
+
+def _check_depthwise(fmt, shape, filter_format):
+    if fmt == "C1HW" and shape[1] != 1:
         raise ShapeError(f"shape = {shape} is not allowed for DW_CONV2D_FILTER in C1HW: PyTorch's "
-                         f"depthwise weight (C, 1, KH, KW) has 1 in the second place, not {size['m']} "
+                         f"depthwise weight (C, 1, KH, KW) has 1 in the second place, not {shape[1]} "
                          "(a multiplier M > 1 is MIHW (M, C, KH, KW))")
-    if kind == ImageType.DW_CONV2D_FILTER and filter_format is None and size["i"] == 1 and size["m"] > 1:
+    size = dict(zip(fmt.lower(), shape))
+    if fmt != "C1HW" and filter_format is None and size["i"] == 1 and size["m"] > 1:
         raise ShapeError(
             f"shape = {shape} is ambiguous for DW_CONV2D_FILTER in MIHW: it reads as a multiplier of "
             f"{size['m']} on one channel; PyTorch's depthwise weight (C, 1, KH, KW) is "
             f"filter_format='C1HW', MACE's MIHW of {size['m']} channels is (1, {size['m']}, KH, KW); "
             "filter_format='MIHW' keeps the multiplier")
 
-    def make(width, height, digits, dims=dims, shape=shape):
-        row = width * 4
-        digits = {k: (v(row) if callable(v) else v) for k, v in digits.items()}
-        return Layout(kind.name, dims, shape, (height, width, 4), digits,
-                      physical_axes=("y", "x", "k"))
 
-    if kind in _ACTIVATIONS:
-        N, H, W, C = size["n"], size["h"], size["w"], size["c"]
-        if kind == ImageType.IN_OUT_CHANNEL:
-            width, height = _q(C) * W, N * H
-            return make(width, height, {"n": lambda r: H * r, "h": lambda r: r, "w": 4,
-                                        "c": [(4, 1), (None, W * 4)]})
-        if kind == ImageType.IN_OUT_HEIGHT:
-            width, height = W * C, N * _q(H)
-            return make(width, height, {"n": lambda r: _q(H) * r, "h": lambda r: [(4, 1), (None, r)],
-                                        "w": 4, "c": W * 4})
-        width, height = _q(W) * C, N * H
-        return make(width, height, {"n": lambda r: H * r, "h": lambda r: r,
-                                    "w": [(4, 1), (None, 4)], "c": _q(W) * 4})
-    if kind == ImageType.ARGUMENT:
-        return make(_q(size["w"]), 1, {"w": [(4, 1), (None, 4)]})
-    if kind == ImageType.CONV2D_FILTER:
-        O, I, H, W = size["o"], size["i"], size["h"], size["w"]
-        width = I if fmt == "OIHW" else 4 * _q(I)
-        return make(width, H * W * _q(O), {"o": lambda r: [(4, 1), (None, H * W * r)], "i": 4,
-                                           "h": lambda r: W * r, "w": lambda r: r})
-    if kind == ImageType.DW_CONV2D_FILTER:
-        M, I, H, W = size["m"], size["i"], size["h"], size["w"]
-        return make(M * H * W, _q(I), {"m": H * W * 4, "i": lambda r: [(4, 1), (None, r)],
-                                       "h": W * 4, "w": 4})
-    if kind == ImageType.WEIGHT_HEIGHT:
-        O, I, H, W = size["o"], size["i"], size["h"], size["w"]
-        return make(I * H * W, _q(O), {"o": lambda r: [(4, 1), (None, r)], "i": 4,
-                                       "h": W * I * 4, "w": I * 4})
-    if kind == ImageType.WEIGHT_WIDTH:
-        O, I, H, W = size["o"], size["i"], size["h"], size["w"]
-        qi = _q(I)
-        return make(qi * H * W, O, {"o": lambda r: r, "i": [(4, 1), (None, 4)],
-                                    "h": W * qi * 4, "w": qi * 4})
-    # WINOGRAD_FILTER: 3x3 OIHW weights, transformed to U[t, o, i].
-    O, I, H, W = size["o"], size["i"], size["h"], size["w"]
-    if (H, W) != (3, 3):
-        raise AlgorithmError(
-            f"shape = {shape} has a {H}x{W} kernel: WINOGRAD_FILTER holds 3x3 filters only")
-    T2 = (tile + 2) ** 2
-    return make(_q(I), O * T2, {"t": lambda r: O * r, "o": lambda r: r, "i": [(4, 1), (None, 4)]},
-                dims=("t", "o", "i"), shape=(T2, O, I))
+@functools.lru_cache(maxsize=1024)
+def layout_of(kind: ImageType, fmt: str, shape: tuple, tile) -> Layout:
+    """:func:`image_layout` for arguments already checked: ``fmt`` the buffer format,
+    ``shape`` a tuple of positive ints of its rank, ``tile`` 2, 4, 6 (WINOGRAD_FILTER only)."""
+    r = row(kind, fmt)
+    if kind == ImageType.WINOGRAD_FILTER:
+        dims, shape = ("t", "o", "i"), ((tile + 2) ** 2, shape[0], shape[1])
+    else:
+        dims = ("i", "m", "h", "w") if fmt == "C1HW" else tuple(fmt.lower())
+    width, height, place = r.evaluate(dims, shape)
+    digits = {}
+    for d in dims:
+        sx, sy = place[d]
+        stride = sy * width * 4 + sx * 4
+        digits[d] = [(4, 1), (None, stride)] if d == r.lane else stride
+    return Layout(kind.name, dims, shape, (height, width, 4), digits, physical_axes=("y", "x", "k"))
 
 
 def image_shape(kind, shape, *, layout=None, filter_format=None, tile=None) -> tuple[int, int]:
@@ -296,21 +398,10 @@ def check_image_limits(width: int, height: int, max_size=DEFAULT_MAX_IMAGE_SIZE)
             f"image height {height} is past the device maximum {max_h} by {height - max_h} pixels")
 
 
-def _image_dtype(dtype) -> np.dtype:
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        dt = None
-    if dt not in IMAGE_DTYPES:
-        raise DTypeError(f"dtype = {dtype_text(dtype)} is not allowed: an image holds float32 (CL_FLOAT) "
-                         "or float16 (CL_HALF_FLOAT)")
-    return dt
-
-
-def _checked_source(array, kind, layout, filter_format):
+def checked_source(array, kind, layout, filter_format):
     """``(kind, array)`` for a tensor about to be stored in an image: the kind is known, the
     array has the rank of the kind's buffer format and holds floating-point data."""
-    kind = _kind(kind)
+    kind = image_type(kind)
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
     array = check_array("array", array, rank=len(fmt))
     if array.dtype.kind != "f":
@@ -318,7 +409,7 @@ def _checked_source(array, kind, layout, filter_format):
     return kind, array
 
 
-def _stored_dtype(array, dtype) -> np.dtype:
+def stored_dtype(array, dtype) -> np.dtype:
     """The image's channel type: ``dtype`` if given, else float16 for float16 data and float32."""
     return _image_dtype(dtype if dtype is not None else
                         (np.float16 if array.dtype == np.float16 else np.float32))
@@ -329,20 +420,33 @@ def winograd_filter_values(weights, tile: int) -> np.ndarray:
 
     G is MACE's for the tile (``tensorlayout.winograd.transforms(tile, 3)``).
     """
-    from .winograd import transforms
-
-    _, G, _ = transforms(tile, 3).as_float(np.float64)
+    G = _winograd_G(tile)
     g = np.asarray(weights, dtype=np.float64)
     U = np.einsum("ar,oirs,bs->aboi", G, g, G)  # (T, T, O, I)
     T = tile + 2
     return U.reshape(T * T, g.shape[0], g.shape[1])
 
 
-def _winograd_filter_weights(U: np.ndarray, tile: int) -> np.ndarray:
-    from .winograd import transforms
+@functools.lru_cache(maxsize=None)
+def _winograd_G(tile: int) -> np.ndarray:
+    """MACE's G of F(tile, 3) in float64, read once per tile from the exact transforms."""
+    from .winograd.transforms import transforms
 
-    _, G, _ = transforms(tile, 3).as_float(np.float64)
-    Gp = np.linalg.pinv(G)  # G has full column rank: G+ G = I, so g = G+ U G+^T
+    G = transforms(tile, 3).as_float(np.float64)[1]
+    G.setflags(write=False)
+    return G
+
+
+def winograd_filter_weights(U: np.ndarray, tile: int) -> np.ndarray:
+    """The 3x3 OIHW weights g whose transformed filter is ``U`` (t, o, i): g = G+ U G+^T,
+    exact up to rounding (G has full column rank).
+
+    >>> g = np.arange(18.0).reshape(2, 1, 3, 3)
+    >>> np.allclose(winograd_filter_weights(winograd_filter_values(g, 4), 4), g)
+    True
+    """
+    G = _winograd_G(tile)
+    Gp = np.linalg.pinv(G)
     T = tile + 2
     U = np.asarray(U, dtype=np.float64).reshape(T, T, U.shape[1], U.shape[2])
     return np.einsum("ra,aboi,sb->oirs", Gp, U, Gp)
@@ -365,7 +469,7 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=N
     >>> img.shape, img[0, 1].tolist()
     ((1, 2, 4), [5.0, 0.0, 0.0, 0.0])
     """
-    kind, array = _checked_source(array, kind, layout, filter_format)
+    kind, array = checked_source(array, kind, layout, filter_format)
     if out is not None:
         out = check_array("out", out, rank=3)
         if out.dtype not in IMAGE_DTYPES:
@@ -373,8 +477,9 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=N
         if dtype is not None and _image_dtype(dtype) != out.dtype:
             raise DTypeError(f"dtype = {dtype_text(dtype)} does not match out, which has dtype {out.dtype}")
         dtype = out.dtype
-    out_dtype = _stored_dtype(array, dtype)
-    lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
+    out_dtype = stored_dtype(array, dtype)
+    with renamed({"shape": "array.shape"}, "tensorlayout.to_image"):
+        lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     height, width, _ = lay.physical_shape
     check_image_limits(width, height, max_size)
     if out is not None and (out.shape != lay.physical_shape or not out.flags.c_contiguous
@@ -442,7 +547,7 @@ def from_image(image, kind, shape, *, layout=None, filter_format=None, tile=None
     ``(height, width, 4)`` array; a flat dump from a device goes through
     :func:`image_from_dump` first (it takes the row pitch).
     """
-    kind = _kind(kind)
+    kind = image_type(kind)
     lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
     image = check_array("image", image)
     if image.ndim == 1:
@@ -465,7 +570,7 @@ def from_image(image, kind, shape, *, layout=None, filter_format=None, tile=None
         if not out.flags.writeable:
             raise ShapeError("out is read-only: from_image needs a writeable array")
     if kind == ImageType.WINOGRAD_FILTER:
-        w = _winograd_filter_weights(lay.unpack(image), tile).astype(image.dtype)
+        w = winograd_filter_weights(lay.unpack(image), tile).astype(image.dtype)
         if out is None:
             return w
         out[...] = w

@@ -26,17 +26,16 @@ from ..errors import DTypeError, LayoutError, ShapeError, short
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 
 #: Every spelling of a dtype the command line takes (case-insensitive), and its NumPy dtype.
-DTYPE_SPELLINGS = {
-    "float32": ("float32", "fp32", "f32", "float", "single"),
-    "float16": ("float16", "fp16", "f16", "half"),
-    "float64": ("float64", "fp64", "f64", "double"),
-    "int32": ("int32", "i32"),
-    "uint32": ("uint32", "u32"),
-    "int16": ("int16", "i16"),
-    "uint16": ("uint16", "u16"),
-    "int8": ("int8", "i8"),
-    "uint8": ("uint8", "u8"),
-}
+DTYPE_SPELLINGS = {line.split()[0]: tuple(line.split()) for line in """
+    float32 fp32 f32 float single
+    float16 fp16 f16 half
+    float64 fp64 f64 double
+    int32 i32
+    uint32 u32
+    int16 i16
+    uint16 u16
+    int8 i8
+    uint8 u8""".strip().splitlines()}
 _SPELLING = {s: name for name, spellings in DTYPE_SPELLINGS.items() for s in spellings}
 
 #: Largest array (in bytes) a command allocates for a random tensor before refusing.
@@ -163,3 +162,27 @@ def no_action(parser):
         return 2
 
     return run
+
+
+FILTER_FORMAT_HELP = "filters only: OIHW (default) or HWOI; depthwise MIHW (default), HWIM or C1HW"
+
+
+def image_arguments(p, kind_help: str, shape_help: str, layout_help: str) -> None:
+    """The arguments that name an image layout: KIND, --shape, --layout, --filter-format, --tile."""
+    p.add_argument("kind", help=kind_help)
+    p.add_argument("--shape", required=True, help=shape_help)
+    p.add_argument("--layout", default=None, help=layout_help)
+    p.add_argument("--filter-format", default=None, help=FILTER_FORMAT_HELP)
+    p.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+
+
+def print_table(tour, head, rows) -> None:
+    """``rows`` under ``head`` in left-aligned columns, with a blank line before and after."""
+    widths = [max(len(str(r[i])) for r in list(rows) + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    tour.print()
+    tour.print(fmt.format(*head).rstrip())
+    tour.print(fmt.format(*("-" * w for w in widths)))
+    for r in rows:
+        tour.print(fmt.format(*r).rstrip())
+    tour.print()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..buffer import BUFFER_FORMATS, buffer_layout, kind_of
 from ..errors import LayoutError, short
-from ._common import int_list, print_json
+from ._common import int_list, print_json, print_table
 
 
 def register(sub) -> None:
@@ -106,12 +106,5 @@ def demo(tour) -> None:
             rows.append((label, other, "x".join(map(str, oshape)), str(lay.count), f"{lay.padding_waste:.0%}",
                          f"{idx} -> {off}", f"{off + 1} -> {back}"))
     head = ("tensor", "format", "shape", "elements", "waste", "element -> offset", "offset -> element")
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    tour.print()
-    tour.print(fmt.format(*head).rstrip())
-    tour.print(fmt.format(*("-" * w for w in widths)))
-    for r in rows:
-        tour.print(fmt.format(*r).rstrip())
-    tour.print()
+    print_table(tour, head, rows)
     tour.print("Try: tensorlayout buffer NCHW --shape 1,3,5,6 --where 0,2,4,5 --to NHWC")

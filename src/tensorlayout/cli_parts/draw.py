@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..errors import LayoutError, short
-from ._common import int_list, integer, no_action, positive, print_json
+from ._common import image_arguments, int_list, no_action, positive, print_json
 from .npu import add_tensor_options, place
 
 
@@ -30,13 +30,10 @@ def register(sub) -> None:
 
     i = dsub.add_parser("image", help="a tensor in a MACE RGBA image",
                         description="Draw which element each lane of each pixel of a MACE image holds.")
-    i.add_argument("kind", help="IN_OUT_CHANNEL, IN_OUT_HEIGHT, IN_OUT_WIDTH, ARGUMENT, CONV2D_FILTER, "
-                   "DW_CONV2D_FILTER, WEIGHT_HEIGHT, WEIGHT_WIDTH or WINOGRAD_FILTER (case-insensitive)")
-    i.add_argument("--shape", required=True, help="the buffer's shape in its format's order")
-    i.add_argument("--layout", default=None, help="activation buffer format: NHWC (default) or NCHW")
-    i.add_argument("--filter-format", default=None,
-                   help="filters only: OIHW (default) or HWOI; depthwise MIHW (default), HWIM or C1HW")
-    i.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+    image_arguments(i, "IN_OUT_CHANNEL, IN_OUT_HEIGHT, IN_OUT_WIDTH, ARGUMENT, CONV2D_FILTER, "
+                    "DW_CONV2D_FILTER, WEIGHT_HEIGHT, WEIGHT_WIDTH or WINOGRAD_FILTER (case-insensitive)",
+                    "the buffer's shape in its format's order",
+                    "activation buffer format: NHWC (default) or NCHW")
     i.add_argument("--max-width", type=positive, default=10, help="pixel columns drawn before eliding")
     i.add_argument("--max-height", type=positive, default=12, help="pixel rows drawn before eliding")
     i.add_argument("-o", "--output", required=True, metavar="FILE.svg", help="where to write the figure")

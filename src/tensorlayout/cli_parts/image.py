@@ -12,19 +12,24 @@ IN_OUT_CHANNEL image, NHWC tensor (1, 2, 3, 5), float32
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
 from ..errors import DeviceLimitError, LayoutError, short
-from ..image import (ImageType, buffer_format, check_image_limits, element_at, from_image, image_from_dump,
+from ..image import (ImageType, table, buffer_format, check_image_limits, element_at, from_image, image_from_dump,
                      image_layout, image_nbytes, image_shape, pixel_of)
-from ._common import dtype_arg, int_list, integer, positive, print_json
+from ._common import dtype_arg, int_list, integer, positive, print_json, print_table
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "image", help="element <-> pixel of an OpenCL RGBA image (MACE's 9 image types)",
         description="Image size, bytes, padding waste, and element -> pixel / pixel -> element "
-                    "answers for one of MACE's RGBA image types.")
+                    "answers for one of MACE's RGBA image types.",
+        epilog="The image types (q(x) = (x + 3) // 4; c4 = c // 4 is a pixel of four channels, "
+               "lane c % 4):\n\n" + table(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kind", metavar="KIND", help="image type: " + ", ".join(t.name for t in ImageType)
                    + " (case-insensitive, or MACE's number 0-8)")
     p.add_argument("--shape", required=True, help="tensor shape in the buffer format, e.g. 1,2,3,5")
@@ -204,13 +209,6 @@ def demo(tour) -> None:
                       "padding" if held is None else str(held)))
     head = ("tensor", "shape", "image type", "[W, H]", "bytes f32/f16", "waste",
             "last element -> (x, y, lane)", "last lane holds")
-    widths = [max(len(str(r[i])) for r in table + [head]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:<{wd}}}" for wd in widths)
-    tour.print()
-    tour.print(fmt.format(*head).rstrip())
-    tour.print(fmt.format(*("-" * wd for wd in widths)))
-    for r in table:
-        tour.print(fmt.format(*r).rstrip())
-    tour.print()
+    print_table(tour, head, table)
     tour.print("WINOGRAD_FILTER holds U = G g G^T of the 3x3 filter (tile 2: T = 4, t in [0, 16)).")
     tour.print("Try: tensorlayout image IN_OUT_CHANNEL --shape 1,5,6,3 --where 0,4,5,2 --pixel 5,4")

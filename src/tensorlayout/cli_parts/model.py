@@ -49,6 +49,8 @@ from ._common import int_list, print_json
 
 
 def register(sub) -> None:
+    from ..npu.chip import CHIPS
+
     r = sub.add_parser(
         "run", help="run an ONNX model on the CPU runtime (NumPy, Winograd convolutions)",
         description="Run an ONNX model on the CPU runtime: NCHW float32 NumPy kernels, "
@@ -80,7 +82,7 @@ def register(sub) -> None:
                    help="image limits (default 16384,16384, many mobile GPUs)")
     p.add_argument("--device", default=None,
                    help="read the image limits from this OpenCL device (index or name)")
-    p.add_argument("--chip", default=None, metavar="BM1684|BM1684X|BM1688",
+    p.add_argument("--chip", default=None, metavar="|".join(CHIPS),
                    help="place each layer's tensors in NPU local memory and check the fit")
     p.add_argument("--html", default=None, metavar="DIR", help="write an HTML/SVG report there")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -118,7 +120,8 @@ def _load(args):
     return load(args.model, input_shapes=_input_shapes(args))
 
 
-def _inputs(args, model):
+def read_inputs(args, model):
+    """The model's inputs from --input NAME=X.npy files, random ones (--seed) for the rest."""
     files = _named(args.input, "--input", "the array of input")
     names = list(model.inputs)
     if None in files:
@@ -167,7 +170,7 @@ def _rel_l2(a, b):
 # ------------------------------------------------------------------------------ run
 def run_cmd(args) -> int:
     model = _load(args)
-    feeds = _inputs(args, model)
+    feeds = read_inputs(args, model)
     if args.threads is not None and args.threads < 1:
         raise LayoutError(f"--threads = {args.threads} is not allowed: it must be a positive integer")
     if args.profile:

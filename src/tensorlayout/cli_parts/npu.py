@@ -7,9 +7,6 @@ import numpy as np
 from ..errors import FootprintError, LayoutError, short
 from ._common import dtype_arg, int_list, nonneg, positive, print_json
 
-CHIP_NAMES = ("BM1684", "BM1684X", "BM1688")
-
-
 def register(sub) -> None:
     p = sub.add_parser(
         "npu",
@@ -30,8 +27,10 @@ def register(sub) -> None:
 
 def add_tensor_options(p, shape_required: bool = True) -> None:
     """The options that place a tensor in NPU local memory (``npu`` and ``draw npu`` share them)."""
+    from ..npu.chip import CHIPS
+
     chip = p.add_argument_group("chip (a preset, or --npus and --lmem with an optional --align)")
-    chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIP_NAMES)} (case-insensitive)")
+    chip.add_argument("--chip", help=f"a preset chip: {', '.join(CHIPS)} (case-insensitive)")
     chip.add_argument("--npus", type=positive, help="number of NPUs X")
     chip.add_argument("--lmem", type=positive, help="local memory bytes per NPU S")
     chip.add_argument("--align", type=positive, help="feature alignment in bytes (default 128, the seed's)")

@@ -56,10 +56,10 @@ def _run_onnx(args) -> int:
     from ..model import load
     from ..npu import cmodel
     from ..npu.network import run_onnx
-    from .model import _inputs, onnxruntime_outputs
+    from .model import onnxruntime_outputs, read_inputs
 
     model = load(args.model)
-    feeds = _inputs(args, model)
+    feeds = read_inputs(args, model)
     if len(feeds) != 1:
         raise LayoutError(f"model = {args.model!r} has {len(feeds)} inputs: run-onnx runs one-input models")
     cmodel.simulator()  # a missing simulator is one line, before any work
@@ -114,6 +114,8 @@ def _simulator(args) -> int:
 
 
 def register_plan(cmds) -> None:
+    from ..npu.chip import CHIPS
+
     p = cmds.add_parser(
         "plan-conv",
         help="plan a convolution layer in NPU local memory (slices, addresses, GDMA bytes) and run it",
@@ -122,7 +124,7 @@ def register_plan(cmds) -> None:
         "channels, choosing the fewest slices. With --run, run the plan on Sophgo's BM1684 simulator "
         "with random data and compare it with float64 direct convolution.",
     )
-    p.add_argument("--chip", default="BM1684", help="BM1684, BM1684X or BM1688 (--run needs BM1684)")
+    p.add_argument("--chip", default="BM1684", help=f"{', '.join(CHIPS)} (--run needs BM1684)")
     p.add_argument("--input", required=True, help="N,C,H,W")
     p.add_argument("--out-channels", type=int, required=True, help="output channels K")
     p.add_argument("--kernel", required=True, help="k or kh,kw")

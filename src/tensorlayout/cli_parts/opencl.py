@@ -6,9 +6,11 @@ import time
 
 import numpy as np
 
+from .. import _backend
 from ..errors import AlgorithmError, ConvolutionError, LayoutError, OpenCLUnavailable, short
 from ..image import image_layout
-from ._common import check_array_size, dtype_arg, integer, no_action, nonneg, positive, print_json, shape_arg
+from ._common import (check_array_size, dtype_arg, image_arguments, integer, no_action, nonneg, positive,
+                      print_json, shape_arg)
 
 
 def _image_dtype(args):
@@ -38,13 +40,8 @@ def register(sub) -> None:
     d.set_defaults(func=_devices)
 
     r = osub.add_parser("roundtrip", help="buffer -> image -> buffer on the device, compared with NumPy")
-    r.add_argument("kind", help="image type, e.g. IN_OUT_CHANNEL, CONV2D_FILTER, WINOGRAD_FILTER "
-                   "(case-insensitive)")
-    r.add_argument("--shape", required=True, help="buffer shape, comma separated (e.g. 1,7,9,5)")
-    r.add_argument("--layout", default=None, help="NHWC (default) or NCHW for activations")
-    r.add_argument("--filter-format", default=None,
-                   help="filters only: OIHW (default) or HWOI; depthwise MIHW (default), HWIM or C1HW")
-    r.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+    image_arguments(r, "image type, e.g. IN_OUT_CHANNEL, CONV2D_FILTER, WINOGRAD_FILTER (case-insensitive)",
+                    "buffer shape, comma separated (e.g. 1,7,9,5)", "NHWC (default) or NCHW for activations")
     _add_dtype(r)
     r.set_defaults(func=_roundtrip)
 
@@ -75,9 +72,10 @@ def _devices(args) -> int:
 
 
 def _image_bytes(queue, img):
-    import pyopencl as cl
-
     from ..opencl import image_dtype
+    from ..opencl._device import cl as _cl
+
+    cl = _cl()
 
     w, h = img.shape
     out = np.empty((h, w, 4), image_dtype(img))
@@ -139,9 +137,11 @@ def _conv(args) -> int:
     b = rng.standard_normal(args.out_channels).astype(np.float32)
     dtype = _image_dtype(args)
     cctx = get_context(args.device)
-    conv2d(x, wt, b, args.padding, args.algorithm, args.tile, dtype, cctx)   # build the kernels
+    conv2d(x, wt, b, padding=args.padding, algorithm=args.algorithm, tile=args.tile,
+           dtype=dtype, device=cctx)   # build the kernels
     t = time.perf_counter()
-    y = conv2d(x, wt, b, args.padding, args.algorithm, args.tile, dtype, cctx)
+    y = conv2d(x, wt, b, padding=args.padding, algorithm=args.algorithm, tile=args.tile,
+           dtype=dtype, device=cctx)
     dt = time.perf_counter() - t
     ref = _conv_ref(x, wt, b, args.padding)
     err = np.linalg.norm(y.astype(np.float64) - ref) / np.linalg.norm(ref)
@@ -174,9 +174,7 @@ def _conv_ref(x, w, b, p):
 
 def demo(tour) -> None:
     tour.section("OpenCL: tensors in real RGBA images")
-    try:
-        import pyopencl  # noqa: F401
-    except ImportError:
+    if not _backend.has_pyopencl():
         tour.print("PyOpenCL is not installed, so this part is skipped "
                    "(pip install 'tensorlayout[opencl]').")
         return
@@ -207,7 +205,7 @@ def demo(tour) -> None:
     ws = (rng.standard_normal((8, 8, 3, 3)) / 8).astype(np.float32)
     ref = _conv_ref(xs, ws, np.zeros(8), 1)
     for alg, tile in (("direct", None), ("winograd", 2), ("winograd", 4)):
-        y = conv2d(xs, ws, None, 1, alg, tile, np.float32, cctx)
+        y = conv2d(xs, ws, None, padding=1, algorithm=alg, tile=tile, dtype=np.float32, device=cctx)
         err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
         name = alg if tile is None else f"{alg} F({tile}x{tile},3x3)"
         tour.print(f"  conv2d {name:<22} on images, {xs.shape} -> {y.shape}: "

@@ -20,38 +20,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import check_positive_int
-from ..image import ImageType, _kind, buffer_format, image_layout
+from ..image import ImageType, buffer_format, image_layout, image_type, row
 from ._sheet import fit_size
 from ._svg import DUMMY_FILL, PALETTE, Svg, text_width
 
 __all__ = ["image_figure", "IMAGE_FORMULAS"]
 
 LANES = "RGBA"
+DOT = "\u00b7"
 
-#: What lane k of pixel (x, y) holds, per type (REFERENCE.md section 1, in words).
-IMAGE_FORMULAS = {
-    ImageType.IN_OUT_CHANNEL: "n = y // H, h = y % H, w = x % W, c = 4\u00b7(x // W) + k",
-    ImageType.IN_OUT_HEIGHT: "n = y // q(H), h = 4\u00b7(y % q(H)) + k, w = x % W, c = x // W",
-    ImageType.IN_OUT_WIDTH: "n = y // H, h = y % H, w = 4\u00b7(x % q(W)) + k, c = x // q(W)",
-    ImageType.ARGUMENT: "a[4x + k]",
-    ImageType.CONV2D_FILTER: "o = 4\u00b7(y // HW) + k, i = x, h = (y % HW) // W, w = y % W",
-    ImageType.DW_CONV2D_FILTER: "i = 4y + k, m = x // HW, h = (x % HW) // W, w = x % W",
-    ImageType.WEIGHT_HEIGHT: "o = 4y + k, x = (h\u00b7W + w)\u00b7I + i",
-    ImageType.WEIGHT_WIDTH: "o = y, x = (h\u00b7W + w)\u00b7q(I) + i // 4, k = i % 4",
-    ImageType.WINOGRAD_FILTER: "y = t\u00b7O + o, x = i // 4, k = i % 4, value U_t[o, i]",
-}
-
-_IMAGE_SIZES = {
-    ImageType.IN_OUT_CHANNEL: "[q(C)\u00b7W, N\u00b7H]",
-    ImageType.IN_OUT_HEIGHT: "[W\u00b7C, N\u00b7q(H)]",
-    ImageType.IN_OUT_WIDTH: "[q(W)\u00b7C, N\u00b7H]",
-    ImageType.ARGUMENT: "[q(L), 1]",
-    ImageType.CONV2D_FILTER: "[I, H\u00b7W\u00b7q(O)]",
-    ImageType.DW_CONV2D_FILTER: "[M\u00b7H\u00b7W, q(I)]",
-    ImageType.WEIGHT_HEIGHT: "[I\u00b7H\u00b7W, q(O)]",
-    ImageType.WEIGHT_WIDTH: "[q(I)\u00b7H\u00b7W, O]",
-    ImageType.WINOGRAD_FILTER: "[q(I), O\u00b7T\u00b2]",
-}
+#: What lane k of pixel (x, y) holds, per type (REFERENCE.md section 1, in words): the
+#: ``holds`` formula of each type's row in :data:`tensorlayout.image.ROWS`.
+IMAGE_FORMULAS = {kind: row(kind).holds for kind in ImageType}
 
 MARGIN = 16
 AXIS_W = 46
@@ -113,7 +93,7 @@ def image_figure(kind, shape, *, layout=None, filter_format=None, tile=None,
     """
     check_positive_int("max_width", max_width)
     check_positive_int("max_height", max_height)
-    kind = _kind(kind)
+    kind = image_type(kind)
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
     lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
     height, width, _ = lay.physical_shape
@@ -135,8 +115,9 @@ def image_figure(kind, shape, *, layout=None, filter_format=None, tile=None,
     fmt_s = "(" + ", ".join(f"{a} = {v}" for a, v in zip(fmt, shape_t)) + ")"
     title.append(f"{kind.name} image (MACE type {int(kind)}) of a buffer in {fmt} format, {fmt_s}"
                  + (f", Winograd tile {tile}" if tile else ""))
-    title.append(f"image [width, height] = {_IMAGE_SIZES[kind]} = [{width}, {height}] RGBA pixels; "
-                 f"lane k of pixel (x, y) holds {IMAGE_FORMULAS[kind]}")
+    r = row(kind, fmt)
+    title.append(f"image [width, height] = {r.size_text(dot=DOT)} = [{width}, {height}] RGBA pixels; "
+                 f"lane k of pixel (x, y) holds {r.holds}")
     for k, line in enumerate(title):
         size = 15 if k == 0 else 11.5
         svg.text(MARGIN, y + size, line, size=size, weight="bold" if k == 0 else None, cls="title")

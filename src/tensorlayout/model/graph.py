@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _backend
 from ..errors import LayoutError, check_positive_int
 from .ops import BUILDERS, IN_PLACE, OP_TYPES, VIEWS, Ctx, ModelError
 
@@ -80,6 +81,17 @@ def _attrs(onnx, node_proto) -> dict:
 def _first_line(exc) -> str:
     text = str(exc).strip().splitlines()
     return text[0].strip() if text else type(exc).__name__
+
+
+def run_step(node, step, inputs, out=None, where: str = ""):
+    """``step.run(inputs, out)`` for ``node``: a LayoutError passes through, any other
+    failure becomes one ModelError line naming the node (and ``where`` it ran)."""
+    try:
+        return step.run(inputs, out)
+    except LayoutError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - named with the node
+        raise ModelError(f"node {node.name!r} ({node.op}) failed{where}: {_first_line(exc)}") from None
 
 
 def _read(onnx, source):
@@ -392,14 +404,11 @@ def threads_limit(n):
         return
     n = check_positive_int("threads", n)
     restore = []
-    try:
-        import numba
-
+    numba = _backend.numba()
+    if numba is not None:
         old = numba.get_num_threads()
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
         restore.append(lambda: numba.set_num_threads(old))
-    except ImportError:
-        pass
     controller = _blas_controller()
     if controller is not None:
         limiter = controller.limit(limits=n, user_api="blas")
@@ -452,7 +461,9 @@ class Model:
                               if o == n)
         return out
 
-    def _feeds(self, args, kwargs):
+    def feeds(self, args, kwargs) -> dict:
+        """The checked ``{input name: array}`` of a call's ``args`` (one dict, or the inputs in
+        order) or ``kwargs`` (the inputs by name), as :meth:`run` takes them."""
         if len(args) == 1 and isinstance(args[0], dict):
             feeds = dict(args[0])
         elif kwargs and not args:
@@ -492,7 +503,7 @@ class Model:
         >>> m.run(np.zeros((1, 3, 16, 16), np.float32)).shape
         (1, 10)
         """
-        feeds = self._feeds(args, kwargs)
+        feeds = self.feeds(args, kwargs)
         values = dict(self.consts)
         values.update(feeds)
         owned = set()
@@ -510,12 +521,7 @@ class Model:
                         and tuple(ins[0].shape) == st.out_shapes[0]):
                     out = ins[0]
                 t0 = time.perf_counter() if profile else 0.0
-                try:
-                    outs = st.run(ins, out)
-                except LayoutError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - named with the node
-                    raise ModelError(f"node {node.name!r} ({node.op}) failed: {_first_line(exc)}") from None
+                outs = run_step(node, st, ins, out)
                 if profile:
                     prof.append((node.name, node.op, time.perf_counter() - t0, st.info.get("algorithm")))
                 for name, value, shape in zip(node.outputs, outs, st.out_shapes):

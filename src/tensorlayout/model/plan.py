@@ -4,7 +4,7 @@ For each tensor of a loaded :class:`~tensorlayout.model.Model` (activations and 
 plan gives its CPU buffer format, MACE image type and size, bytes in float32 and float16,
 padding waste and whether it fits the device's image limits.  Every figure comes from the
 per-tensor functions (:func:`tensorlayout.image_layout`, :func:`tensorlayout.image_shape`,
-:func:`tensorlayout.check_image_limits`, :func:`tensorlayout.npu.tensor_layout`).
+:func:`tensorlayout.image.check_image_limits`, :func:`tensorlayout.npu.tensor_layout`).
 
 Which image a tensor gets:
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import keyword_only, pair
 from ..errors import (
     AlignmentError,
     ConvolutionError,
@@ -62,20 +63,6 @@ _LIMIT_STRIDE = 1 << 19   # N and C strides of an operand: 19 bits
 
 
 # ------------------------------------------------------------------ helpers
-def _pair(name, value, low=1):
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (int(value), int(value))
-    try:
-        a, b = (int(v) for v in value)
-        if any(isinstance(v, bool) or not float(v).is_integer() for v in value):
-            raise TypeError
-    except (TypeError, ValueError):
-        raise ConvolutionError(f"{name} = {value!r} is not allowed: it must be an integer or (h, w)") from None
-    if a < low or b < low:
-        raise ConvolutionError(f"{name} = {value!r} is not allowed: each entry must be >= {low}")
-    return a, b
-
-
 def _padding(value):
     """(top, bottom, left, right) from an int, (h, w) or 4 integers."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -211,8 +198,8 @@ def conv2d_output_shape(input_shape, weight_shape, padding=0, stride=1, dilation
     n, c, h, w = input_shape
     o, i, kh, kw = weight_shape
     pt, pb, pl, pr = _padding(padding)
-    sh, sw = _pair("stride", stride)
-    dh, dw = _pair("dilation", dilation)
+    sh, sw = pair("stride", stride)
+    dh, dw = pair("dilation", dilation)
     ho = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
     wo = (w + pl + pr - (kw - 1) * dw - 1) // sw + 1
     if ho < 1 or wo < 1:
@@ -227,15 +214,15 @@ def pool_output_shape(input_shape, kernel, padding=0, stride=None):
     >>> pool_output_shape((1, 3, 7, 7), 2)
     (1, 3, 3, 3)
     """
-    kh, kw = _pair("kernel", kernel)
+    kh, kw = pair("kernel", kernel)
     c = input_shape[1]
     return conv2d_output_shape(input_shape, (c, 1, kh, kw), padding, stride or (kh, kw))
 
 
 def _window(padding, stride, dilation=1):
     pad = _padding(padding)
-    st = _pair("stride", stride)
-    dil = _pair("dilation", dilation)
+    st = pair("stride", stride)
+    dil = pair("dilation", dilation)
     for name, vals in (("padding", pad), ("stride", st)):
         if any(v >= _LIMIT_SPAD for v in vals):
             raise ConvolutionError(f"{name} = {vals} is not allowed: the instruction's {name} fields hold "
@@ -246,14 +233,21 @@ def _window(padding, stride, dilation=1):
 
 
 # --------------------------------------------------------------- convolutions
+#: conv2d's and depthwise2d's parameters after ``bias`` in their old positional order.
+_OLD_ORDER = ("padding", "stride", "dilation")
+
+
 def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: NpuTensor | None = None,
-           padding=0, stride=1, dilation=1, accumulate: bool = False) -> NpuTensor:
+           *args, stride=1, padding=0, dilation=1, accumulate: bool = False) -> NpuTensor:
     """``okk_bdc_conv2d``: fp32 convolution, weights ``[I, O, kh, kw]`` in the 2IC mode.
 
     ``input`` any strides (W stride 1); ``weight`` from :func:`store_conv_weight`, starting in
     the output's NPU at an address divisible by 8; ``bias`` (optional) the compact ``(1, O, 1, 1)``
     tensor; ``output`` aligned. ``accumulate`` adds the result to what ``output`` holds.
+    Everything after ``bias`` is keyword-only, as in :func:`tensorlayout.conv2d`.
     """
+    keyword_only("tensorlayout.npu.bdc.conv2d", args, _OLD_ORDER + ("accumulate",),
+                 "mem, output, input, weight, bias")
     sim = _sim(mem)
     _tensor(input, "input")
     _tensor(weight, "weight", mode="2IC")
@@ -285,9 +279,11 @@ def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: Np
 
 
 def depthwise2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: NpuTensor | None = None,
-                padding=0, stride=1, dilation=1) -> NpuTensor:
+                *args, stride=1, padding=0, dilation=1) -> NpuTensor:
     """``okk_bdc_depthwise2d``: per-channel convolution; input and output aligned, weight the compact
-    ``(1, C, kh, kw)`` tensor of :func:`store_depthwise_weight` in the output's NPU, bias ``(1, C, 1, 1)``."""
+    ``(1, C, kh, kw)`` tensor of :func:`store_depthwise_weight` in the output's NPU, bias ``(1, C, 1, 1)``;
+    everything after ``bias`` keyword-only."""
+    keyword_only("tensorlayout.npu.bdc.depthwise2d", args, _OLD_ORDER, "mem, output, input, weight, bias")
     sim = _sim(mem)
     _aligned(_tensor(input, "input"), "input")
     _aligned(_tensor(output, "output"), "output")
@@ -315,7 +311,7 @@ def _pool(fn, mem, output, input, kernel, padding, stride):
     sim = _sim(mem)
     _aligned(_tensor(input, "input"), "input")
     _aligned(_tensor(output, "output"), "output")
-    kh, kw = _pair("kernel", kernel)
+    kh, kw = pair("kernel", kernel)
     pad, st, _ = _window(padding, stride or (kh, kw))
     if any(p >= k for p, k in zip(pad, (kh, kh, kw, kw))):
         raise ConvolutionError(f"padding = {pad} is not allowed: each side must be smaller than the window {kh}x{kw}")

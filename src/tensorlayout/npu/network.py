@@ -183,7 +183,8 @@ def _per_image(layer, arrays):
         elif layer.op == "add":
             bdc.add(mem, out, ins[0], ins[1])
         elif layer.op == "depthwise":
-            bdc.depthwise2d(mem, out, ins[0], wt, bt, p["padding"], p["stride"], p["dilation"])
+            bdc.depthwise2d(mem, out, ins[0], wt, bt, padding=p["padding"], stride=p["stride"],
+                            dilation=p["dilation"])
         elif layer.op == "clip":
             src = ins[0]
             if p["low"] is not None:
@@ -393,6 +394,7 @@ def run_onnx(model, x):
     True
     """
     from ..model import Model, load
+    from ..model.graph import run_step
     from ..model.ops import ModelError
     from .planner import plan_conv, run_conv_plan
 
@@ -401,7 +403,7 @@ def run_onnx(model, x):
     if len(model.inputs) != 1:
         raise ModelError(f"the model takes {len(model.inputs)} inputs: run_onnx runs one-input models")
     values = dict(model.consts)
-    values.update(model._feeds((x,), {}))
+    values.update(model.feeds((x,), {}))
     report = []
     for st in model.steps:
         node = st.node
@@ -433,12 +435,7 @@ def run_onnx(model, x):
             outs = [y.reshape(st.out_shapes[0])]
             entry.update(where="npu", why=why)
         else:
-            try:
-                outs = st.run(ins, None)
-            except LayoutError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - named with the node
-                raise ModelError(f"node {node.name!r} ({node.op}) failed on the host: {exc}") from None
+            outs = run_step(node, st, ins, None, " on the host")
             entry.update(where="host", why=why)
         for name, value in zip(node.outputs, outs):
             if name:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._checks import pair
 from ..errors import ConvolutionError, FootprintError, LayoutError, check_positive_int
 from .chip import BM1684, Chip
 
@@ -180,13 +181,6 @@ def _pad4(padding):
     return tuple(int(v) for v in p)
 
 
-def _pair(name, v):
-    t = (v, v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else tuple(v)
-    if len(t) != 2:
-        raise ConvolutionError(f"{name} = {v!r} is not allowed: it must be an integer or (h, w)")
-    return tuple(check_positive_int(name, x) for x in t)
-
-
 def plan_conv(input_shape, out_channels: int, kernel, stride=1, padding=None, dilation=1,
               bias: bool = True, chip: Chip = BM1684) -> ConvPlan:
     """Plan an fp32 convolution of ``input_shape`` (N, C, H, W) into ``out_channels`` on ``chip``.
@@ -206,9 +200,9 @@ def plan_conv(input_shape, out_channels: int, kernel, stride=1, padding=None, di
         raise ConvolutionError(f"input_shape = {input_shape!r} is not allowed: it must be (N, C, H, W)")
     n, c, h, w = (check_positive_int(f"input_shape[{i}]", v) for i, v in enumerate(input_shape))
     k = check_positive_int("out_channels", out_channels)
-    kh, kw = _pair("kernel", kernel)
-    sh, sw = _pair("stride", stride)
-    dh, dw = _pair("dilation", dilation)
+    kh, kw = pair("kernel", kernel)
+    sh, sw = pair("stride", stride)
+    dh, dw = pair("dilation", dilation)
     pad = ((dh * (kh - 1) // 2,) * 2 + (dw * (kw - 1) // 2,) * 2) if padding is None else _pad4(padding)
     ext_h, ext_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     ho = (h + pad[0] + pad[1] - ext_h) // sh + 1

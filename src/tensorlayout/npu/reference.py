@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import pair
+
 __all__ = ["conv2d_reference", "max_pool_reference", "avg_pool_reference"]
 
 
@@ -22,14 +24,10 @@ def _pad4(padding):
     return (p[0], p[0], p[1], p[1]) if len(p) == 2 else p
 
 
-def _pair(v):
-    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(t) for t in v)
-
-
 def _windows(x, kh, kw, stride, dilation, padding, fill):
     pt, pb, pl, pr = _pad4(padding)
-    sh, sw = _pair(stride)
-    dh, dw = _pair(dilation)
+    sh, sw = pair("stride", stride)
+    dh, dw = pair("dilation", dilation)
     xp = np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
     n, c, h, w = xp.shape
     ho = (h - (kh - 1) * dh - 1) // sh + 1
@@ -51,11 +49,11 @@ def conv2d_reference(x, weight, bias=None, padding=0, stride=1, dilation=1) -> n
 
 def max_pool_reference(x, kernel, padding=0, stride=None) -> np.ndarray:
     """Float64 max pooling (padding never wins)."""
-    kh, kw = _pair(kernel)
+    kh, kw = pair("kernel", kernel)
     return _windows(x, kh, kw, stride or (kh, kw), 1, padding, -np.inf).max(axis=(4, 5))
 
 
 def avg_pool_reference(x, kernel, padding=0, stride=None) -> np.ndarray:
     """Float64 average pooling over the whole window (padding counts as 0)."""
-    kh, kw = _pair(kernel)
+    kh, kw = pair("kernel", kernel)
     return _windows(x, kh, kw, stride or (kh, kw), 1, padding, 0.0).mean(axis=(4, 5))

@@ -15,6 +15,7 @@ from importlib import resources
 
 import numpy as np
 
+from .. import _backend
 from ..errors import DeviceLimitError, LayoutError, OpenCLUnavailable
 
 ENV_VAR = "TENSORLAYOUT_CL_DEVICE"
@@ -25,12 +26,11 @@ _HINT = ("install an OpenCL runtime: PoCL for the CPU (Debian/Ubuntu package 'po
 
 def cl():
     """The ``pyopencl`` module, or OpenCLUnavailable saying how to get it."""
-    try:
-        import pyopencl
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    pyopencl, why = _backend.pyopencl()
+    if pyopencl is None:  # pragma: no cover - depends on the environment
         raise OpenCLUnavailable(
-            f"PyOpenCL is not installed ({exc}): install the 'opencl' extra, "
-            "pip install 'tensorlayout[opencl]', and " + _HINT) from None
+            f"PyOpenCL is not installed ({why}): install the 'opencl' extra, "
+            "pip install 'tensorlayout[opencl]', and " + _HINT)
     return pyopencl
 
 
@@ -180,7 +180,7 @@ class CLContext:
         with self._lock:
             prg = self._programs.get(key)
             if prg is None:
-                text = source if source is not None else _read_source(source_name)
+                text = source if source is not None else read_source(source_name)
                 prg = cl().Program(self.context, text).build(options=list(options))
                 self._programs[key] = prg
             return prg
@@ -195,6 +195,19 @@ class CLContext:
             with self._lock:
                 self._programs[key] = got
         return got
+
+    def staging_buffer(self, queue, nbytes: int):
+        """A device buffer of at least ``nbytes``, kept per queue and grown when needed (the
+        commands of one queue run in order, so one buffer serves them all)."""
+        key = ("stage", queue.int_ptr)
+        with self._lock:
+            buf = self._programs.get(key)
+            if buf is None or buf.size < nbytes:
+                if buf is not None:
+                    buf.release()
+                buf = cl().Buffer(self.context, cl().mem_flags.READ_WRITE, max(nbytes, 16))
+                self._programs[key] = buf
+        return buf
 
     # ------------------------------------------------------------ limits
     def check_image(self, width: int, height: int, dtype) -> None:
@@ -238,12 +251,12 @@ _GLOBAL_LOCK = threading.Lock()
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.cl)"[ \t]*$', re.M)
 
 
-def _read_source(name: str) -> str:
+def read_source(name: str) -> str:
     """A .cl file of this package, with its ``#include "x.cl"`` lines replaced by those files."""
     text = _SOURCES.get(name)
     if text is None:
         text = resources.files(__package__).joinpath(name).read_text()
-        text = _INCLUDE.sub(lambda m: _read_source(m.group(1)), text)
+        text = _INCLUDE.sub(lambda m: read_source(m.group(1)), text)
         _SOURCES[name] = text
     return text
 

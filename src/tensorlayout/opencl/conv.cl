@@ -1,14 +1,15 @@
 /* Convolution on RGBA images, the way MACE's GPU runtime lays it out.
  *
- * Images (q(x) = (x + 3) / 4):
- *   input   IN_OUT_CHANNEL of NHWC (N, H, W, C):       pixel (c4 * W + w, n * H + h)
- *   filter  CONV2D_FILTER of OIHW (O, I, KH, KW):      pixel (i, o4 * KH * KW + kh * KW + kw)
- *   bias    ARGUMENT of (O,):                          pixel (o4, 0)
+ * Images, each addressed by its PIXEL_<TYPE> macro (pixels.cl, generated from the
+ * image types' rows in tensorlayout.image):
+ *   input   IN_OUT_CHANNEL of NHWC (N, H, W, C)
+ *   filter  CONV2D_FILTER of OIHW (O, I, KH, KW)
+ *   bias    ARGUMENT of (O,)
  *   output  IN_OUT_CHANNEL of NHWC (N, OH, OW, O)
  *   Winograd, T = M + 2, tiles = N * th * tw:
- *   V       IN_OUT_HEIGHT of NHWC (T*T, C, tiles, 1):  pixel (tile, t * q(C) + c4)
- *   U       WINOGRAD_FILTER of (T*T, O, I):            pixel (i4, t * O + o)
- *   Mt      IN_OUT_HEIGHT of NHWC (T*T, O, tiles, 1):  pixel (tile, t * q(O) + o4)
+ *   V       IN_OUT_HEIGHT of NHWC (T*T, C, tiles, 1)
+ *   U       WINOGRAD_FILTER of (T*T, O, I)
+ *   Mt      IN_OUT_HEIGHT of NHWC (T*T, O, tiles, 1)
  * Lanes hold four consecutive channels.  Arithmetic is in float; half images are
  * read with read_imagef and written after rounding to the nearest half.
  * The Winograd transforms (WINO_INPUT_TRANSFORM, WINO_OUTPUT_TRANSFORM) are
@@ -25,21 +26,22 @@
 __constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 
 #include "half.cl"
+#include "pixels.cl"
 
-inline void store(__write_only image2d_t img, int x, int y, float4 v)
+inline void store(__write_only image2d_t img, int2 xy, float4 v)
 {
 #if IMG_HALF
     v = half_rte4(v);
 #endif
-    write_imagef(img, (int2)(x, y), v);
+    write_imagef(img, xy, v);
 }
 
-inline void store_mid(__write_only image2d_t img, int x, int y, float4 v)
+inline void store_mid(__write_only image2d_t img, int2 xy, float4 v)
 {
 #if MID_HALF
     v = half_rte4(v);
 #endif
-    write_imagef(img, (int2)(x, y), v);
+    write_imagef(img, xy, v);
 }
 
 /* One work-item: one output pixel, i.e. four output channels at (n, oh, ow). */
@@ -54,7 +56,7 @@ __kernel void conv2d_direct(__read_only image2d_t in, __read_only image2d_t filt
         return;
     const int o4 = x / OW, ow = x - o4 * OW;
     const int n = y / OH, oh = y - n * OH;
-    float4 acc = has_bias ? read_imagef(bias, SMP, (int2)(o4, 0)) : (float4)(0.0f);
+    float4 acc = has_bias ? read_imagef(bias, SMP, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
     /* Every product of the window is taken, the padding's zeros included, as if the input
        were explicitly zero-padded: a NaN or Inf weight meets a padded zero as 0 * Inf = NaN,
        exactly as in PyTorch's convolution. */
@@ -64,19 +66,19 @@ __kernel void conv2d_direct(__read_only image2d_t in, __read_only image2d_t filt
         for (int kw = 0; kw < KW; ++kw) {
             const int iw = ow * sw - pw + kw;
             const int inside = in_h && iw >= 0 && iw < W;
-            const int fy = o4 * KH * KW + kh * KW + kw;
             for (int c4 = 0; c4 < qc; ++c4) {
-                const float4 v = inside ? read_imagef(in, SMP, (int2)(c4 * W + iw, n * H + ih))
+                const float4 v = inside ? read_imagef(in, SMP, PIXEL_IN_OUT_CHANNEL(n, ih, iw, c4, N, H, W, C))
                                         : (float4)(0.0f);
-                const int i = c4 * 4;   /* x past I reads the border colour 0 */
-                acc = mad((float4)(v.x), read_imagef(filt, SMP, (int2)(i, fy)), acc);
-                acc = mad((float4)(v.y), read_imagef(filt, SMP, (int2)(i + 1, fy)), acc);
-                acc = mad((float4)(v.z), read_imagef(filt, SMP, (int2)(i + 2, fy)), acc);
-                acc = mad((float4)(v.w), read_imagef(filt, SMP, (int2)(i + 3, fy)), acc);
+                /* input channels 4 * c4 .. + 3; x past I reads the border colour 0 */
+                const int i = c4 * 4;
+                acc = mad((float4)(v.x), read_imagef(filt, SMP, PIXEL_CONV2D_FILTER(o4, i, kh, kw, O, C, KH, KW)), acc);
+                acc = mad((float4)(v.y), read_imagef(filt, SMP, PIXEL_CONV2D_FILTER(o4, i + 1, kh, kw, O, C, KH, KW)), acc);
+                acc = mad((float4)(v.z), read_imagef(filt, SMP, PIXEL_CONV2D_FILTER(o4, i + 2, kh, kw, O, C, KH, KW)), acc);
+                acc = mad((float4)(v.w), read_imagef(filt, SMP, PIXEL_CONV2D_FILTER(o4, i + 3, kh, kw, O, C, KH, KW)), acc);
             }
         }
     }
-    store(out, x, y, acc);
+    store(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, o4, N, OH, OW, O), acc);
 }
 
 #ifdef WINO_M
@@ -99,14 +101,14 @@ __kernel void wino_input(__read_only image2d_t in, __write_only image2d_t V,
         for (int j = 0; j < T; ++j) {
             const int w = w0 + j;
             d[i][j] = (h >= 0 && h < H && w >= 0 && w < W)
-                ? read_imagef(in, SMP, (int2)(c4 * W + w, n * H + h)) : (float4)(0.0f);
+                ? read_imagef(in, SMP, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C)) : (float4)(0.0f);
         }
     }
     float4 u[T][T];
     WINO_INPUT_TRANSFORM
     for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j)
-            store_mid(V, tile, (i * T + j) * qc + c4, u[i][j]);
+            store_mid(V, PIXEL_IN_OUT_HEIGHT(i * T + j, c4, tile, 0, T * T, C, N * th * tw, 1), u[i][j]);
 }
 
 /* One work-item: TPI tiles x four output channels for one t: Mt = U_t . V_t. */
@@ -127,18 +129,18 @@ __kernel void wino_matmul(__read_only image2d_t V, __read_only image2d_t U,
         acc[k] = (float4)(0.0f);
     for (int c4 = 0; c4 < qc; ++c4) {
         /* rows past O would belong to the next t: read them as 0 */
-        const float4 f0 = read_imagef(U, SMP, (int2)(c4, t * O + o));
-        const float4 f1 = o + 1 < O ? read_imagef(U, SMP, (int2)(c4, t * O + o + 1)) : (float4)(0.0f);
-        const float4 f2 = o + 2 < O ? read_imagef(U, SMP, (int2)(c4, t * O + o + 2)) : (float4)(0.0f);
-        const float4 f3 = o + 3 < O ? read_imagef(U, SMP, (int2)(c4, t * O + o + 3)) : (float4)(0.0f);
+        const float4 f0 = read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o, c4, T * T, O, C));
+        const float4 f1 = o + 1 < O ? read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o + 1, c4, T * T, O, C)) : (float4)(0.0f);
+        const float4 f2 = o + 2 < O ? read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o + 2, c4, T * T, O, C)) : (float4)(0.0f);
+        const float4 f3 = o + 3 < O ? read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o + 3, c4, T * T, O, C)) : (float4)(0.0f);
         for (int k = 0; k < TPI; ++k) {
-            const float4 v = read_imagef(V, SMP, (int2)(tile0 + k, t * qc + c4));
+            const float4 v = read_imagef(V, SMP, PIXEL_IN_OUT_HEIGHT(t, c4, tile0 + k, 0, T * T, C, tiles, 1));
             acc[k] += (float4)(dot(f0, v), dot(f1, v), dot(f2, v), dot(f3, v));
         }
     }
     for (int k = 0; k < TPI; ++k)
         if (tile0 + k < tiles)
-            store_mid(Mt, tile0 + k, y, acc[k]);
+            store_mid(Mt, PIXEL_IN_OUT_HEIGHT(t, o4, tile0 + k, 0, T * T, O, tiles, 1), acc[k]);
 }
 
 /* One work-item: one tile of four output channels -> M x M output pixels (+ bias). */
@@ -155,10 +157,10 @@ __kernel void wino_output(__read_only image2d_t Mt, __read_only image2d_t bias,
     float4 m[T][T];
     for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j)
-            m[i][j] = read_imagef(Mt, SMP, (int2)(tile, (i * T + j) * qo + o4));
+            m[i][j] = read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(i * T + j, o4, tile, 0, T * T, O, N * th * tw, 1));
     float4 y[WINO_M][WINO_M];
     WINO_OUTPUT_TRANSFORM
-    const float4 b = has_bias ? read_imagef(bias, SMP, (int2)(o4, 0)) : (float4)(0.0f);
+    const float4 b = has_bias ? read_imagef(bias, SMP, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
     for (int i = 0; i < WINO_M; ++i) {
         const int oh = ty * WINO_M + i;
         if (oh >= OH)
@@ -167,7 +169,7 @@ __kernel void wino_output(__read_only image2d_t Mt, __read_only image2d_t bias,
             const int ow = tx * WINO_M + j;
             if (ow >= OW)
                 break;
-            store(out, o4 * OW + ow, n * OH + oh, y[i][j] + b);
+            store(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, o4, N, OH, OW, O), y[i][j] + b);
         }
     }
 }

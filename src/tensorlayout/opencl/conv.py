@@ -14,48 +14,35 @@ Winograd F(m x m, 3 x 3), T = m + 2, tiles = N * ceil(OH / m) * ceil(OW / m)::
     output  IN_OUT_CHANNEL (N, OH, OW, O)        [q(O) * OW, N * OH]
 
 The transforms are ``tensorlayout.winograd.transforms(m, 3)`` (MACE's G for m = 2, 4, 6),
-compiled into the kernels as straight-line code.
+compiled into the kernels as straight-line code.  The kernels' pixel addresses are macros
+generated from the image types' rows (:data:`tensorlayout.image.ROWS`) into
+``pixels.cl`` (:func:`pixel_macros`).
+
+Public functions check their arguments once, then run unchecked internals.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from ..errors import (
-    AlgorithmError,
-    ConvolutionError,
-    DeviceLimitError,
-    LayoutError,
-    ShapeError,
-    check_array,
-    check_choice,
-    check_nonneg_int,
-    check_positive_int,
-    check_shape,
-)
-from ..image import _image_dtype, image_shape
-from ._device import cl, context_of, get_context
-from .transfer import _round_up, empty_image, from_cl_image, image_dtype, to_cl_image
+from .. import _checks
+from .._checks import (check_array, check_choice, check_positive_int, check_shape, image_dtype,
+                       keyword_only, pair, q, renamed)
+from ..errors import (AlgorithmError, ConvolutionError, DeviceLimitError, DTypeError, LayoutError,
+                      ShapeError)
+from ..image import ImageType, ROWS, layout_of
+from ._device import cl, context_of, get_context, read_source
+from . import transfer
+from .transfer import empty_image, read_image, write_image
 
 __all__ = ["conv2d", "conv2d_direct_image", "conv2d_winograd_image", "winograd_image_shapes",
-           "WINOGRAD_TILES"]
+           "WINOGRAD_TILES", "pixel_macros"]
 
 #: Output tile sizes m of F(m x m, 3 x 3) the image pipeline runs.
 WINOGRAD_TILES = (2, 4, 6)
 _TILES_PER_ITEM = 4
-
-
-def _q(x):
-    return (x + 3) // 4
-
-
-def _pair(name, value):
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ConvolutionError(f"{name} = {value!r} is not allowed: give one integer or two (h, w)")
-        return tuple(check_nonneg_int(f"{name}[{i}]", v) for i, v in enumerate(value))
-    v = check_nonneg_int(name, value)
-    return v, v
 
 
 def _literal(c: float) -> str:
@@ -63,21 +50,13 @@ def _literal(c: float) -> str:
 
 
 def _product(coef, terms) -> str:
-    parts = []
-    for c, t in zip(coef, terms):
-        c = float(np.float32(c))
-        if c == 0.0:
-            continue
-        if c == 1.0:
-            parts.append(f"+ {t}")
-        elif c == -1.0:
-            parts.append(f"- {t}")
-        else:
-            parts.append(f"+ {_literal(c)} * {t}")
-    if not parts:
+    """C source of sum(coef[i] * terms[i]) in float32, zero terms left out."""
+    signed = {1.0: "+ {}", -1.0: "- {}"}
+    text = " ".join(signed.get(c, "+ " + _literal(c) + " * {}").format(t)
+                    for c, t in ((float(np.float32(c)), t) for c, t in zip(coef, terms)) if c)
+    if not text:
         return "(float4)(0.0f)"
-    s = " ".join(parts)
-    return s[2:] if s.startswith("+ ") else "-" + s[2:]
+    return text[2:] if text.startswith("+") else "-" + text[2:]
 
 
 def _sandwich(L, src, dst, tmp) -> list[str]:
@@ -91,6 +70,35 @@ def _sandwich(L, src, dst, tmp) -> list[str]:
         for j in range(rows):
             lines.append(f"{dst}[{i}][{j}] = {_product(L[j], [f'{tmp}_{i}_{k}' for k in range(cols)])};")
     return lines
+
+
+def _c_formula(formula: str) -> str:
+    """A row's formula as a C macro body: every name parenthesised, q() as TL_Q()."""
+    return re.sub(r"\b([A-Za-z_]\w*)\b(\s*\()?",
+                  lambda m: "TL_Q(" if m.group(2) else f"({m.group(1)})", formula)
+
+
+def pixel_macros() -> str:
+    """The C macros ``PIXEL_<TYPE>(indices, sizes)``: the pixel ``(int2)(x, y)`` of an element of
+    each image type in its default buffer format, generated from :data:`tensorlayout.image.ROWS`
+    (the text of ``opencl/pixels.cl``).
+
+    >>> print(pixel_macros().splitlines()[-9])
+    #define PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C) ((int2)((c4)*(W) + (w), (n)*(H) + (h)))
+    """
+    lines = ["/* The pixel (x, y) of an element of every image type, in its default buffer format.",
+             " * Generated from tensorlayout.image.ROWS by tensorlayout.opencl.conv.pixel_macros():",
+             " * edit the rows, not this file.  Arguments: the element's indices in the buffer's",
+             " * order (the lane dimension's index as its group of four, d4 = d / 4), then the sizes.",
+             " */", "", "#define TL_Q(x) (((x) + 3) / 4)", ""]
+    for (kind, fmt), r in ROWS.items():
+        if fmt is not None:
+            continue
+        dims = ("t", "o", "i") if kind == ImageType.WINOGRAD_FILTER else tuple(r.formats[0].lower())
+        sizes, idx = r.symbols(dims)
+        lines.append(f"#define PIXEL_{kind.name}({', '.join(idx + sizes)}) "
+                     f"((int2)({_c_formula(r.x)}, {_c_formula(r.y)}))")
+    return "\n".join(lines) + "\n"
 
 
 def _kernel(cctx, name, dtype, m=None, mid_dtype=None):
@@ -108,8 +116,7 @@ _WINO_SRC: dict = {}
 def _wino_source(m: int) -> str:
     got = _WINO_SRC.get(m)
     if got is None:
-        from ._device import _read_source
-        from ..winograd import transforms
+        from ..winograd.transforms import transforms
 
         AT, _, BT = transforms(m, 3).as_float(np.float32)
         inp = " \\\n    ".join(_sandwich(BT, "d", "u", "tb"))
@@ -117,25 +124,32 @@ def _wino_source(m: int) -> str:
         head = (f"#define WINO_M {m}\n#define TPI {_TILES_PER_ITEM}\n"
                 f"#define WINO_INPUT_TRANSFORM \\\n    {inp}\n"
                 f"#define WINO_OUTPUT_TRANSFORM \\\n    {outp}\n")
-        got = head + _read_source("conv.cl")
+        got = head + read_source("conv.cl")
         _WINO_SRC[m] = got
     return got
+
+
+def _size(kind: str, shape, tile=None) -> tuple:
+    """(width, height) of a checked shape in the type's default buffer format."""
+    kind = ImageType[kind]
+    h, w, _ = layout_of(kind, ROWS[(kind, None)].formats[0], tuple(shape), tile).physical_shape
+    return w, h
 
 
 def _check_image_of(name, image, kind, shape, tile=None):
     pcl = cl()
     if not isinstance(image, pcl.Image):
         raise LayoutError(f"{name} = {image!r} is not allowed: it must be a pyopencl.Image")
-    want = image_shape(kind, shape, tile=tile)
+    want = _size(kind, shape, tile)
     if tuple(image.shape) != want:
         raise ShapeError(f"{name} is {image.shape[0]} x {image.shape[1]} pixels: a {kind} image of "
                          f"shape {tuple(shape)} is [{want[0]}, {want[1]}] (width, height)")
-    return image_dtype(image)
+    return transfer.image_dtype(image)
 
 
 def _launch(queue, kernel, gw, gh, *args, local=(16, 4)):
     lx, ly = local
-    return kernel(queue, (_round_up(gw, lx), _round_up(gh, ly)), (lx, ly), *args)
+    return kernel(queue, (_checks.round_up(gw, lx), _checks.round_up(gh, ly)), (lx, ly), *args)
 
 
 def _bias_args(queue, bias, O, dtype):
@@ -143,6 +157,33 @@ def _bias_args(queue, bias, O, dtype):
         return empty_image(queue, 1, 1, dtype), np.int32(0)
     _check_image_of("bias", bias, "ARGUMENT", (O,))
     return bias, np.int32(1)
+
+
+def _queue(queue):
+    cctx = context_of(queue)
+    return cctx, (cctx.queue if queue is cctx else queue)
+
+
+def _check_direct(shape, filter_shape, padding, stride):
+    """Checked ``(shape, filter_shape, padding, stride, out_shape)`` of a direct convolution."""
+    return _geometry(check_shape("shape", shape, rank=4),
+                     check_shape("filter_shape", filter_shape, rank=4), padding, stride)
+
+
+def _geometry(shape, filter_shape, padding, stride):
+    """:func:`_check_direct` for shapes already checked."""
+    N, H, W, C = shape
+    O, I, KH, KW = filter_shape
+    if I != C:
+        raise ConvolutionError(f"filter_shape = {filter_shape} has I = {I} input channels: "
+                               f"the input has C = {C}")
+    ph, pw = pair("padding", padding, minimum=0)
+    sh, sw = pair("stride", stride)
+    if H + 2 * ph < KH or W + 2 * pw < KW:
+        raise ConvolutionError(f"a {KH}x{KW} kernel does not fit the padded input "
+                               f"{H + 2 * ph}x{W + 2 * pw}")
+    out_shape = (N, (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1, O)
+    return shape, filter_shape, (ph, pw), (sh, sw), out_shape
 
 
 def conv2d_direct_image(queue, image, shape, filter_image, filter_shape, bias=None, *,
@@ -162,31 +203,28 @@ def conv2d_direct_image(queue, image, shape, filter_image, filter_shape, bias=No
     >>> oshape
     (1, 4, 4, 2)
     """
-    cctx = context_of(queue)
-    queue = cctx.queue if queue is cctx else queue
-    N, H, W, C = check_shape("shape", shape, rank=4)
-    O, I, KH, KW = check_shape("filter_shape", filter_shape, rank=4)
-    if I != C:
-        raise ConvolutionError(f"filter_shape = {tuple(filter_shape)} has I = {I} input channels: "
-                               f"the input has C = {C}")
-    ph, pw = _pair("padding", padding)
-    sh, sw = (check_positive_int(f"stride[{i}]", s) for i, s in enumerate(_pair("stride", stride)))
-    OH, OW = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
-    if H + 2 * ph < KH or W + 2 * pw < KW:
-        raise ConvolutionError(f"a {KH}x{KW} kernel does not fit the padded input "
-                               f"{H + 2 * ph}x{W + 2 * pw}")
+    cctx, queue = _queue(queue)
+    shape, filter_shape, pad, st, out_shape = _check_direct(shape, filter_shape, padding, stride)
     dt = _check_image_of("image", image, "IN_OUT_CHANNEL", shape)
     _check_image_of("filter_image", filter_image, "CONV2D_FILTER", filter_shape)
-    out_shape = (N, OH, OW, O)
-    ow_, oh_ = image_shape("IN_OUT_CHANNEL", out_shape)
-    cctx.check_image(ow_, oh_, dt)
+    cctx.check_image(*_size("IN_OUT_CHANNEL", out_shape), dt)
+    return _direct(cctx, queue, image, shape, filter_image, filter_shape, bias, pad, st,
+                   out_shape, dt), out_shape
+
+
+def _direct(cctx, queue, image, shape, filter_image, filter_shape, bias, pad, st, out_shape, dt):
+    """The direct kernel on checked arguments; returns the output image."""
+    N, H, W, C = shape
+    O, _, KH, KW = filter_shape
+    _, OH, OW, _ = out_shape
+    ow_, oh_ = _size("IN_OUT_CHANNEL", out_shape)
     bias_img, has_bias = _bias_args(queue, bias, O, dt)
     out = empty_image(queue, ow_, oh_, dt)
     i32 = np.int32
     _launch(queue, _kernel(cctx, "conv2d_direct", dt), ow_, oh_, image, filter_image, bias_img, out,
             i32(N), i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O), i32(KH), i32(KW),
-            i32(sh), i32(sw), i32(ph), i32(pw), has_bias)
-    return out, out_shape
+            i32(st[0]), i32(st[1]), i32(pad[0]), i32(pad[1]), has_bias)
+    return out
 
 
 def winograd_image_shapes(shape, out_channels: int, tile: int, padding=1) -> dict:
@@ -195,22 +233,31 @@ def winograd_image_shapes(shape, out_channels: int, tile: int, padding=1) -> dic
     >>> winograd_image_shapes((1, 8, 8, 16), 32, 2)
     {'input': (32, 8), 'V': (16, 64), 'U': (4, 512), 'M': (16, 128), 'output': (64, 8)}
     """
-    N, H, W, C = check_shape("shape", shape, rank=4)
+    shape = check_shape("shape", shape, rank=4)
     O = check_positive_int("out_channels", out_channels)
+    _check_tile(tile)
+    return _wino_sizes(shape, O, tile, pair("padding", padding, minimum=0))
+
+
+def _check_tile(tile):
     if tile not in WINOGRAD_TILES:
         raise AlgorithmError(f"tile = {tile!r} is not allowed: the image pipeline runs tiles {WINOGRAD_TILES}")
-    ph, pw = _pair("padding", padding)
+
+
+def _wino_sizes(shape, O, tile, pad) -> dict:
+    N, H, W, C = shape
+    ph, pw = pad
     OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
     if OH < 1 or OW < 1:
         raise ConvolutionError(f"a 3x3 kernel does not fit the padded input {H + 2 * ph}x{W + 2 * pw}")
     T2 = (tile + 2) ** 2
     tiles = N * -(-OH // tile) * -(-OW // tile)
     return {
-        "input": image_shape("IN_OUT_CHANNEL", (N, H, W, C)),
-        "V": image_shape("IN_OUT_HEIGHT", (T2, C, tiles, 1)),
-        "U": image_shape("WINOGRAD_FILTER", (O, C, 3, 3), tile=tile),
-        "M": image_shape("IN_OUT_HEIGHT", (T2, O, tiles, 1)),
-        "output": image_shape("IN_OUT_CHANNEL", (N, OH, OW, O)),
+        "input": _size("IN_OUT_CHANNEL", shape),
+        "V": _size("IN_OUT_HEIGHT", (T2, C, tiles, 1)),
+        "U": _size("WINOGRAD_FILTER", (O, C, 3, 3), tile),
+        "M": _size("IN_OUT_HEIGHT", (T2, O, tiles, 1)),
+        "output": _size("IN_OUT_CHANNEL", (N, OH, OW, O)),
     }
 
 
@@ -236,28 +283,40 @@ def conv2d_winograd_image(queue, image, shape, filter_image, filter_shape, bias=
     >>> oshape
     (1, 4, 4, 2)
     """
-    cctx = context_of(queue)
-    queue = cctx.queue if queue is cctx else queue
-    N, H, W, C = check_shape("shape", shape, rank=4)
-    O, I, KH, KW = check_shape("filter_shape", filter_shape, rank=4)
+    cctx, queue = _queue(queue)
+    N, H, W, C = shape = check_shape("shape", shape, rank=4)
+    O, I, KH, KW = filter_shape = check_shape("filter_shape", filter_shape, rank=4)
     if (KH, KW) != (3, 3):
-        raise AlgorithmError(f"filter_shape = {tuple(filter_shape)}: the Winograd pipeline runs 3x3 kernels only")
+        raise AlgorithmError(f"filter_shape = {filter_shape}: the Winograd pipeline runs 3x3 kernels only")
     if I != C:
-        raise ConvolutionError(f"filter_shape = {tuple(filter_shape)} has I = {I} input channels: "
+        raise ConvolutionError(f"filter_shape = {filter_shape} has I = {I} input channels: "
                                f"the input has C = {C}")
-    sizes = winograd_image_shapes(shape, O, tile, padding)
-    ph, pw = _pair("padding", padding)
+    _check_tile(tile)
+    pad = pair("padding", padding, minimum=0)
+    sizes = _wino_sizes(shape, O, tile, pad)
     dt = _check_image_of("image", image, "IN_OUT_CHANNEL", shape)
     _check_image_of("filter_image", filter_image, "WINOGRAD_FILTER", filter_shape, tile=tile)
     if mid_dtype is None:
         mid_dtype = np.float32 if tile == 6 else dt
-    mid = _image_dtype(mid_dtype)
-    for name in ("V", "M", "output"):
+    mid = image_dtype(mid_dtype, "mid_dtype")
+    _check_fits(cctx, sizes, tile, dt, mid, "the direct kernel")
+    return _winograd(cctx, queue, image, shape, filter_image, O, bias, tile, pad, sizes, dt, mid)
+
+
+def _check_fits(cctx, sizes, tile, dt, mid, other):
+    """DeviceLimitError naming the step whose image the device cannot hold."""
+    for name in ("V", "M", "output") if mid is not None else tuple(sizes):
         try:
-            cctx.check_image(*sizes[name], dt if name == "output" else mid)
+            cctx.check_image(*sizes[name], mid if name in ("V", "M") and mid is not None else dt)
         except DeviceLimitError as exc:
-            raise DeviceLimitError(f"Winograd tile {tile}: the {name} image {sizes[name]} does not fit: "
-                                   f"{exc}; use a smaller tile or the direct kernel") from None
+            raise DeviceLimitError(f"Winograd tile {tile}: the {name} image {sizes[name]} does not "
+                                   f"fit: {exc}; use a smaller tile or {other}") from None
+
+
+def _winograd(cctx, queue, image, shape, filter_image, O, bias, tile, pad, sizes, dt, mid):
+    """The three Winograd kernels on checked arguments; returns ``(output image, shape)``."""
+    N, H, W, C = shape
+    ph, pw = pad
     OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
     th, tw = -(-OH // tile), -(-OW // tile)
     tiles = N * th * tw
@@ -268,21 +327,26 @@ def conv2d_winograd_image(queue, image, shape, filter_image, filter_shape, bias=
     out = empty_image(queue, *sizes["output"], dt)
     i32 = np.int32
     kern = lambda name: _kernel(cctx, name, dt, tile, mid)  # noqa: E731
-    _launch(queue, kern("wino_input"), tiles, _q(C), image, V, i32(N), i32(H), i32(W), i32(C),
+    _launch(queue, kern("wino_input"), tiles, q(C), image, V, i32(N), i32(H), i32(W), i32(C),
             i32(th), i32(tw), i32(ph), i32(pw), local=(16, 1))
-    _launch(queue, kern("wino_matmul"), -(-tiles // _TILES_PER_ITEM), T2 * _q(O), V, filter_image, M,
+    _launch(queue, kern("wino_matmul"), -(-tiles // _TILES_PER_ITEM), T2 * q(O), V, filter_image, M,
             i32(C), i32(O), i32(tiles), local=(8, 4))
-    _launch(queue, kern("wino_output"), tiles, _q(O), M, bias_img, out, i32(N), i32(OH), i32(OW),
+    _launch(queue, kern("wino_output"), tiles, q(O), M, bias_img, out, i32(N), i32(OH), i32(OW),
             i32(O), i32(th), i32(tw), has_bias, local=(16, 1))
     return out, (N, OH, OW, O)
 
 
-def conv2d(x, w, bias=None, padding=0, algorithm="winograd", tile=None, dtype=np.float32,
-           device=None, *, stride=1):
+#: tensorlayout.opencl.conv2d's parameters after ``bias`` in their old positional order.
+_OLD_ORDER = ("padding", "algorithm", "tile", "dtype", "device")
+
+
+def conv2d(x, w, bias=None, *args, padding=0, stride=1, algorithm="winograd", tile=None,
+           dtype=np.float32, device=None):
     """2-D convolution on an OpenCL device through RGBA images; NumPy NCHW in, NCHW out.
 
-    ``x`` (N, C, H, W), ``w`` (O, C, KH, KW), ``bias`` (O,) or None.  The input goes
-    into an IN_OUT_CHANNEL image straight from NCHW, the weights into a CONV2D_FILTER
+    ``x`` (N, C, H, W), ``w`` (O, C, KH, KW), ``bias`` (O,) or None; everything after
+    ``bias`` is keyword-only, in the same order as :func:`tensorlayout.conv2d`.  The input
+    goes into an IN_OUT_CHANNEL image straight from NCHW, the weights into a CONV2D_FILTER
     (direct) or WINOGRAD_FILTER (Winograd) image, the bias into an ARGUMENT image, all of
     channel type ``dtype`` (float32 or float16; arithmetic is float32 either way).
     ``algorithm="winograd"`` needs a 3x3 kernel and stride 1; ``tile`` 2, 4 or 6, or
@@ -305,54 +369,64 @@ def conv2d(x, w, bias=None, padding=0, algorithm="winograd", tile=None, dtype=np
            [6., 9., 9., 6.],
            [4., 6., 6., 4.]], dtype=float32)
     """
+    keyword_only("tensorlayout.opencl.conv2d", args, _OLD_ORDER)
     check_choice("algorithm", algorithm, ("winograd", "direct"))
-    x = check_array("x", x, rank=4)
-    w = check_array("w", w, rank=4)
-    dt = _image_dtype(dtype)
-    N, C, H, W = x.shape
-    O, I, KH, KW = w.shape
+    x, w = (_float_array(n, a, 4) for n, a in (("x", x), ("w", w)))
+    dt = image_dtype(dtype)
+    N, C, H, W = check_shape("x.shape", x.shape)
+    O, I, KH, KW = check_shape("w.shape", w.shape)
     if I != C:
         raise ConvolutionError(f"w has shape {w.shape}: its I = {I} must equal x's C = {C}")
     if bias is not None:
-        bias = check_array("bias", bias, rank=1)
+        bias = _float_array("bias", bias, 1)
         if bias.shape[0] != O:
             raise ConvolutionError(f"bias has shape {bias.shape}: it needs O = {O} values")
-    ph, pw = _pair("padding", padding)
+    with renamed({"shape": "x.shape", "filter_shape": "w.shape"}, "tensorlayout.opencl.conv2d"):
+        shape, fshape, pad, st, out_shape = _geometry((N, H, W, C), (O, I, KH, KW), padding, stride)
     cctx = get_context(device)
-    shape = (N, H, W, C)
     if algorithm == "winograd":
         if (KH, KW) != (3, 3):
             raise AlgorithmError(f"w has shape {w.shape}: algorithm='winograd' needs a 3x3 kernel "
                                  "(use algorithm='direct')")
-        if _pair("stride", stride) != (1, 1):
+        if st != (1, 1):
             raise AlgorithmError(f"stride = {stride!r}: algorithm='winograd' needs stride 1")
         if tile is None:
-            tile = _pick_tile(cctx, shape, O, (ph, pw), dt)
-        sizes = winograd_image_shapes(shape, O, tile, (ph, pw))
-        for name, (iw, ih) in sizes.items():
-            try:
-                cctx.check_image(iw, ih, dt)
-            except DeviceLimitError as exc:
-                raise DeviceLimitError(f"Winograd tile {tile}: the {name} image {(iw, ih)} does not "
-                                       f"fit: {exc}; use a smaller tile or algorithm='direct'") from None
+            tile = _pick_tile(cctx, shape, O, pad, dt)
+        _check_tile(tile)
+        sizes = _wino_sizes(shape, O, tile, pad)
+        _check_fits(cctx, sizes, tile, dt, None, "algorithm='direct'")
     else:
         if tile is not None:
             raise LayoutError(f"tile = {tile!r} is not allowed with algorithm='direct'")
-        cctx.check_image(*image_shape("IN_OUT_CHANNEL", shape), dt)
-        cctx.check_image(*image_shape("CONV2D_FILTER", w.shape), dt)
+        cctx.check_image(*_size("IN_OUT_CHANNEL", shape), dt)
+        cctx.check_image(*_size("CONV2D_FILTER", fshape), dt)
     if algorithm == "winograd" and not _all_finite(dt, x, w, bias):
         algorithm, tile = "direct", None     # Winograd spreads NaN/Inf over whole tiles
-    q = cctx.queue
-    xi = to_cl_image(q, x, "IN_OUT_CHANNEL", dtype=dt, layout="NCHW")
-    bi = None if bias is None else to_cl_image(q, bias, "ARGUMENT", dtype=dt)
+    qu = cctx.queue
+    act = ImageType.IN_OUT_CHANNEL
+    xi = write_image(cctx, qu, x, layout_of(act, "NCHW", (N, C, H, W), None), dt)
+    bi = None if bias is None else write_image(
+        cctx, qu, bias, layout_of(ImageType.ARGUMENT, "W", (O,), None), dt)
     if algorithm == "winograd":
-        wi = to_cl_image(q, w, "WINOGRAD_FILTER", dtype=dt, tile=tile)
-        out, oshape = conv2d_winograd_image(q, xi, shape, wi, w.shape, bi, tile=tile, padding=(ph, pw))
+        wi = write_image(cctx, qu, w, layout_of(ImageType.WINOGRAD_FILTER, "OIHW", fshape, tile), dt,
+                         tile=tile)
+        mid = np.dtype(np.float32) if tile == 6 else dt
+        _check_fits(cctx, sizes, tile, dt, mid, "algorithm='direct'")
+        out, oshape = _winograd(cctx, qu, xi, shape, wi, O, bi, tile, pad, sizes, dt, mid)
     else:
-        wi = to_cl_image(q, w, "CONV2D_FILTER", dtype=dt)
-        out, oshape = conv2d_direct_image(q, xi, shape, wi, w.shape, bi, padding=(ph, pw), stride=stride)
+        wi = write_image(cctx, qu, w, layout_of(ImageType.CONV2D_FILTER, "OIHW", fshape, None), dt)
+        cctx.check_image(*_size("IN_OUT_CHANNEL", out_shape), dt)
+        out = _direct(cctx, qu, xi, shape, wi, fshape, bi, pad, st, out_shape, dt)
+        oshape = out_shape
     N, OH, OW, O = oshape
-    return from_cl_image(q, out, "IN_OUT_CHANNEL", (N, O, OH, OW), layout="NCHW")
+    return read_image(cctx, qu, out, layout_of(act, "NCHW", (N, O, OH, OW), None))
+
+
+def _float_array(name, array, rank):
+    array = check_array(name, array, rank=rank)
+    if array.dtype.kind != "f":
+        raise DTypeError(f"{name} has dtype {array.dtype}: an image is built from floating-point data")
+    return array
 
 
 def _all_finite(dt, *arrays) -> bool:
@@ -365,7 +439,7 @@ def _all_finite(dt, *arrays) -> bool:
 def _pick_tile(cctx, shape, O, padding, dt) -> int:
     last = None
     for tile in (4, 2):
-        sizes = winograd_image_shapes(shape, O, tile, padding)
+        sizes = _wino_sizes(shape, O, tile, padding)
         try:
             for iw, ih in sizes.values():
                 cctx.check_image(iw, ih, dt)

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _checks
 from ..errors import DTypeError, LayoutError, ShapeError, check_shape, dtype_text
 from ..image import (
     ImageType,
-    _checked_source,
-    _image_dtype,
-    _kind,
-    _stored_dtype,
-    _winograd_filter_weights,
     buffer_format,
+    checked_source,
     image_layout,
+    image_type,
+    stored_dtype,
     winograd_filter_values,
+    winograd_filter_weights,
 )
 from ._device import cl, context_of
 
 __all__ = ["to_cl_image", "from_cl_image", "enqueue_buffer_to_image", "enqueue_image_to_buffer",
-           "empty_image", "image_dtype", "pixel_digits", "pixel_axes", "choose_path", "PATHS"]
+           "empty_image", "image_dtype", "write_image", "read_image", "pixel_digits", "pixel_axes",
+           "choose_path", "PATHS"]
 
 _UNUSED = (1, 0, 0, 0)   # extent 0: skipped
 _NO_AXIS = (1, 0, 0, 0, 1, 0)
@@ -93,16 +94,12 @@ def empty_image(queue, width: int, height: int, dtype=np.float32):
     """An uninitialised CL_RGBA image of ``width`` x ``height`` pixels, checked against the device."""
     pcl = cl()
     cctx = context_of(queue)
-    dt = _image_dtype(dtype)
+    dt = _checks.image_dtype(dtype)
     cctx.check_image(width, height, dt)
     ctype = pcl.channel_type.FLOAT if dt == np.float32 else pcl.channel_type.HALF_FLOAT
     fmt = pcl.ImageFormat(pcl.channel_order.RGBA, ctype)
     make = getattr(pcl, "create_image", None) or pcl.Image
     return make(cctx.context, pcl.mem_flags.READ_WRITE, fmt, shape=(width, height))
-
-
-def _round_up(n, k):
-    return (n + k - 1) // k * k
 
 
 def pixel_axes(lay, order="buffer"):
@@ -164,24 +161,12 @@ def _geometry(axes, staged):
     radix = [a[0] for a in axes] + [1] * (3 - len(axes))
     if not staged:            # GPU: one flattened dimension, groups along the buffer
         n = int(np.prod(radix))
-        loc = min(_GPU_LOCAL, _round_up(n, 32))
-        return len(radix), len(radix), (_round_up(n, loc), 1, 1), (loc, 1, 1), (n, 1)
+        loc = min(_GPU_LOCAL, _checks.round_up(n, 32))
+        return len(radix), len(radix), (_checks.round_up(n, loc), 1, 1), (loc, 1, 1), (n, 1)
     rest = int(np.prod(radix[2:]))
     l0, l1 = (min(lc, r) for lc, r in zip(_CPU_LOCAL, radix[:2]))
-    return 1, 2, (_round_up(radix[0], l0), _round_up(radix[1], l1), rest), (l0, l1, 1), \
+    return 1, 2, (_checks.round_up(radix[0], l0), _checks.round_up(radix[1], l1), rest), (l0, l1, 1), \
         (radix[0], radix[1])
-
-
-def _stage_buffer(cctx, queue, nbytes):
-    """A device buffer of at least ``nbytes``, kept per queue (commands on one queue run in order)."""
-    key = ("stage", queue.int_ptr)
-    buf = cctx._programs.get(key)
-    if buf is None or buf.size < nbytes:
-        if buf is not None:
-            buf.release()
-        buf = cl().Buffer(cctx.context, cl().mem_flags.READ_WRITE, max(nbytes, 16))
-        cctx._programs[key] = buf
-    return buf
 
 
 def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
@@ -220,7 +205,7 @@ def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
             np.int32(ls), np.int32(ll))
     if not staged:
         return [kern(queue, gsize, lsize, a, b, *args)]
-    stage = _stage_buffer(cctx, queue, width * height * 4 * (2 if img_half else 4))
+    stage = cctx.staging_buffer(queue, width * height * 4 * (2 if img_half else 4))
     region = dict(offset=0, origin=(0, 0), region=(width, height))
     if name == "buffer_to_image":
         ev = kern(queue, gsize, lsize, a, stage, *args)
@@ -232,7 +217,7 @@ def _enqueue(queue, cctx, name, buf_half, img_half, a, b, lay, path=None):
 def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filter_format, tile):
     pcl = cl()
     cctx = context_of(queue)
-    kind = _kind(kind)
+    kind = image_type(kind)
     if kind == ImageType.WINOGRAD_FILTER:
         raise LayoutError("kind = WINOGRAD_FILTER is not allowed here: its buffer side is the "
                           "transformed filter U; use to_cl_image / from_cl_image")
@@ -298,9 +283,10 @@ def enqueue_image_to_buffer(queue, image, buffer, kind, shape, *, layout=None, f
 
 
 def _prepare(array, kind, dtype, layout, filter_format, tile):
-    kind, array = _checked_source(array, kind, layout, filter_format)
-    out_dtype = _stored_dtype(array, dtype)
-    lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
+    kind, array = checked_source(array, kind, layout, filter_format)
+    out_dtype = stored_dtype(array, dtype)
+    with _checks.renamed({"shape": "array.shape"}, "tensorlayout.opencl.to_cl_image"):
+        lay = image_layout(kind, array.shape, layout=layout, filter_format=filter_format, tile=tile)
     return kind, array, out_dtype, lay
 
 
@@ -324,14 +310,22 @@ def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_for
     >>> img.shape, from_cl_image(q, img, "ARGUMENT", (5,)).tolist()
     ((2, 1), [1.0, 2.0, 3.0, 4.0, 5.0])
     """
-    pcl = cl()
     cctx = context_of(queue)
     if isinstance(queue, type(cctx)):
         queue = cctx.queue
     kind, array, out_dtype, lay = _prepare(array, kind, dtype, layout, filter_format, tile)
+    if path is not None and path not in PATHS:
+        raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
+    return write_image(cctx, queue, array, lay, out_dtype, tile=tile, wait=wait, path=path)
+
+
+def write_image(cctx, queue, array, lay, out_dtype, *, tile=None, wait=True, path=None):
+    """:func:`to_cl_image` for checked arguments: ``lay`` is the image layout of ``array``
+    (:func:`tensorlayout.image.image_layout`), ``out_dtype`` the image's channel type."""
+    pcl = cl()
     height, width, _ = lay.physical_shape
     cctx.check_image(width, height, out_dtype)
-    if kind == ImageType.WINOGRAD_FILTER:
+    if lay.name == ImageType.WINOGRAD_FILTER.name:
         array = winograd_filter_values(array, tile)
     if array.dtype not in (np.float16, np.float32):
         # float64 (or wider): one correctly rounded conversion on the host, as the NumPy
@@ -343,8 +337,6 @@ def to_cl_image(queue, array, kind, *, dtype=np.float32, layout=None, filter_for
         raise ShapeError(f"array has {src.size} elements: the kernels index with 32-bit integers")
     buf_half = src.dtype == np.float16
     img_half = out_dtype == np.float16
-    if path is not None and path not in PATHS:
-        raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
     image = empty_image(queue, width, height, out_dtype)
     mf = pcl.mem_flags
     dev_src = pcl.Buffer(cctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
@@ -377,7 +369,7 @@ def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format=None,
     cctx = context_of(queue)
     if isinstance(queue, type(cctx)):
         queue = cctx.queue
-    kind = _kind(kind)
+    kind = image_type(kind)
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
     shape = check_shape("shape", shape, rank=len(fmt))
     lay = image_layout(kind, shape, layout=layout, filter_format=filter_format, tile=tile)
@@ -391,9 +383,16 @@ def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format=None,
             f"{shape} is [{width}, {height}] (width, height)")
     if image.format.channel_order != pcl.channel_order.RGBA:
         raise DTypeError("image channel order is not CL_RGBA: tensorlayout images are RGBA")
-    dt = image_dtype(image)
     if path is not None and path not in PATHS:
         raise LayoutError(f"path = {path!r} is not allowed: one of {PATHS} or None")
+    return read_image(cctx, queue, image, lay, tile=tile, path=path)
+
+
+def read_image(cctx, queue, image, lay, *, tile=None, path=None):
+    """:func:`from_cl_image` for checked arguments: ``image`` a CL_RGBA image of the size
+    of ``lay``, the image layout of the tensor read back."""
+    pcl = cl()
+    dt = image_dtype(image)
     out = np.empty(lay.shape, dtype=dt)
     cctx.check_buffer(out.nbytes)
     dev_dst = pcl.Buffer(cctx.context, pcl.mem_flags.WRITE_ONLY, size=max(out.nbytes, 1))
@@ -401,6 +400,6 @@ def from_cl_image(queue, image, kind, shape, *, layout=None, filter_format=None,
     ev = _enqueue(queue, cctx, "image_to_buffer", half, half, image, dev_dst, lay, path)[-1]
     pcl.enqueue_copy(queue, out, dev_dst, wait_for=[ev]).wait()
     dev_dst.release()
-    if kind == ImageType.WINOGRAD_FILTER:
-        return _winograd_filter_weights(out, tile).astype(dt)
+    if lay.name == ImageType.WINOGRAD_FILTER.name:
+        return winograd_filter_weights(out, tile).astype(dt)
     return out

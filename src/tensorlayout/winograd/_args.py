@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import pair
 from ..errors import (ConvolutionError, DTypeError, LayoutError, RankError, ShapeError,
                       check_array, check_positive_int)
 
@@ -12,25 +13,6 @@ DTYPES = (np.float32, np.float64)
 
 # The largest output, transformed input or weight array a call may allocate (elements).
 MAX_ELEMENTS = 1 << 32
-
-
-def pair(name: str, value, minimum: int) -> tuple[int, int]:
-    """``value`` as an (h, w) pair of integers >= ``minimum``.
-
-    >>> pair("stride", 2, 1), pair("padding", (0, 1), 0)
-    ((2, 2), (0, 1))
-    """
-    vals = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(vals) != 2:
-        raise LayoutError(f"{name} = {value!r} is not allowed: give one integer or a pair (h, w)")
-    out = []
-    for v in vals:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < minimum:
-            kind = "a positive integer" if minimum > 0 else "a non-negative integer"
-            raise LayoutError(f"{name} = {value!r} is not allowed: it must be {kind} "
-                              "or a pair of them")
-        out.append(int(v))
-    return out[0], out[1]
 
 
 def parse_algorithm(algorithm, tile):

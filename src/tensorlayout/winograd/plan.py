@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._checks import keyword_only
 from ..errors import AlgorithmError, DTypeError, LayoutError, ShapeError, check_array
-from .. import _jit
+from .. import _backend, _jit
 from . import _args, _pool, engine
 from .auto import choose_algorithm
 from .direct import direct as _direct
@@ -48,12 +49,12 @@ def numba_available(tuning: Tuning = DEFAULT) -> bool:
     if not tuning.use_numba:
         return False
     if _NUMBA is None:
-        try:
-            from . import _kernels  # noqa: F401
-
-            _NUMBA = True
-        except ImportError:
-            _NUMBA = False
+        _NUMBA = _backend.has_numba()
+        if _NUMBA:
+            try:
+                from . import _kernels  # noqa: F401
+            except ImportError:
+                _NUMBA = False
     return _NUMBA
 
 
@@ -191,12 +192,13 @@ class ConvPlan:
         return s
 
 
-def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
+def plan_conv2d(x_shape, w, bias=None, *args, stride=1, padding=0, dilation=1, groups=1,
                 algorithm="auto", tile=None, points=None, block=None, tuning=None,
                 weights="once") -> ConvPlan:
     """Choose the algorithm, transform the weights once, and return a runnable :class:`ConvPlan`.
 
-    ``x_shape`` is (N, C, H, W); ``w`` is OIHW with I = C / groups.  ``algorithm``: "auto",
+    ``x_shape`` is (N, C, H, W); ``w`` is OIHW with I = C / groups; everything after
+    ``bias`` is keyword-only, as in :func:`conv2d`.  ``algorithm``: "auto",
     "winograd" (``tile`` = m of F(m, r), or "winograd:6"), "im2col" or "direct".
     ``points`` passes custom interpolation points to :func:`transforms`; ``block`` sets
     how many tiles are transformed per GEMM batch (default: chosen per layer), ``tuning``
@@ -211,6 +213,8 @@ def plan_conv2d(x_shape, w, bias=None, stride=1, padding=0, dilation=1, groups=1
     'winograd F(2,3)'
 
     """
+    keyword_only("tensorlayout.winograd.plan_conv2d", args, _OLD_ORDER[:7] +
+                 ("block", "tuning", "weights"), "x_shape, w, bias")
     name, tile = _args.parse_algorithm(algorithm, tile)
     if tuning is None:
         tuning = DEFAULT
@@ -334,9 +338,17 @@ def _default_tile(x_shape, w_shape, st, pad, groups, weights):
     return tile if alg == "winograd" else (4 if KH == 5 else 2)
 
 
-def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm="auto",
+#: The parameters after ``bias`` in their old positional order (now keyword-only).
+_OLD_ORDER = ("stride", "padding", "dilation", "groups", "algorithm", "tile", "points",
+              "return_info", "tuning")
+
+
+def conv2d(x, w, bias=None, *args, stride=1, padding=0, dilation=1, groups=1, algorithm="auto",
            tile=None, points=None, return_info=False, tuning=None):
     """2-D convolution (cross-correlation, as in CNNs) of NCHW ``x`` with OIHW ``w``.
+
+    Everything after ``bias`` is keyword-only (``conv2d(x, w, b, padding=1)``), in every
+    runtime: :func:`plan_conv2d` and :func:`tensorlayout.opencl.conv2d` read the same way.
 
     ``algorithm``: "auto" (Winograd where it pays, counting the weight transform that
     each call does, see :func:`choose_algorithm`), "winograd" / "winograd:M" (F(M, r);
@@ -355,13 +367,15 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, algorithm
     >>> info.name, float(y[0, 0, 5, 5])
     ('winograd F(4,3)', 288.0)
     """
+    keyword_only("tensorlayout.conv2d", args, _OLD_ORDER)
     x = check_array("x", x, rank=4, dtypes=_args.DTYPES)
     w_arr = check_array("w", w, rank=4, dtypes=_args.DTYPES)
     if x.dtype != w_arr.dtype:
         raise DTypeError(f"x has dtype {x.dtype} but w has {w_arr.dtype}: they must match "
                          "(float32 or float64)")
-    plan = plan_conv2d(x.shape, w_arr, bias, stride, padding, dilation, groups, algorithm,
-                       tile, points, tuning=tuning, weights="per-call")
+    plan = plan_conv2d(x.shape, w_arr, bias, stride=stride, padding=padding, dilation=dilation,
+                       groups=groups, algorithm=algorithm, tile=tile, points=points,
+                       tuning=tuning, weights="per-call")
     plan._workspace = engine.ONE_SHOT
     try:
         y = plan.run(x)
