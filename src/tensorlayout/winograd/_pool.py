@@ -13,6 +13,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import _backend
+
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0
 _LOCK = threading.Lock()
@@ -25,12 +27,10 @@ def num_threads(requested=None) -> int:
     """Threads to use: ``requested``, else numba's setting, else the CPU count."""
     if requested:
         return int(requested)
-    try:
-        import numba
-
-        return max(1, int(numba.get_num_threads()))
-    except Exception:  # noqa: BLE001 - numba absent or not initialised
+    nb = _backend.numba()
+    if nb is None:
         return max(1, os.cpu_count() or 1)
+    return max(1, int(nb.get_num_threads()))
 
 
 def _pool(n: int) -> ThreadPoolExecutor:
