@@ -105,7 +105,7 @@ def test_pack_fills_owned_padding_with_zero_and_leaves_the_rest():
 def test_non_nested_strides_use_the_dense_inverse():
     # Locations 4a + 3b: not decodable greedily, but injective on a < 2, b < 4.
     lay = Layout("skew", ("a", "b"), (2, 4), (14,), {"a": 4, "b": 3})
-    assert not lay._nested
+    assert not lay.nested
     table = {4 * a + 3 * b: (a, b) for a in range(2) for b in range(4)}
     for loc in range(14):
         assert lay.element_at((loc,)) == table.get(loc)

@@ -29,6 +29,8 @@ imports it lazily and :mod:`tensorlayout._copy` falls back to NumPy.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -88,15 +90,44 @@ class Plan:
     streaming: bool = False  # whole cache lines written in order: store past the cache
 
 
-def _extent(arr: np.ndarray):
+@dataclass(frozen=True)
+class _Strides:
+    """What planning reads of an array: shape, strides, item size and bytes."""
+
+    shape: tuple
+    strides: tuple
+    itemsize: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.itemsize
+
+
+def _extent(arr):
     low = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
     high = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s > 0) + arr.itemsize
     return low, high
 
 
 def plan_copy(dst: np.ndarray, src: np.ndarray):
-    """Canonical form of ``dst[...] = src`` (same shape and dtype), or None if it has too many axes."""
-    isz = dst.itemsize
+    """Canonical form of ``dst[...] = src`` (same shape and dtype), or None if it has too many axes.
+
+    The form depends on the shapes, the strides and the addresses modulo 8 only, so it is
+    planned once for each of them (a layout's boxes are copied again and again)."""
+    d_ptr = dst.__array_interface__["data"][0]
+    s_ptr = src.__array_interface__["data"][0]
+    plan = _plan_cached(dst.shape, dst.strides, src.strides, dst.itemsize, d_ptr % 8, s_ptr % 8)
+    if plan is None:
+        return None
+    return dataclasses.replace(plan, dst_base=d_ptr + plan.dst_base, src_base=s_ptr + plan.src_base)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
+    """:func:`plan_copy` for arrays at addresses ``d_mod``, ``s_mod`` (mod 8); the bases it
+    returns are relative to the arrays' data pointers."""
+    dst = _Strides(shape, dst_strides, isz)
+    src = _Strides(shape, src_strides, isz)
     axes = [(n, sd, ss) for n, sd, ss in zip(dst.shape, dst.strides, src.strides) if n != 1]
     if not axes:
         axes = [(1, isz, isz)]
@@ -128,8 +159,8 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     # Word size: a run contiguous in both arrays is copied in the widest word that divides it.
     d_low, d_high = _extent(dst)
     s_low, s_high = _extent(src)
-    d_addr = dst.__array_interface__["data"][0] + d_low
-    s_addr = src.__array_interface__["data"][0] + s_low
+    d_addr = d_mod + d_low         # the address, as far as alignment to 8 goes
+    s_addr = s_mod + s_low
     n, sd, ss = merged[-1]
     contiguous = sd == isz and ss == isz
     run_bytes = n * isz if contiguous else isz
@@ -169,8 +200,8 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
         unit=unit, shape=shape,
         dst_strides=tuple(a[1] // unit for a in merged),
         src_strides=tuple(a[2] // unit for a in merged),
-        dst_base=d_addr, dst_span=d_high - d_low,
-        src_base=s_addr, src_span=s_high - s_low,
+        dst_base=d_low, dst_span=d_high - d_low,
+        src_base=s_low, src_span=s_high - s_low,
         dst_off=-d_low // unit, src_off=-s_low // unit, streaming=streaming,
     )
 
@@ -262,6 +293,144 @@ def _warm_kernel():
             kernel(d, 0, one, s, 0, one, np.array([4], dtype=np.int64), False)
 
 
+def lanes_of(plan: Plan):
+    """``('pack', k)`` when the plan writes ``k`` lanes of small values into words (an NPU's
+    4N/2N/2IC unit, ``k * unit`` = 4 or 8 bytes), ``('unpack', k)`` when it reads them back,
+    else None.  Such a copy moves whole words with shifts instead of single values."""
+    k_out, k_in = plan.shape[-1], plan.shape[-2]
+    d, s = plan.dst_strides, plan.src_strides
+    if (plan.unit < 4 and k_out in (2, 4) and plan.unit * k_out in (4, 8) and d[-1] == 1
+            and d[-2] == k_out and s[-2] == 1 and plan.dst_base % (plan.unit * k_out) == 0
+            and all(v % k_out == 0 for v in d[:-1]) and plan.dst_off % k_out == 0):
+        return "pack", k_out
+    if (plan.unit < 4 and k_in in (2, 4) and plan.unit * k_in in (4, 8) and s[-1] == k_in
+            and s[-2] == 1 and d[-1] == 1 and plan.src_base % (plan.unit * k_in) == 0
+            and all(v % k_in == 0 for v in s[:-2] + (s[-1],)) and plan.src_off % k_in == 0):
+        return "unpack", k_in
+    return None
+
+
+_lane_kernels: dict = {}
+
+
+def _lane_kernel(unit: int, k: int):
+    """The compiled word interleave for ``k`` lanes of ``unit``-byte values (made once each;
+    ``k`` and the shifts are constants of the closure, so the compiler vectorises).  One
+    thread: the copies are a few MB, and a busy machine stalls parallel steps more than a
+    single stream of words costs."""
+    key = (unit, k)
+    if key in _lane_kernels:
+        return _lane_kernels[key]
+    import numba
+
+    Wt = numba.uint32 if unit * k == 4 else numba.uint64
+    Et = {1: numba.uint8, 2: numba.uint16, 4: numba.uint32}[unit]
+    s1, s2, s3 = Wt(8 * unit), Wt(16 * unit), Wt(24 * unit)
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def pack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
+        n1, n2 = shape[1], shape[2]
+        lane = sstr[5]
+        for t in range(shape[0] * n1 * n2):
+            i0 = t // (n1 * n2)
+            r = t - i0 * (n1 * n2)
+            i1 = r // n2
+            i2 = r - i1 * n2
+            db = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2]
+            sb = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2]
+            n = shape[4]
+            for i3 in range(shape[3]):
+                d = db + i3 * dstr[3]
+                s = sb + i3 * sstr[3]
+                o = dst[d:d + n]
+                a = src[s:s + n]
+                b = src[s + lane:s + lane + n]
+                if k == 4:
+                    c = src[s + 2 * lane:s + 2 * lane + n]
+                    e = src[s + 3 * lane:s + 3 * lane + n]
+                    for j in range(n):
+                        o[j] = Wt(a[j]) | (Wt(b[j]) << s1) | (Wt(c[j]) << s2) | (Wt(e[j]) << s3)
+                else:
+                    for j in range(n):
+                        o[j] = Wt(a[j]) | (Wt(b[j]) << s1)
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def unpack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
+        n1, n2 = shape[1], shape[2]
+        lane = dstr[4]
+        for t in range(shape[0] * n1 * n2):
+            i0 = t // (n1 * n2)
+            r = t - i0 * (n1 * n2)
+            i1 = r // n2
+            i2 = r - i1 * n2
+            db = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2]
+            sb = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2]
+            n = shape[5]
+            for i3 in range(shape[3]):
+                d = db + i3 * dstr[3]
+                s = sb + i3 * sstr[3]
+                w = src[s:s + n]
+                a = dst[d:d + n]
+                b = dst[d + lane:d + lane + n]
+                if k == 4:
+                    c = dst[d + 2 * lane:d + 2 * lane + n]
+                    e = dst[d + 3 * lane:d + 3 * lane + n]
+                    for j in range(n):
+                        v = w[j]
+                        a[j] = Et(v)
+                        b[j] = Et(v >> s1)
+                        c[j] = Et(v >> s2)
+                        e[j] = Et(v >> s3)
+                else:
+                    for j in range(n):
+                        v = w[j]
+                        a[j] = Et(v)
+                        b[j] = Et(v >> s1)
+
+    _lane_kernels[key] = (pack, unpack)
+    return pack, unpack
+
+
+def _run_lanes(dst, src, plan: Plan, how: str, k: int) -> None:
+    """One lane copy: the word side is addressed in words, the value side in values."""
+    pack, unpack = _lane_kernel(plan.unit, k)
+    words = np.dtype(f"u{plan.unit * k}")
+    i64 = np.int64
+    if how == "pack":
+        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit * k, False))
+        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
+        dstr = np.array([v // k for v in plan.dst_strides], dtype=i64)
+        pack(d, plan.dst_off // k, dstr, s, plan.src_off, np.array(plan.src_strides, dtype=i64),
+             np.array(plan.shape, dtype=i64))
+    else:
+        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
+        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit * k, True))
+        sstr = np.array([v // k for v in plan.src_strides], dtype=i64)
+        unpack(d, plan.dst_off, np.array(plan.dst_strides, dtype=i64), s, plan.src_off // k, sstr,
+               np.array(plan.shape, dtype=i64))
+    assert d.dtype.itemsize in (plan.unit, words.itemsize)
+
+
+def _warm_lanes():
+    """Compile the lane kernels of every NPU packed unit, both ways."""
+    for unit, k in ((1, 4), (2, 2), (1, 2), (2, 4), (4, 2)):
+        for how in ("pack", "unpack"):
+            n = 8 * k
+            vals = np.arange(n, dtype=f"u{unit}")
+            if how == "pack":
+                src = vals.reshape(k, 8)
+                dst = np.zeros((8, k), dtype=f"u{unit}")
+                plan = Plan(unit, (1, 1, 1, 1, 8, k), (0, 0, 0, 0, k, 1), (0, 0, 0, 0, 1, 8),
+                            dst.ctypes.data, dst.nbytes, src.ctypes.data, src.nbytes, 0, 0)
+                _run_lanes(dst, src, plan, how, k)
+            else:
+                src = vals.reshape(8, k)
+                dst = np.zeros((k, 8), dtype=f"u{unit}")
+                plan = Plan(unit, (1, 1, 1, 1, k, 8), (0, 0, 0, 0, 8, 1), (0, 0, 0, 0, 1, k),
+                            dst.ctypes.data, dst.nbytes, src.ctypes.data, src.nbytes, 0, 0)
+                _run_lanes(dst, src, plan, how, k)
+
+
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
     """Copy with the compiled kernel; False (nothing written) when it cannot take this copy
     (or when the kernel is not compiled yet: it then compiles in the background)."""
@@ -275,6 +444,12 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
     plan = plan_copy(dst, src)
     if plan is None:
         return False
+    lanes = lanes_of(plan)
+    if lanes is not None:
+        pair = _lane_kernel(plan.unit, lanes[1])
+        if _jit.ready("copy-lanes", list(pair), _warm_lanes):
+            _run_lanes(dst, src, plan, *lanes)
+            return True
     d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
     s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
     if not s.flags.writeable:

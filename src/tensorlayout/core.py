@@ -189,8 +189,9 @@ class Layout:
         return tuple(d for digs in self._per_dim for d in reversed(digs))
 
     @functools.cached_property
-    def _nested(self) -> bool:
-        """True when the digits' strides nest, so a location decodes greedily."""
+    def nested(self) -> bool:
+        """True when the digits' strides nest (each larger than all below it can reach), so a
+        location decodes digit by digit, largest stride first."""
         live = sorted((d for d in self._grid if d.extent > 1), key=lambda d: -d.stride)
         for k, dig in enumerate(live):
             below = sum((d.extent - 1) * d.stride for d in live[k + 1:])
@@ -202,15 +203,18 @@ class Layout:
     def injective(self) -> bool:
         """True when no two elements share a location.
 
-        Nested strides decide it at once; other strides are checked element by element.
+        Nested strides decide it at once; other strides are checked element by element,
+        up to 2**22 elements (a larger tensor with such strides counts as not injective).
 
         >>> Layout("skew", ("a", "b"), (2, 4), (14,), {"a": 4, "b": 3}).injective
         True
         >>> Layout("overlap", ("a", "b"), (2, 4), (14,), {"a": 2, "b": 1}).injective
         False
         """
-        if self._nested:
+        if self.nested:
             return True
+        if self.count > 1 << 22:
+            return False
         locs = self.locate_flat(tuple(np.indices(self.shape).reshape(self.ndim, -1)))
         return bool(np.unique(locs).size == locs.size)
 
@@ -247,8 +251,9 @@ class Layout:
         """One past the last location the padded grid touches.
 
         With ``row``, the physical space is read as rows of ``row`` slots (an NPU's S
-        bytes): digits whose stride is a whole number of rows move between rows and do
-        not count, and the answer is the offset inside a row one past the last slot.
+        bytes): a split digit whose stride is a whole number of rows picks the row (the
+        NPU digit of the channels) and does not count, and the answer is the offset inside
+        a row one past the last slot the grid touches.
         The seed's aligned fp32 tensor (2, 3, 4, 5) from NPU 2 ends at byte 464:
 
         >>> lay = Layout("npu", ("n", "c", "h", "w", "b"), (2, 3, 4, 5, 4), (4, 1024),
@@ -259,7 +264,8 @@ class Layout:
         """
         if row is None:
             return self.base + sum((d.extent - 1) * d.stride for d in self._grid) + 1
-        return self.base % row + sum((d.extent - 1) * d.stride for d in self._grid if d.stride % row) + 1
+        return self.base % row + sum((d.extent - 1) * d.stride for d in self._grid
+                                     if not self._row_axis(d, row)) + 1
 
     @property
     def extent(self) -> int:
@@ -291,6 +297,10 @@ class Layout:
         >>> co.shape, co.digits, co.dims
         ((120,), (((None, 1),),), ('nchw',))
         """
+        return _coalesced(self, self.name, self.dims)   # names are part of the answer
+
+    def _coalesce(self) -> "Layout":
+        """The coalesced layout, built once per layout value (see :meth:`coalesce`)."""
         dims, shape, offsets, owned = list(self.dims), list(self.shape), list(self.offsets), list(self.owned)
         digits = [_merge_digits(list(d), off + n, own)
                   for d, off, n, own in zip(self.digits, offsets, shape, owned)]
@@ -447,6 +457,30 @@ class Layout:
                       tuple(digits), offsets=inner.offsets, base=self.base,
                       owned_padding=inner.owned_padding, physical_axes=self.physical_axes)
 
+    def _row_axis(self, dig: Digit, row: int) -> bool:
+        """A split digit whose stride is whole rows picks the row (an NPU): it does not reach along one."""
+        return dig.radix is not None and dig.stride > 0 and dig.stride % row == 0
+
+    def _rows(self, row: int, with_padding: bool):
+        """Per row of ``row`` slots: [lo, hi, slots] over the boxes of elements (and owned padding)."""
+        out: list = [None] * (self.physical_size // row)
+        for combo in itertools.product(*(boxes for _, boxes in self._boxes(with_padding))):
+            rows, hi, slots = [self.base], 0, 1
+            for digs, box in zip(self._per_dim, combo):
+                for dig, (lo_v, hi_v) in zip(reversed(digs), box[1]):
+                    if self._row_axis(dig, row):
+                        rows = [r + v * dig.stride for r in rows for v in range(lo_v, hi_v)]
+                    else:
+                        rows = [r + lo_v * dig.stride for r in rows]
+                        hi += (hi_v - lo_v - 1) * dig.stride
+                        slots *= hi_v - lo_v
+            for loc in rows:
+                r, a = divmod(loc, row)
+                cur = out[r]
+                out[r] = [a, a + hi + 1, slots] if cur is None else \
+                    [min(cur[0], a), max(cur[1], a + hi + 1), cur[2] + slots]
+        return out
+
     def row_ranges(self, row: int) -> list[tuple[int, int] | None]:
         """Per row of ``row`` slots (an NPU's bytes), ``[lo, hi)`` from the first to one past
         the last slot the tensor's elements touch there, or None.
@@ -456,24 +490,21 @@ class Layout:
         >>> lay.row_ranges(16)
         [(2, 4), (0, 4), (0, 4), (0, 2)]
         """
-        out: list = [None] * (self.physical_size // row)
-        for shape, strides, poff, _, _, _ in _plan(self, False):
-            lo = hi = 0
-            rows = [(poff // row, poff % row)]
-            for n, st in zip(shape, strides):
-                if st % row == 0:
-                    rows = [(r + k * (st // row), o) for r, o in rows for k in range(n)]
-                else:
-                    hi += (n - 1) * st
-            for r, o in rows:
-                a, b = o + lo, o + hi + 1
-                cur = out[r]
-                out[r] = (a, b) if cur is None else (min(cur[0], a), max(cur[1], b))
-        return out
+        return [None if r is None else (r[0], r[1]) for r in self._rows(row, False)]
+
+    def row_slots(self, row: int, padding: bool = True) -> list[int]:
+        """Per row of ``row`` slots, how many hold an element (and, with ``padding``, owned padding).
+
+        >>> Layout("lanes", ("c",), (6,), (2, 8), {"c": [(4, 1), (None, 8)]}).row_slots(8)
+        [4, 4]
+        """
+        return [0 if r is None else r[2] for r in self._rows(row, padding)]
 
     # ------------------------------------------------------------ index maps
-    def _indices(self, index) -> tuple[np.ndarray, ...]:
-        """Normalise ``index`` (a tuple of ints/arrays, or an array whose last axis is ndim)."""
+    def _indices(self, index, integers: bool = False) -> tuple[np.ndarray, ...]:
+        """Normalise ``index`` (a tuple of ints/arrays, or an array whose last axis is ndim).
+
+        With ``integers``, whole floats and booleans are refused too (IndexOutOfRange)."""
         if isinstance(index, np.ndarray) and index.ndim >= 1 and not isinstance(index, tuple):
             if index.shape[-1] != self.ndim:
                 raise RankError(
@@ -498,6 +529,8 @@ class Layout:
                 a = np.asarray(p)
             except (ValueError, TypeError, OverflowError):
                 a = np.asarray(None)
+            if integers and (isinstance(p, (bool, np.bool_)) or a.dtype.kind not in "iuO"):
+                raise IndexOutOfRange(f"index {name} = {short(p)!r} is not allowed: indices must be integers")
             if a.dtype.kind == "O" and a.size and all(
                     isinstance(v, int) and not isinstance(v, bool) for v in a.flat):
                 v = max(a.flat, key=abs)           # an integer too large for int64
@@ -551,7 +584,7 @@ class Layout:
             raise IndexOutOfRange(
                 f"location {v} is outside the physical space of {self.physical_size} slots {self.physical_shape}"
             )
-        if not self._nested:
+        if not self.nested:
             return self._dense_lookup(flat)
         index, on_grid, inside = self._decode(flat)
         valid = on_grid & np.logical_and.reduce(inside)
@@ -588,7 +621,7 @@ class Layout:
         [False, False, False, True, False, False, False, False]
         """
         flat = _location_array("location", flat)
-        if not self._nested:
+        if not self.nested:
             return self.padding_mask().reshape(-1)[flat]
         _, on_grid, inside = self._decode(flat)
         inside = np.array(inside).reshape(self.ndim, -1) if self.ndim else inside
@@ -711,7 +744,7 @@ class Layout:
         if array.shape != self.shape:
             raise ShapeError(f"array has shape {array.shape}: the {self.name} layout expects {self.shape}")
         if out is None:
-            if self.footprint == self.physical_size and all(self.owned) and self._nested:
+            if self.footprint == self.physical_size and all(self.owned) and self.nested:
                 # The padded grid covers every slot: each byte is written once, the padding
                 # boxes with zeros and the element boxes by the copy.
                 out = np.empty(self.physical_shape, dtype=dtype or array.dtype)
@@ -813,6 +846,11 @@ def _compose_digit(modes, size: int, stride: int, *, last: bool, name: str):
         out.append((n, d))
         want //= n
     raise LayoutError(f"{name}: a stride of {stride} runs past the layout")
+
+
+@functools.lru_cache(maxsize=512)
+def _coalesced(lay: Layout, name, dims) -> Layout:
+    return lay._coalesce()
 
 
 @functools.lru_cache(maxsize=512)
