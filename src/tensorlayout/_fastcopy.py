@@ -88,6 +88,7 @@ class Plan:
     dst_off: int  # offset of element 0 from the lowest address, in words
     src_off: int
     streaming: bool = False  # whole cache lines written in order: store past the cache
+    arrays: tuple | None = None  # (dst strides, src strides, shape) as the kernels take them
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,9 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     plan = _plan_cached(dst.shape, dst.strides, src.strides, dst.itemsize, d_ptr % 8, s_ptr % 8)
     if plan is None:
         return None
-    return dataclasses.replace(plan, dst_base=d_ptr + plan.dst_base, src_base=s_ptr + plan.src_base)
+    return Plan(plan.unit, plan.shape, plan.dst_strides, plan.src_strides, d_ptr + plan.dst_base,
+                plan.dst_span, s_ptr + plan.src_base, plan.src_span, plan.dst_off, plan.src_off,
+                plan.streaming, plan.arrays)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -203,6 +206,8 @@ def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
         dst_base=d_low, dst_span=d_high - d_low,
         src_base=s_low, src_span=s_high - s_low,
         dst_off=-d_low // unit, src_off=-s_low // unit, streaming=streaming,
+        arrays=tuple(np.array(v, dtype=np.int64) for v in (
+            [a[1] // unit for a in merged], [a[2] // unit for a in merged], shape)),
     )
 
 
@@ -395,40 +400,30 @@ def _run_lanes(dst, src, plan: Plan, how: str, k: int) -> None:
     """One lane copy: the word side is addressed in words, the value side in values."""
     pack, unpack = _lane_kernel(plan.unit, k)
     words = np.dtype(f"u{plan.unit * k}")
-    i64 = np.int64
+    dstr, sstr, shape = plan.arrays
     if how == "pack":
-        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit * k, False))
+        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, words.itemsize, False))
         s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
-        dstr = np.array([v // k for v in plan.dst_strides], dtype=i64)
-        pack(d, plan.dst_off // k, dstr, s, plan.src_off, np.array(plan.src_strides, dtype=i64),
-             np.array(plan.shape, dtype=i64))
+        pack(d, plan.dst_off // k, dstr // k, s, plan.src_off, sstr, shape)
     else:
         d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
-        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit * k, True))
-        sstr = np.array([v // k for v in plan.src_strides], dtype=i64)
-        unpack(d, plan.dst_off, np.array(plan.dst_strides, dtype=i64), s, plan.src_off // k, sstr,
-               np.array(plan.shape, dtype=i64))
-    assert d.dtype.itemsize in (plan.unit, words.itemsize)
+        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, words.itemsize, True))
+        unpack(d, plan.dst_off, dstr, s, plan.src_off // k, sstr // k, shape)
 
 
 def _warm_lanes():
-    """Compile the lane kernels of every NPU packed unit, both ways."""
+    """Compile the lane kernels of every packed unit, both ways, sources writable and read-only."""
+    i64 = np.int64
     for unit, k in ((1, 4), (2, 2), (1, 2), (2, 4), (4, 2)):
-        for how in ("pack", "unpack"):
-            n = 8 * k
-            vals = np.arange(n, dtype=f"u{unit}")
-            if how == "pack":
-                src = vals.reshape(k, 8)
-                dst = np.zeros((8, k), dtype=f"u{unit}")
-                plan = Plan(unit, (1, 1, 1, 1, 8, k), (0, 0, 0, 0, k, 1), (0, 0, 0, 0, 1, 8),
-                            dst.ctypes.data, dst.nbytes, src.ctypes.data, src.nbytes, 0, 0)
-                _run_lanes(dst, src, plan, how, k)
-            else:
-                src = vals.reshape(8, k)
-                dst = np.zeros((k, 8), dtype=f"u{unit}")
-                plan = Plan(unit, (1, 1, 1, 1, k, 8), (0, 0, 0, 0, 8, 1), (0, 0, 0, 0, 1, k),
-                            dst.ctypes.data, dst.nbytes, src.ctypes.data, src.nbytes, 0, 0)
-                _run_lanes(dst, src, plan, how, k)
+        pack, unpack = _lane_kernel(unit, k)
+        word = f"u{unit * k}"
+        for readonly in (False, True):
+            vals, words = np.ones(2 * k, dtype=f"u{unit}"), np.ones(2, dtype=word)
+            vals.flags.writeable = words.flags.writeable = not readonly
+            pack(np.zeros(2, dtype=word), 0, np.zeros(6, i64), vals, 0,
+                 np.array([0, 0, 0, 0, 0, 2], i64), np.array([1, 1, 1, 1, 2, k], i64))
+            unpack(np.zeros(2 * k, dtype=f"u{unit}"), 0, np.array([0, 0, 0, 0, 2, 0], i64), words, 0,
+                   np.zeros(6, i64), np.array([1, 1, 1, 1, k, 2], i64))
 
 
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
@@ -454,9 +449,8 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
     s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
     if not s.flags.writeable:
         s = s.view()
-    kernel(d, plan.dst_off, np.array(plan.dst_strides, dtype=np.int64), s, plan.src_off,
-           np.array(plan.src_strides, dtype=np.int64), np.array(plan.shape, dtype=np.int64),
-           plan.streaming)
+    dstr, sstr, shape = plan.arrays
+    kernel(d, plan.dst_off, dstr, s, plan.src_off, sstr, shape, plan.streaming)
     return True
 
 

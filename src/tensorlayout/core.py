@@ -163,6 +163,14 @@ class Layout:
                 f"past the physical size {self.physical_size} of {self.physical_shape}"
             )
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        """The hash of the map (its compared fields), computed once: layouts key the plan caches."""
+        return hash((self.shape, self.physical_shape, self.digits, self.offsets, self.base, self.owned))
+
     @functools.cached_property
     def _per_dim(self) -> tuple[tuple[Digit, ...], ...]:
         """The digits of every dimension, innermost first, with their divisors and grid extents."""
@@ -919,19 +927,31 @@ def convert(src: Layout, dst: Layout, physical, out: np.ndarray | None = None, *
     elif fill_padding:
         dst._copy_boxes(out, None, to_physical=True, fill_padding=True)
     flat = out.reshape(-1)
+    si, di = physical.itemsize, flat.itemsize
+    for shape, sstr, dstr, soff, doff in _convert_plan(src, dst):
+        _copy.strided_copy(as_strided(flat[doff:], shape=shape, strides=[v * di for v in dstr]),
+                           as_strided(physical[soff:], shape=shape, strides=[v * si for v in sstr],
+                                      writeable=False))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _convert_plan(src: Layout, dst: Layout):
+    """The strided copies of :func:`convert`, planned once per pair of layouts:
+    (shape, source strides, destination strides, source offset, destination offset) in slots."""
     groups = [_run_groups(src, dst, i) for i in range(src.ndim)]
+    plan = []
     for combo in itertools.product(*groups):
         shape, sstr, dstr = [], [], []
         soff, doff = src.base, dst.base
         for count, length, s0, d0, sstep, dstep, s1, d1 in combo:
             shape += [count, length]
-            sstr += [sstep * physical.itemsize, s1 * physical.itemsize]
-            dstr += [dstep * flat.itemsize, d1 * flat.itemsize]
+            sstr += [sstep, s1]
+            dstr += [dstep, d1]
             soff += s0
             doff += d0
-        _copy.strided_copy(as_strided(flat[doff:], shape=shape, strides=dstr),
-                           as_strided(physical[soff:], shape=shape, strides=sstr, writeable=False))
-    return out
+        plan.append((tuple(shape), tuple(sstr), tuple(dstr), soff, doff))
+    return tuple(plan)
 
 
 def _contribution(lay: Layout, i: int, d: int) -> int:
