@@ -330,67 +330,58 @@ def _lane_kernel(unit: int, k: int):
 
     Wt = numba.uint32 if unit * k == 4 else numba.uint64
     Et = {1: numba.uint8, 2: numba.uint16, 4: numba.uint32}[unit]
-    s1, s2, s3 = Wt(8 * unit), Wt(16 * unit), Wt(24 * unit)
+    bits = 8 * unit
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def row_starts(doff, dstr, soff, sstr, shape):  # pragma: no cover - compiled
+        """Where each run of the four outer axes starts, on either side."""
+        rows = shape[0] * shape[1] * shape[2] * shape[3]
+        ds = np.empty(rows, np.int64)
+        ss = np.empty(rows, np.int64)
+        r = 0
+        for i0 in range(shape[0]):
+            for i1 in range(shape[1]):
+                for i2 in range(shape[2]):
+                    for i3 in range(shape[3]):
+                        ds[r] = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2] + i3 * dstr[3]
+                        ss[r] = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2] + i3 * sstr[3]
+                        r += 1
+        return ds, ss
 
     @numba.njit(cache=True, nogil=True, boundscheck=False)
     def pack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
-        n1, n2 = shape[1], shape[2]
-        lane = sstr[5]
-        for t in range(shape[0] * n1 * n2):
-            i0 = t // (n1 * n2)
-            r = t - i0 * (n1 * n2)
-            i1 = r // n2
-            i2 = r - i1 * n2
-            db = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2]
-            sb = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2]
-            n = shape[4]
-            for i3 in range(shape[3]):
-                d = db + i3 * dstr[3]
-                s = sb + i3 * sstr[3]
-                o = dst[d:d + n]
-                a = src[s:s + n]
-                b = src[s + lane:s + lane + n]
-                if k == 4:
-                    c = src[s + 2 * lane:s + 2 * lane + n]
-                    e = src[s + 3 * lane:s + 3 * lane + n]
-                    for j in range(n):
-                        o[j] = Wt(a[j]) | (Wt(b[j]) << s1) | (Wt(c[j]) << s2) | (Wt(e[j]) << s3)
-                else:
-                    for j in range(n):
-                        o[j] = Wt(a[j]) | (Wt(b[j]) << s1)
+        n, lane = shape[4], sstr[5]           # runs of n words; the k lanes are rows ``lane`` apart
+        ds, ss = row_starts(doff, dstr, soff, sstr, shape)
+        for r in range(ds.size):
+            o = dst[ds[r]:ds[r] + n]
+            a = src[ss[r]:ss[r] + n]
+            b = src[ss[r] + lane:ss[r] + lane + n]
+            if k == 4:                        # one pass: every word built from its k lanes
+                c = src[ss[r] + 2 * lane:ss[r] + 2 * lane + n]
+                e = src[ss[r] + 3 * lane:ss[r] + 3 * lane + n]
+                for j in range(n):
+                    o[j] = (Wt(a[j]) | (Wt(b[j]) << Wt(bits)) | (Wt(c[j]) << Wt(2 * bits))
+                            | (Wt(e[j]) << Wt(3 * bits)))
+            else:
+                for j in range(n):
+                    o[j] = Wt(a[j]) | (Wt(b[j]) << Wt(bits))
 
     @numba.njit(cache=True, nogil=True, boundscheck=False)
     def unpack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
-        n1, n2 = shape[1], shape[2]
-        lane = dstr[4]
-        for t in range(shape[0] * n1 * n2):
-            i0 = t // (n1 * n2)
-            r = t - i0 * (n1 * n2)
-            i1 = r // n2
-            i2 = r - i1 * n2
-            db = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2]
-            sb = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2]
-            n = shape[5]
-            for i3 in range(shape[3]):
-                d = db + i3 * dstr[3]
-                s = sb + i3 * sstr[3]
-                w = src[s:s + n]
-                a = dst[d:d + n]
-                b = dst[d + lane:d + lane + n]
-                if k == 4:
-                    c = dst[d + 2 * lane:d + 2 * lane + n]
-                    e = dst[d + 3 * lane:d + 3 * lane + n]
-                    for j in range(n):
-                        v = w[j]
-                        a[j] = Et(v)
-                        b[j] = Et(v >> s1)
-                        c[j] = Et(v >> s2)
-                        e[j] = Et(v >> s3)
-                else:
-                    for j in range(n):
-                        v = w[j]
-                        a[j] = Et(v)
-                        b[j] = Et(v >> s1)
+        lane, n = dstr[4], shape[5]           # k rows ``lane`` apart get the lanes of n words
+        ds, ss = row_starts(doff, dstr, soff, sstr, shape)
+        for r in range(ds.size):
+            w, d = src[ss[r]:ss[r] + n], ds[r]
+            lo, hi = dst[d:d + n], dst[d + lane:d + lane + n]
+            if k == 2:
+                for j in range(n):
+                    lo[j], hi[j] = Et(w[j]), Et(w[j] >> Wt(bits))
+                continue
+            lo2, hi2 = dst[d + 2 * lane:d + 2 * lane + n], dst[d + 3 * lane:d + 3 * lane + n]
+            for j in range(n):
+                v = w[j]
+                lo[j], hi[j] = Et(v), Et(v >> Wt(bits))
+                lo2[j], hi2[j] = Et(v >> Wt(2 * bits)), Et(v >> Wt(3 * bits))
 
     _lane_kernels[key] = (pack, unpack)
     return pack, unpack
