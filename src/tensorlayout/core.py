@@ -489,16 +489,17 @@ class Layout:
                     [min(cur[0], a), max(cur[1], a + hi + 1), cur[2] + slots]
         return out
 
-    def row_ranges(self, row: int) -> list[tuple[int, int] | None]:
+    def row_ranges(self, row: int, padding: bool = True) -> list[tuple[int, int] | None]:
         """Per row of ``row`` slots (an NPU's bytes), ``[lo, hi)`` from the first to one past
-        the last slot the tensor's elements touch there, or None.
+        the last slot the tensor holds there (its elements and, with ``padding``, its owned
+        padding: a 4N word's dummies), or None.
 
         >>> lay = Layout("npu", ("c", "w"), (6, 2), (4, 16), {"c": [(4, 16), (None, 2)], "w": 1},
         ...              offsets={"c": 1}, owned_padding=("w",))
         >>> lay.row_ranges(16)
         [(2, 4), (0, 4), (0, 4), (0, 2)]
         """
-        return [None if r is None else (r[0], r[1]) for r in self._rows(row, False)]
+        return [None if r is None else (r[0], r[1]) for r in self._rows(row, padding)]
 
     def row_slots(self, row: int, padding: bool = True) -> list[int]:
         """Per row of ``row`` slots, how many hold an element (and, with ``padding``, owned padding).
