@@ -530,3 +530,22 @@ def test_reach_and_row_ranges_against_element_locations():
         here = byte[npu == p]
         assert rng == ((int(here.min()), int(here.max()) + 1) if here.size else None)
     assert lay.reach(64) == max(r[1] for r in lay.row_ranges(64) if r)
+
+
+def test_convert_between_an_image_and_npu_memory():
+    """An NHWC IN_OUT_CHANNEL image straight into an NPU tensor's elements, and back:
+    against unpack-then-pack through the dense tensor."""
+    from tensorlayout.image import image_layout
+    from tensorlayout.npu import Chip, tensor_layout
+    rng = np.random.default_rng(5)
+    shape = (2, 6, 3, 5)                                    # N, C, H, W
+    img = image_layout("IN_OUT_CHANNEL", (2, 3, 5, 6), layout="NHWC").transpose("n", "c", "h", "w")
+    t = tensor_layout(Chip(4, 4096, 64), 2 * 4096 + 64, shape, dtype="fp32")
+    x = rng.standard_normal(shape).astype(np.float32)
+    pixels = img.pack(x)
+    local = np.full(t.elements.physical_shape, -1.0, np.float32)
+    convert(img, t.elements, pixels, out=local)
+    want = np.full_like(local, -1.0)
+    t.elements.pack(x, out=want)
+    np.testing.assert_array_equal(local, want)
+    np.testing.assert_array_equal(convert(t.elements, img, local), pixels)

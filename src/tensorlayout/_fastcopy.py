@@ -29,7 +29,6 @@ imports it lazily and :mod:`tensorlayout._copy` falls back to NumPy.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -402,19 +401,18 @@ def _run_lanes(dst, src, plan: Plan, how: str, k: int) -> None:
         unpack(d, plan.dst_off, dstr, s, plan.src_off // k, sstr // k, shape)
 
 
-def _warm_lanes():
-    """Compile the lane kernels of every packed unit, both ways, sources writable and read-only."""
+def _warm_lanes(unit: int, k: int):
+    """Compile the lane kernels of one packed unit, both ways, sources writable and read-only."""
     i64 = np.int64
-    for unit, k in ((1, 4), (2, 2), (1, 2), (2, 4), (4, 2)):
-        pack, unpack = _lane_kernel(unit, k)
-        word = f"u{unit * k}"
-        for readonly in (False, True):
-            vals, words = np.ones(2 * k, dtype=f"u{unit}"), np.ones(2, dtype=word)
-            vals.flags.writeable = words.flags.writeable = not readonly
-            pack(np.zeros(2, dtype=word), 0, np.zeros(6, i64), vals, 0,
-                 np.array([0, 0, 0, 0, 0, 2], i64), np.array([1, 1, 1, 1, 2, k], i64))
-            unpack(np.zeros(2 * k, dtype=f"u{unit}"), 0, np.array([0, 0, 0, 0, 2, 0], i64), words, 0,
-                   np.zeros(6, i64), np.array([1, 1, 1, 1, k, 2], i64))
+    pack, unpack = _lane_kernel(unit, k)
+    word = f"u{unit * k}"
+    for readonly in (False, True):
+        vals, words = np.ones(2 * k, dtype=f"u{unit}"), np.ones(2, dtype=word)
+        vals.flags.writeable = words.flags.writeable = not readonly
+        pack(np.zeros(2, dtype=word), 0, np.zeros(6, i64), vals, 0,
+             np.array([0, 0, 0, 0, 0, 2], i64), np.array([1, 1, 1, 1, 2, k], i64))
+        unpack(np.zeros(2 * k, dtype=f"u{unit}"), 0, np.array([0, 0, 0, 0, 2, 0], i64), words, 0,
+               np.zeros(6, i64), np.array([1, 1, 1, 1, k, 2], i64))
 
 
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
@@ -432,8 +430,9 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
         return False
     lanes = lanes_of(plan)
     if lanes is not None:
-        pair = _lane_kernel(plan.unit, lanes[1])
-        if _jit.ready("copy-lanes", list(pair), _warm_lanes):
+        unit, k = plan.unit, lanes[1]
+        if _jit.ready(("copy-lanes", unit, k), list(_lane_kernel(unit, k)),
+                      functools.partial(_warm_lanes, unit, k)):
             _run_lanes(dst, src, plan, *lanes)
             return True
     d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))

@@ -42,7 +42,7 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -324,8 +324,8 @@ class Layout:
                     del lst[drop]
                 i = min(i, len(dims) - 1)
                 continue
-            (r_in, s_in), = digits[n] if inner_plain else ((0, -1),)
-            if inner_plain and digits[o][0][1] == shape[n] * s_in:
+            s_in = digits[n][0][1]
+            if inner_plain and digits[o][0][1] == shape[n] * s_in:   # outer continues the inner run
                 span = (offsets[o] * shape[n], shape[o] * shape[n])
                 merged = _merge_digits([(shape[n], s_in)] + list(digits[o]), span[0] + span[1], owned[o])
                 dims[o:n + 1] = [dims[o] + dims[n]]
@@ -340,6 +340,24 @@ class Layout:
                       offsets=tuple(offsets), base=self.base,
                       owned_padding=tuple(d for d, own in zip(dims, owned) if own),
                       physical_axes=self.physical_axes)
+
+    def transpose(self, *dims: str) -> "Layout":
+        """The same placement with its logical dimensions in the order ``dims``.
+
+        Two layouts of one tensor in different index orders (an NHWC image and an NCHW
+        NPU tensor) become comparable, and :func:`convert` moves data between them:
+
+        >>> img = Layout("rows", ("h", "w", "c"), (2, 3, 4), (24,), {"h": 12, "w": 4, "c": 1})
+        >>> chw = img.transpose("c", "h", "w")
+        >>> chw.shape, chw.locate_flat((3, 1, 2)) == img.locate_flat((1, 2, 3))
+        ((4, 2, 3), True)
+        """
+        if sorted(dims) != sorted(self.dims):
+            raise RankError(f"dims = {dims!r} is not allowed: it must order {self.dims}")
+        order = [self.dims.index(d) for d in dims]
+        return Layout(self.name, tuple(dims), tuple(self.shape[i] for i in order), self.physical_shape,
+                      tuple(self.digits[i] for i in order), offsets=tuple(self.offsets[i] for i in order),
+                      base=self.base, owned_padding=self.owned_padding, physical_axes=self.physical_axes)
 
     def recast(self, old_bytes: int, new_bytes: int, dim: str = "b") -> "Layout":
         """The same placement counted in units of ``new_bytes`` instead of ``old_bytes``.

@@ -56,8 +56,7 @@ def _feature(tensor, idx) -> tuple[int, int]:
 
 def _element_shape(tensor) -> tuple[int, ...]:
     """The shape ``byte_map`` indexes into: (N, C, H, W), or (rows, cols) for a matrix."""
-    ms = getattr(tensor, "matrix_shape", None)
-    return tuple(int(s) for s in (ms if ms is not None else tensor.shape))
+    return tensor.elements.shape
 
 
 def footprint_bytes(tensor) -> int:

@@ -469,8 +469,7 @@ class LocalMemory:
             self._sim.call(f"okk_gdma_{8 * t.dtype.itemsize}bit_set_C_local", t.address, _bits(v),
                            _d4(t.shape), _d4(t.stride))
             return t
-        want = t.matrix_shape if t.is_matrix else t.shape
-        t.pack_into(self._local, np.broadcast_to(v, want))
+        t.pack_into(self._local, np.broadcast_to(v, t.elements.shape))
         return t
 
     def fill_system(self, address: int, shape, dtype, value, stride=None) -> None:

@@ -49,7 +49,6 @@ from ..errors import (
     IndexOutOfRange,
     LayoutError,
     ModeError,
-    RankError,
     ShapeError,
     StrideError,
     check_choice,
@@ -512,9 +511,9 @@ class NpuTensor:
     # ------------------------------------------------------------- copies
     def _check_array(self, array) -> np.ndarray:
         array = np.asarray(array)
-        want = self.matrix_shape if self.is_matrix else self.shape
-        if array.shape != tuple(want):
-            raise ShapeError(f"array has shape {array.shape}: this tensor needs {tuple(want)}")
+        want = self.elements.shape
+        if array.shape != want:
+            raise ShapeError(f"array has shape {array.shape}: this tensor needs {want}")
         if array.dtype.newbyteorder("=") != self.dtype or array.dtype.byteorder not in "=|":
             raise DTypeError(
                 f"array has dtype {array.dtype}: this tensor holds {dtype_name(self.dtype)} "
