@@ -740,19 +740,16 @@ class Layout:
         item = flat.itemsize
         for box in _plan(lay, to_physical and fill_padding):
             shape, pstrides, poff, starts, lstrides, pad = box
-            dst = as_strided(flat[poff:], shape=shape, strides=[s * item for s in pstrides],
-                             writeable=flat.flags.writeable)
+            dst = _view(flat, poff * item, shape, [v * item for v in pstrides])
             if pad:
                 dst[...] = 0
                 continue
             if logical is None:
                 continue
-            # Slicing moves the data pointer to the box's first element; the digits then walk
-            # each dimension with stride div * (the axis stride).
-            corner = logical[tuple(slice(st, None) for st in starts)]
-            src = as_strided(corner, shape=shape,
-                             strides=[d * logical.strides[ax] for ax, d in lstrides],
-                             writeable=logical.flags.writeable)
+            # The box's first element, then the digits walk each dimension with stride
+            # div * (the axis stride).
+            first = sum(st * step for st, step in zip(starts, logical.strides))
+            src = _view(logical, first, shape, [d * logical.strides[ax] for ax, d in lstrides], starts)
             if to_physical:
                 _copy.strided_copy(dst, src)
             else:
@@ -902,6 +899,15 @@ def _plan(lay: Layout, with_padding: bool):
     return tuple(plan)
 
 
+def _view(arr: np.ndarray, offset: int, shape, strides, starts=None) -> np.ndarray:
+    """A strided view into ``arr`` from byte ``offset``, which is element ``starts`` of a
+    non-contiguous ``arr`` (where that is given)."""
+    if arr.flags.c_contiguous:      # cheaper than as_strided: no interface dictionary
+        return np.ndarray(shape, arr.dtype, buffer=arr, offset=offset, strides=strides)
+    corner = arr[tuple(slice(st, None) for st in starts)]   # slicing moves the data pointer
+    return as_strided(corner, shape=shape, strides=strides, writeable=arr.flags.writeable)
+
+
 def _reshaped(arr: np.ndarray, shape) -> np.ndarray | None:
     """``arr`` viewed in ``shape`` without a copy, or None where that needs one."""
     view = arr.view()
@@ -948,9 +954,8 @@ def convert(src: Layout, dst: Layout, physical, out: np.ndarray | None = None, *
     flat = out.reshape(-1)
     si, di = physical.itemsize, flat.itemsize
     for shape, sstr, dstr, soff, doff in _convert_plan(src, dst):
-        _copy.strided_copy(as_strided(flat[doff:], shape=shape, strides=[v * di for v in dstr]),
-                           as_strided(physical[soff:], shape=shape, strides=[v * si for v in sstr],
-                                      writeable=False))
+        _copy.strided_copy(_view(flat, doff * di, shape, [v * di for v in dstr]),
+                           _view(physical, soff * si, shape, [v * si for v in sstr]))
     return out
 
 
