@@ -428,3 +428,21 @@ def test_span_ranges_bytes_and_dummies_against_the_seed_formula(data):
     for (p, o), kind in list(owned.items())[::7]:
         assert t.is_dummy(p, o) == (kind == "dummy")
         assert (t.element_at(p, o) is None) == (kind == "dummy")
+
+
+@pytest.mark.parametrize("rows, cols, W, Q", [(2, 40, 15, 0), (3, 17, 4, 2), (5, 9, 9, 3), (2, 8, 4, 1)])
+def test_matrix_ranges_and_bytes_against_the_formula(rows, cols, W, Q):
+    """npu_ranges claim whole channels (the 4-D view), bytes_per_npu count the matrix's own bytes."""
+    chip = Chip(4, 8192, 64)
+    t = matrix_layout(chip, Q * 8192 + 64, rows, cols, W)
+    ns, cs = t.stride[0], t.stride[1]
+    whole, own = {}, {}
+    for r, col in itertools.product(range(rows), range(t.shape[1] * W)):
+        ch = Q + col // W
+        p, off = ch % 4, 64 + 4 * (r * ns + (ch // 4) * cs + col % W)
+        for b in range(4):
+            whole.setdefault(p, []).append(off + b)
+            if col < cols:
+                own.setdefault(p, []).append(off + b)
+    assert t.npu_ranges() == [(min(whole[p]), max(whole[p]) + 1) if p in whole else None for p in range(4)]
+    assert t.bytes_per_npu().tolist() == [len(own.get(p, [])) for p in range(4)]

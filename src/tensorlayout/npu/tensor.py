@@ -505,8 +505,18 @@ class NpuTensor:
         return (self.channels_per_npu * self.chip.npus - c) * m
 
     def npu_ranges(self) -> list[tuple[int, int] | None]:
-        """Per NPU, the byte range ``[lo, hi)`` from the tensor's first to last byte there, or None."""
-        return self.layout.row_ranges(self.chip.lmem_bytes)
+        """Per NPU, the byte range ``[lo, hi)`` from the tensor's first to last byte there, or None.
+
+        A matrix claims its short last channel whole (its 4-D view's blocks), as before.
+
+        >>> matrix_layout(Chip(4, 1024, 128), 0, 2, 40, 15).npu_ranges()
+        [(0, 188), (0, 188), (0, 188), None]
+        """
+        lay = self.layout
+        if self.is_matrix:       # whole channels: the columns up to C * W
+            C, W = self.shape[1], self.shape[3]
+            lay = dataclasses.replace(lay, shape=(lay.shape[0], C * W) + lay.shape[2:])
+        return lay.row_ranges(self.chip.lmem_bytes)
 
     # ------------------------------------------------------------- copies
     def _check_array(self, array) -> np.ndarray:
