@@ -105,7 +105,7 @@ def test_pack_fills_owned_padding_with_zero_and_leaves_the_rest():
 def test_non_nested_strides_use_the_dense_inverse():
     # Locations 4a + 3b: not decodable greedily, but injective on a < 2, b < 4.
     lay = Layout("skew", ("a", "b"), (2, 4), (14,), {"a": 4, "b": 3})
-    assert not lay._nested
+    assert not lay.nested
     table = {4 * a + 3 * b: (a, b) for a in range(2) for b in range(4)}
     for loc in range(14):
         assert lay.element_at((loc,)) == table.get(loc)
@@ -371,3 +371,181 @@ def test_transposes_put_four_lanes_beside_a_unit_stride_run(case):
         # Lanes innermost, written contiguously; beside them the source's unit-stride run.
         assert plan.shape[-1] == 4 and plan.dst_strides[-1] == 1 and plan.src_strides[-1] > 1
         assert plan.src_strides[-2] == 1 and plan.shape[-2] >= 16
+
+
+# --------------------------------------------------------------------------- the layout algebra
+from tensorlayout.core import convert  # noqa: E402
+
+
+def draw_layout(data, max_rank=3, offsets=True, padding=True, gap=True, shape=None):
+    """A random split layout: per dim an offset and up to two radices, digits in a random order,
+    strides dense (or with gaps) in that order, some dims' padding foreign."""
+    if shape is None:
+        shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=max_rank)))
+    dims = tuple("abcd"[: len(shape)])
+    parts, specs = [], {}
+    for name, extent in zip(dims, shape):
+        off = data.draw(st.integers(0, 3)) if offsets else 0
+        radices = data.draw(st.lists(st.sampled_from([1, 2, 3, 4]), max_size=2)) if padding else []
+        if not padding:
+            radices = []
+        span, div, exts = off + extent, 1, []
+        for r in radices:
+            exts.append(r)
+            div *= r
+        exts.append(-(-span // div))
+        specs[name] = (off, radices)
+        parts += [(name, k, e) for k, e in enumerate(exts)]
+    order = data.draw(st.permutations(parts))
+    stride, strides = 1, {}
+    for name, k, e in reversed(order):
+        strides[(name, k)] = stride
+        stride *= e + (data.draw(st.integers(0, 1)) if gap else 0)
+    digits = {}
+    for name in dims:
+        off, radices = specs[name]
+        digits[name] = [(r, strides[(name, k)]) for k, r in enumerate(radices)] + \
+            [(None, strides[(name, len(radices))])]
+    owned = tuple(d for d in dims if data.draw(st.booleans()))
+    base = data.draw(st.integers(0, 3))
+    lay = Layout("rand", dims, shape, (base + stride,), digits,
+                 offsets={n: specs[n][0] for n in dims}, base=base, owned_padding=owned)
+    return lay, digits
+
+
+def ref_all(lay, digits):
+    """Flat row-major index -> location, from the defining formula."""
+    offs = dict(zip(lay.dims, lay.offsets))
+    return [ref_locate(lay.shape, digits, offs, lay.base, idx, lay.dims)
+            for idx in itertools.product(*(range(s) for s in lay.shape))]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_coalesce_is_the_same_map_and_pads_the_same_slots(data):
+    lay, digits = draw_layout(data)
+    co = lay.coalesce()
+    assert co.count == lay.count and co.physical_shape == lay.physical_shape
+    assert sum(len(d) for d in co.digits) <= sum(len(d) for d in lay.digits)
+    expect = ref_all(lay, digits)
+    for i, idx in enumerate(itertools.product(*(range(s) for s in co.shape))):
+        assert co.locate_flat(idx) == expect[i]           # coalesce(L)(i) == L(i)
+    np.testing.assert_array_equal(co.padding_mask(), lay.padding_mask())
+    assert co.coalesce() == co                            # a fixed point
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), e=st.sampled_from([2, 4]))
+def test_recast_round_trips(data, e):
+    lay, _ = draw_layout(data)
+    as_bytes = lay.recast(e, 1)                           # each slot becomes e bytes
+    assert as_bytes.physical_size == lay.physical_size * e
+    assert as_bytes.recast(1, e) == lay
+    for idx in itertools.islice(itertools.product(*(range(s) for s in lay.shape)), 0, None, 3):
+        for b in range(e):
+            assert as_bytes.locate_flat(idx + (b,)) == lay.locate_flat(idx) * e + b
+
+
+def test_recast_folds_a_4n_digit_into_words():
+    # int8 n split by 4 inside a 32-bit word: bytes -> words keeps only n's outer digit.
+    lay = Layout("4N", ("n", "c", "b"), (6, 3, 1), (40,), {"n": [(4, 1), (None, 16)], "c": 4, "b": 1},
+                 base=4, owned_padding=("n", "b"))
+    words = lay.recast(1, 4)
+    assert words.shape == (2, 3) and words.physical_shape == (10,) and words.base == 1
+    for m, c in itertools.product(range(2), range(3)):
+        assert words.locate_flat((m, c)) * 4 == lay.locate_flat((4 * m, c, 0))
+    with pytest.raises(errors.LayoutError, match="cannot count in units of 8"):
+        lay.recast(1, 8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_convert_equals_a_per_element_loop(data):
+    src, sd = draw_layout(data)
+    dst, _ = draw_layout(data, shape=src.shape)       # another layout of the same tensor
+    dshape = src.shape
+    rng = np.random.default_rng(0)
+    phys = rng.integers(1, 1000, src.physical_size).astype(np.int64)
+    before = np.full(dst.physical_size, -7, dtype=np.int64)
+    got = convert(src, dst, phys, out=before.copy())
+    expect = before.copy()
+    pad = dst.padding_mask().reshape(-1)
+    expect[pad] = 0
+    for idx in itertools.product(*(range(s) for s in dshape)):
+        expect[dst.locate_flat(idx)] = phys[src.locate_flat(idx)]
+    np.testing.assert_array_equal(got, expect)
+    # and equals unpack-then-pack
+    np.testing.assert_array_equal(convert(src, dst, phys), dst.pack(src.unpack(phys)))
+
+
+def check_compose_law(outer, inner, comp):
+    for idx in itertools.product(*(range(s) for s in inner.shape)):
+        mid = np.unravel_index(inner.locate_flat(idx), outer.shape)
+        assert comp.locate_flat(idx) == outer.locate_flat(tuple(int(v) for v in mid))
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_compose_law(data):
+    # outer: a plain mixed-radix buffer layout (no offsets, no padding), dims in random order
+    outer, _ = draw_layout(data, offsets=False, padding=False, gap=data.draw(st.booleans()))
+    # inner 1: a transpose of outer's logical tensor (each digit one whole digit of outer)
+    perm = data.draw(st.permutations(range(outer.ndim)))
+    rowmajor = [math.prod(outer.shape[k + 1:]) for k in range(outer.ndim)]
+    dims = tuple("pqrs"[: outer.ndim])
+    inner = Layout("T", dims, tuple(outer.shape[k] for k in perm), outer.shape,
+                   {d: rowmajor[k] for d, k in zip(dims, perm)})
+    check_compose_law(outer, inner, outer.compose(inner))
+    # inner 2: the elements read in rows of f: composes, or says it cannot (never a wrong map)
+    n = outer.count
+    f = data.draw(st.sampled_from([f for f in (1, 2, 3, 5) if n % f == 0]))
+    col = data.draw(st.booleans())
+    inner = Layout("in", ("p", "q"), (n // f, f), outer.shape, {"p": 1, "q": n // f} if col else {"p": f, "q": 1})
+    try:
+        comp = outer.compose(inner)
+    except errors.LayoutError:
+        return
+    check_compose_law(outer, inner, comp)
+
+
+def test_layouts_are_values():
+    a, _ = npu_like()
+    b, _ = npu_like()
+    c, _ = npu_like(Q=2)
+    assert a == b and hash(a) == hash(b) and a != c
+    assert len({a, b, c}) == 2
+    with pytest.raises(AttributeError):
+        a.base = 3
+    # spelled differently, the same map
+    d = Layout("other", ("n", "c", "h", "w"), [2, 5, 2, 3], (4, 64), (((None, 12),), ((4, 64), (None, 6)),
+               [(None, 3)], 1), offsets=(0, 3, 0, 0), base=7, owned_padding=("w", "n", "h"))
+    assert d == a
+
+
+def test_reach_and_row_ranges_against_element_locations():
+    lay, _ = npu_like()
+    grid = np.indices(lay.shape).reshape(4, -1)
+    npu, byte = lay.locate(tuple(grid))
+    for p, rng in enumerate(lay.row_ranges(64)):
+        here = byte[npu == p]
+        assert rng == ((int(here.min()), int(here.max()) + 1) if here.size else None)
+    assert lay.reach(64) == max(r[1] for r in lay.row_ranges(64) if r)
+
+
+def test_convert_between_an_image_and_npu_memory():
+    """An NHWC IN_OUT_CHANNEL image straight into an NPU tensor's elements, and back:
+    against unpack-then-pack through the dense tensor."""
+    from tensorlayout.image import image_layout
+    from tensorlayout.npu import Chip, tensor_layout
+    rng = np.random.default_rng(5)
+    shape = (2, 6, 3, 5)                                    # N, C, H, W
+    img = image_layout("IN_OUT_CHANNEL", (2, 3, 5, 6), layout="NHWC").transpose("n", "c", "h", "w")
+    t = tensor_layout(Chip(4, 4096, 64), 2 * 4096 + 64, shape, dtype="fp32")
+    x = rng.standard_normal(shape).astype(np.float32)
+    pixels = img.pack(x)
+    local = np.full(t.elements.physical_shape, -1.0, np.float32)
+    convert(img, t.elements, pixels, out=local)
+    want = np.full_like(local, -1.0)
+    t.elements.pack(x, out=want)
+    np.testing.assert_array_equal(local, want)
+    np.testing.assert_array_equal(convert(t.elements, img, local), pixels)

@@ -1,6 +1,7 @@
 """LocalMemory: round trips against the seed's formulas, sentinel checks, every error path."""
 
 import hashlib
+import itertools
 import math
 
 import numpy as np
@@ -394,3 +395,54 @@ def test_large_round_trip_vectorised_oracle(dname, mode, N):
     np.testing.assert_array_equal(mem.local, want)
     back = mem.l2s(address, shape, dname, mode=mode)
     np.testing.assert_array_equal(back.view(np.uint8), arr.view(np.uint8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_span_ranges_bytes_and_dummies_against_the_seed_formula(data):
+    """Every answer read from the byte layout, against a per-element loop over the seed's formula."""
+    X = data.draw(st.sampled_from([2, 3, 4]))
+    chip = Chip(X, 2048, 32)
+    dname = data.draw(st.sampled_from(["fp32", "fp16", "int8", "uint16"]))
+    mode = data.draw(st.sampled_from([None, MODE_OF.get(dname)]))
+    shape = tuple(data.draw(st.integers(1, n)) for n in (6, 7, 3, 4))
+    Q = data.draw(st.integers(0, X - 1))
+    try:
+        t = tensor_layout(chip, Q * chip.lmem_bytes + 64, shape, dtype=dname, mode=mode,
+                          layout=data.draw(st.sampled_from(["aligned", "compact"])))
+    except FootprintError:
+        return
+    e, k = np.dtype(DTYPES[dname]).itemsize, K[mode]
+    u, (ns, cs, hs, ws), R = e * k, t.stride, 64
+    owned = {}                                     # (npu, byte) -> "element" or "dummy"
+    for n in range(-(-shape[0] // k) * k):
+        for c, h, w, b in itertools.product(*(range(v) for v in shape[1:]), range(e)):
+            p = (Q + c) % X
+            off = R + u * ((n // k) * ns + ((Q + c) // X) * cs + h * hs + w * ws) + e * (n % k) + b
+            owned[(p, off)] = "element" if n < shape[0] else "dummy"
+    for p in range(X):
+        offs = [o for (q, o) in owned if q == p]
+        assert t.npu_ranges()[p] == ((min(offs), max(offs) + 1) if offs else None)
+        assert t.bytes_per_npu()[p] == len(offs)
+    assert t.end_offset == max(o for _, o in owned) + 1 and t.span == t.end_offset - R
+    for (p, o), kind in list(owned.items())[::7]:
+        assert t.is_dummy(p, o) == (kind == "dummy")
+        assert (t.element_at(p, o) is None) == (kind == "dummy")
+
+
+@pytest.mark.parametrize("rows, cols, W, Q", [(2, 40, 15, 0), (3, 17, 4, 2), (5, 9, 9, 3), (2, 8, 4, 1)])
+def test_matrix_ranges_and_bytes_against_the_formula(rows, cols, W, Q):
+    """npu_ranges claim whole channels (the 4-D view), bytes_per_npu count the matrix's own bytes."""
+    chip = Chip(4, 8192, 64)
+    t = matrix_layout(chip, Q * 8192 + 64, rows, cols, W)
+    ns, cs = t.stride[0], t.stride[1]
+    whole, own = {}, {}
+    for r, col in itertools.product(range(rows), range(t.shape[1] * W)):
+        ch = Q + col // W
+        p, off = ch % 4, 64 + 4 * (r * ns + (ch // 4) * cs + col % W)
+        for b in range(4):
+            whole.setdefault(p, []).append(off + b)
+            if col < cols:
+                own.setdefault(p, []).append(off + b)
+    assert t.npu_ranges() == [(min(whole[p]), max(whole[p]) + 1) if p in whole else None for p in range(4)]
+    assert t.bytes_per_npu().tolist() == [len(own.get(p, [])) for p in range(4)]

@@ -29,6 +29,7 @@ imports it lazily and :mod:`tensorlayout._copy` falls back to NumPy.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -86,17 +87,49 @@ class Plan:
     dst_off: int  # offset of element 0 from the lowest address, in words
     src_off: int
     streaming: bool = False  # whole cache lines written in order: store past the cache
+    arrays: tuple | None = None  # (dst strides, src strides, shape) as the kernels take them
 
 
-def _extent(arr: np.ndarray):
+@dataclass(frozen=True)
+class _Strides:
+    """What planning reads of an array: shape, strides, item size and bytes."""
+
+    shape: tuple
+    strides: tuple
+    itemsize: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.itemsize
+
+
+def _extent(arr):
     low = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
     high = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s > 0) + arr.itemsize
     return low, high
 
 
 def plan_copy(dst: np.ndarray, src: np.ndarray):
-    """Canonical form of ``dst[...] = src`` (same shape and dtype), or None if it has too many axes."""
-    isz = dst.itemsize
+    """Canonical form of ``dst[...] = src`` (same shape and dtype), or None if it has too many axes.
+
+    The form depends on the shapes, the strides and the addresses modulo 8 only, so it is
+    planned once for each of them (a layout's boxes are copied again and again)."""
+    d_ptr = dst.__array_interface__["data"][0]
+    s_ptr = src.__array_interface__["data"][0]
+    plan = _plan_cached(dst.shape, dst.strides, src.strides, dst.itemsize, d_ptr % 8, s_ptr % 8)
+    if plan is None:
+        return None
+    return Plan(plan.unit, plan.shape, plan.dst_strides, plan.src_strides, d_ptr + plan.dst_base,
+                plan.dst_span, s_ptr + plan.src_base, plan.src_span, plan.dst_off, plan.src_off,
+                plan.streaming, plan.arrays)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
+    """:func:`plan_copy` for arrays at addresses ``d_mod``, ``s_mod`` (mod 8); the bases it
+    returns are relative to the arrays' data pointers."""
+    dst = _Strides(shape, dst_strides, isz)
+    src = _Strides(shape, src_strides, isz)
     axes = [(n, sd, ss) for n, sd, ss in zip(dst.shape, dst.strides, src.strides) if n != 1]
     if not axes:
         axes = [(1, isz, isz)]
@@ -128,8 +161,8 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     # Word size: a run contiguous in both arrays is copied in the widest word that divides it.
     d_low, d_high = _extent(dst)
     s_low, s_high = _extent(src)
-    d_addr = dst.__array_interface__["data"][0] + d_low
-    s_addr = src.__array_interface__["data"][0] + s_low
+    d_addr = d_mod + d_low         # the address, as far as alignment to 8 goes
+    s_addr = s_mod + s_low
     n, sd, ss = merged[-1]
     contiguous = sd == isz and ss == isz
     run_bytes = n * isz if contiguous else isz
@@ -181,9 +214,11 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
         unit=unit, shape=shape,
         dst_strides=tuple(a[1] // unit for a in merged),
         src_strides=tuple(a[2] // unit for a in merged),
-        dst_base=d_addr, dst_span=d_high - d_low,
-        src_base=s_addr, src_span=s_high - s_low,
+        dst_base=d_low, dst_span=d_high - d_low,
+        src_base=s_low, src_span=s_high - s_low,
         dst_off=-d_low // unit, src_off=-s_low // unit, streaming=streaming,
+        arrays=tuple(np.array(v, dtype=np.int64) for v in (
+            [a[1] // unit for a in merged], [a[2] // unit for a in merged], shape)),
     )
 
 
@@ -282,6 +317,124 @@ def _warm_kernel():
             kernel(d, 0, strides, s, 0, strides, shape, False)
 
 
+def lanes_of(plan: Plan):
+    """``('pack', k)`` when the plan writes ``k`` lanes of small values into words (an NPU's
+    4N/2N/2IC unit, ``k * unit`` = 4 or 8 bytes), ``('unpack', k)`` when it reads them back,
+    else None.  Such a copy moves whole words with shifts instead of single values."""
+    k_out, k_in = plan.shape[-1], plan.shape[-2]
+    d, s = plan.dst_strides, plan.src_strides
+    if (plan.unit < 4 and k_out in (2, 4) and plan.unit * k_out in (4, 8) and d[-1] == 1
+            and d[-2] == k_out and s[-2] == 1 and plan.dst_base % (plan.unit * k_out) == 0
+            and all(v % k_out == 0 for v in d[:-1]) and plan.dst_off % k_out == 0):
+        return "pack", k_out
+    if (plan.unit < 4 and k_in in (2, 4) and plan.unit * k_in in (4, 8) and s[-1] == k_in
+            and s[-2] == 1 and d[-1] == 1 and plan.src_base % (plan.unit * k_in) == 0
+            and all(v % k_in == 0 for v in s[:-2] + (s[-1],)) and plan.src_off % k_in == 0):
+        return "unpack", k_in
+    return None
+
+
+_lane_kernels: dict = {}
+
+
+def _lane_kernel(unit: int, k: int):
+    """The compiled word interleave for ``k`` lanes of ``unit``-byte values (made once each;
+    ``k`` and the shifts are constants of the closure, so the compiler vectorises).  One
+    thread: the copies are a few MB, and a busy machine stalls parallel steps more than a
+    single stream of words costs."""
+    key = (unit, k)
+    if key in _lane_kernels:
+        return _lane_kernels[key]
+    import numba
+
+    Wt = numba.uint32 if unit * k == 4 else numba.uint64
+    Et = {1: numba.uint8, 2: numba.uint16, 4: numba.uint32}[unit]
+    bits = 8 * unit
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def row_starts(doff, dstr, soff, sstr, shape):  # pragma: no cover - compiled
+        """Where each run of the four outer axes starts, on either side."""
+        rows = shape[0] * shape[1] * shape[2] * shape[3]
+        ds = np.empty(rows, np.int64)
+        ss = np.empty(rows, np.int64)
+        r = 0
+        for i0 in range(shape[0]):
+            for i1 in range(shape[1]):
+                for i2 in range(shape[2]):
+                    for i3 in range(shape[3]):
+                        ds[r] = doff + i0 * dstr[0] + i1 * dstr[1] + i2 * dstr[2] + i3 * dstr[3]
+                        ss[r] = soff + i0 * sstr[0] + i1 * sstr[1] + i2 * sstr[2] + i3 * sstr[3]
+                        r += 1
+        return ds, ss
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def pack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
+        n, lane = shape[4], sstr[5]           # runs of n words; the k lanes are rows ``lane`` apart
+        ds, ss = row_starts(doff, dstr, soff, sstr, shape)
+        for r in range(ds.size):
+            o = dst[ds[r]:ds[r] + n]
+            a = src[ss[r]:ss[r] + n]
+            b = src[ss[r] + lane:ss[r] + lane + n]
+            if k == 4:                        # one pass: every word built from its k lanes
+                c = src[ss[r] + 2 * lane:ss[r] + 2 * lane + n]
+                e = src[ss[r] + 3 * lane:ss[r] + 3 * lane + n]
+                for j in range(n):
+                    o[j] = (Wt(a[j]) | (Wt(b[j]) << Wt(bits)) | (Wt(c[j]) << Wt(2 * bits))
+                            | (Wt(e[j]) << Wt(3 * bits)))
+            else:
+                for j in range(n):
+                    o[j] = Wt(a[j]) | (Wt(b[j]) << Wt(bits))
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def unpack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
+        lane, n = dstr[4], shape[5]           # k rows ``lane`` apart get the lanes of n words
+        ds, ss = row_starts(doff, dstr, soff, sstr, shape)
+        for r in range(ds.size):
+            w, d = src[ss[r]:ss[r] + n], ds[r]
+            lo, hi = dst[d:d + n], dst[d + lane:d + lane + n]
+            if k == 2:
+                for j in range(n):
+                    lo[j], hi[j] = Et(w[j]), Et(w[j] >> Wt(bits))
+                continue
+            lo2, hi2 = dst[d + 2 * lane:d + 2 * lane + n], dst[d + 3 * lane:d + 3 * lane + n]
+            for j in range(n):
+                v = w[j]
+                lo[j], hi[j] = Et(v), Et(v >> Wt(bits))
+                lo2[j], hi2[j] = Et(v >> Wt(2 * bits)), Et(v >> Wt(3 * bits))
+
+    _lane_kernels[key] = (pack, unpack)
+    return pack, unpack
+
+
+def _run_lanes(dst, src, plan: Plan, how: str, k: int) -> None:
+    """One lane copy: the word side is addressed in words, the value side in values."""
+    pack, unpack = _lane_kernel(plan.unit, k)
+    words = np.dtype(f"u{plan.unit * k}")
+    dstr, sstr, shape = plan.arrays
+    if how == "pack":
+        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, words.itemsize, False))
+        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
+        pack(d, plan.dst_off // k, dstr // k, s, plan.src_off, sstr, shape)
+    else:
+        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
+        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, words.itemsize, True))
+        unpack(d, plan.dst_off, dstr, s, plan.src_off // k, sstr // k, shape)
+
+
+def _warm_lanes(unit: int, k: int):
+    """Compile the lane kernels of one packed unit, both ways, sources writable and read-only."""
+    i64 = np.int64
+    pack, unpack = _lane_kernel(unit, k)
+    word = f"u{unit * k}"
+    for readonly in (False, True):
+        vals, words = np.ones(2 * k, dtype=f"u{unit}"), np.ones(2, dtype=word)
+        vals.flags.writeable = words.flags.writeable = not readonly
+        pack(np.zeros(2, dtype=word), 0, np.zeros(6, i64), vals, 0,
+             np.array([0, 0, 0, 0, 0, 2], i64), np.array([1, 1, 1, 1, 2, k], i64))
+        unpack(np.zeros(2 * k, dtype=f"u{unit}"), 0, np.array([0, 0, 0, 0, 2, 0], i64), words, 0,
+               np.zeros(6, i64), np.array([1, 1, 1, 1, k, 2], i64))
+
+
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
     """Copy with the compiled kernel; False (nothing written) when it cannot take this copy
     (or when the kernel is not compiled yet: it then compiles in the background)."""
@@ -295,13 +448,19 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
     plan = plan_copy(dst, src)
     if plan is None:
         return False
+    lanes = lanes_of(plan)
+    if lanes is not None:
+        unit, k = plan.unit, lanes[1]
+        if _jit.ready(("copy-lanes", unit, k), list(_lane_kernel(unit, k)),
+                      functools.partial(_warm_lanes, unit, k)):
+            _run_lanes(dst, src, plan, *lanes)
+            return True
     d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
     s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
     if not s.flags.writeable:
         s = s.view()
-    kernel(d, plan.dst_off, np.array(plan.dst_strides, dtype=np.int64), s, plan.src_off,
-           np.array(plan.src_strides, dtype=np.int64), np.array(plan.shape, dtype=np.int64),
-           plan.streaming)
+    dstr, sstr, shape = plan.arrays
+    kernel(d, plan.dst_off, dstr, s, plan.src_off, sstr, shape, plan.streaming)
     return True
 
 

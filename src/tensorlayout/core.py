@@ -38,10 +38,11 @@ Example, the seed's channel-major image of an NHWC tensor (1, 2, 3, 5)::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -58,7 +59,7 @@ from .errors import (
     short,
 )
 
-__all__ = ["Digit", "Layout"]
+__all__ = ["Digit", "Layout", "convert"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,31 @@ class Digit:
     extent: int  # how many values this digit takes over the padded grid
 
 
-@dataclass(frozen=True, eq=False)
+def _canonical_digits(name, dims, digits) -> tuple[tuple[tuple[int | None, int], ...], ...]:
+    """``{dim: stride or [(radix, stride), ...]}`` (or the tuple form) -> one tuple per dimension."""
+    if not isinstance(digits, Mapping):
+        digits = dict(zip(dims, digits))
+    unknown = set(digits) - set(dims)
+    if unknown:
+        raise LayoutError(f"{name}: digits or offsets name unknown dimensions {sorted(unknown)}")
+    out = []
+    for d in dims:
+        spec = digits.get(d)
+        if spec is None:
+            raise LayoutError(f"{name}: dimension {d!r} has no stride")
+        pairs = [(None, spec)] if isinstance(spec, (int, np.integer)) else list(spec)
+        canon = []
+        for k, (radix, stride) in enumerate(pairs):
+            if (radix is None) != (k == len(pairs) - 1):
+                raise LayoutError(f"{name}: only the outermost digit of {d!r} has no radix")
+            if int(stride) < 0:
+                raise LayoutError(f"{name}: stride of {d!r} = {stride} must be >= 0")
+            canon.append((None if radix is None else int(radix), int(stride)))
+        out.append(tuple(canon))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Layout:
     """A logical shape, its digits and strides into a physical space (see module docstring).
 
@@ -81,78 +106,125 @@ class Layout:
     being ``None``.  ``offsets`` shifts a dimension before splitting.
     ``owned_padding`` names the dimensions whose padding slots belong to the
     tensor (zero-filled by pack); by default all of them do.
+
+    A layout is a value: its fields are fixed in canonical form at construction
+    (``digits`` one tuple of ``(radix, stride)`` pairs per dimension, ``offsets``
+    one int per dimension, ``owned`` one flag per dimension), and two layouts
+    are equal, and hash alike, when they are the same map: same logical shape,
+    physical space, digits, offsets, base and owned padding.  The names
+    (``name``, ``dims``, ``physical_axes``) are labels and do not count.
+
+    >>> a = Layout("a", ("h", "w"), (2, 3), (6,), {"h": 3, "w": 1})
+    >>> b = Layout("b", ("y", "x"), [2, 3], (6,), (((None, 3),), [(None, 1)]))
+    >>> a == b, hash(a) == hash(b), a.digits
+    (True, True, (((None, 3),), ((None, 1),)))
     """
 
-    name: str
-    dims: tuple[str, ...]
+    name: str = field(compare=False)
+    dims: tuple[str, ...] = field(compare=False)
     shape: tuple[int, ...]
     physical_shape: tuple[int, ...]
-    digits: Mapping[str, object]
-    offsets: Mapping[str, int] = field(default_factory=dict)
+    digits: tuple[tuple[tuple[int | None, int], ...], ...]
+    offsets: tuple[int, ...] = ()
     base: int = 0
-    owned_padding: Sequence[str] | None = None
-    physical_axes: tuple[str, ...] | None = None
+    owned_padding: tuple[str, ...] | None = field(default=None, compare=False)
+    physical_axes: tuple[str, ...] | None = field(default=None, compare=False)
+    owned: tuple[bool, ...] = field(init=False)
 
     # ---------------------------------------------------------------- set-up
     def __post_init__(self):
-        shape = check_shape(f"{self.name} shape", self.shape, rank=len(self.dims))
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "physical_shape", tuple(int(s) for s in self.physical_shape))
-        unknown = set(self.digits) - set(self.dims) | set(self.offsets) - set(self.dims)
-        if unknown:
-            raise LayoutError(f"{self.name}: digits or offsets name unknown dimensions {sorted(unknown)}")
-        owned = set(self.dims if self.owned_padding is None else self.owned_padding)
-        object.__setattr__(self, "_owned", tuple(d in owned for d in self.dims))
-        per_dim: list[tuple[Digit, ...]] = []
-        for i, name in enumerate(self.dims):
-            spec = self.digits.get(name)
-            if spec is None:
-                raise LayoutError(f"{self.name}: dimension {name!r} has no stride")
-            pairs = [(None, spec)] if isinstance(spec, (int, np.integer)) else list(spec)
-            off = int(self.offsets.get(name, 0))
+        dims = tuple(self.dims)
+        offsets = self.offsets
+        if isinstance(offsets, Mapping):
+            unknown = set(offsets) - set(dims)
+            if unknown:
+                raise LayoutError(f"{self.name}: digits or offsets name unknown dimensions {sorted(unknown)}")
+            offsets = tuple(int(offsets.get(d, 0)) for d in dims)
+        offsets = tuple(int(o) for o in offsets) or (0,) * len(dims)
+        owned_names = dims if self.owned_padding is None else tuple(
+            d for d in dims if d in set(self.owned_padding))
+        canonical = dict(
+            dims=dims,
+            shape=check_shape(f"{self.name} shape", self.shape, rank=len(dims)),
+            physical_shape=tuple(int(s) for s in self.physical_shape),
+            digits=_canonical_digits(self.name, dims, self.digits),
+            offsets=offsets, base=int(self.base), owned_padding=owned_names,
+            owned=tuple(d in owned_names for d in dims),
+            physical_axes=None if self.physical_axes is None else tuple(self.physical_axes))
+        for key, value in canonical.items():   # a frozen value: its canonical form, set once
+            object.__setattr__(self, key, value)
+        for name, off in zip(dims, offsets):
             if off < 0:
                 raise LayoutError(f"{self.name}: offset of {name!r} = {off} must be >= 0")
-            span = off + shape[i]
-            digs, div = [], 1
-            for k, (radix, stride) in enumerate(pairs):
-                last = k == len(pairs) - 1
-                if (radix is None) != last:
-                    raise LayoutError(f"{self.name}: only the outermost digit of {name!r} has no radix")
-                if int(stride) < 0:
-                    raise LayoutError(f"{self.name}: stride of {name!r} = {stride} must be >= 0")
-                ext = -(-span // div)
-                if radix is not None and not self._owned[i]:
-                    # Foreign padding: the grid stops where the tensor does.  Owned padding
-                    # (lanes past C = 3, a 4N word's dummies when N < 4) spans the whole
-                    # radix, so pack writes it as zero even into an existing array.
-                    ext = min(int(radix), ext)
-                elif radix is not None:
-                    ext = int(radix)
-                digs.append(Digit(i, div, None if radix is None else int(radix), int(stride), ext))
-                if radix is not None:
-                    div *= int(radix)
-            per_dim.append(tuple(digs))
-        object.__setattr__(self, "_per_dim", tuple(per_dim))
-        # Grid axes: dimensions in order, digits outermost first within each.
-        grid = tuple(d for digs in per_dim for d in reversed(digs))
-        object.__setattr__(self, "_grid", grid)
-        reach = self.base + sum((d.extent - 1) * d.stride for d in grid)
+        reach = self.reach() - 1
         if self.base < 0 or reach >= self.physical_size:
             raise FootprintError(
                 f"{self.name}: the layout reaches location {reach} (base {self.base}), "
                 f"past the physical size {self.physical_size} of {self.physical_shape}"
             )
-        object.__setattr__(self, "_nested", self._check_nested())
-        object.__setattr__(self, "_dense_inverse", None)
 
-    def _check_nested(self) -> bool:
-        """True when the digits' strides nest, so a location decodes greedily."""
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        """The hash of the map (its compared fields), computed once: layouts key the plan caches."""
+        return hash((self.shape, self.physical_shape, self.digits, self.offsets, self.base, self.owned))
+
+    @functools.cached_property
+    def _per_dim(self) -> tuple[tuple[Digit, ...], ...]:
+        """The digits of every dimension, innermost first, with their divisors and grid extents."""
+        per_dim = []
+        for i, pairs in enumerate(self.digits):
+            span = self.offsets[i] + self.shape[i]
+            digs, div = [], 1
+            for radix, stride in pairs:
+                ext = -(-span // div)
+                if radix is not None:
+                    # Owned padding (lanes past C = 3, a 4N word's dummies when N < 4) spans the
+                    # whole radix, so pack writes it as zero; foreign padding stops where the
+                    # tensor does.
+                    ext = radix if self.owned[i] else min(radix, ext)
+                digs.append(Digit(i, div, radix, stride, ext))
+                if radix is not None:
+                    div *= radix
+            per_dim.append(tuple(digs))
+        return tuple(per_dim)
+
+    @functools.cached_property
+    def _grid(self) -> tuple[Digit, ...]:
+        """Grid axes: dimensions in order, digits outermost first within each."""
+        return tuple(d for digs in self._per_dim for d in reversed(digs))
+
+    @functools.cached_property
+    def nested(self) -> bool:
+        """True when the digits' strides nest (each larger than all below it can reach), so a
+        location decodes digit by digit, largest stride first."""
         live = sorted((d for d in self._grid if d.extent > 1), key=lambda d: -d.stride)
         for k, dig in enumerate(live):
             below = sum((d.extent - 1) * d.stride for d in live[k + 1:])
             if dig.stride <= below:
                 return False
         return True
+
+    @functools.cached_property
+    def injective(self) -> bool:
+        """True when no two elements share a location.
+
+        Nested strides decide it at once; other strides are checked element by element,
+        up to 2**22 elements (a larger tensor with such strides counts as not injective).
+
+        >>> Layout("skew", ("a", "b"), (2, 4), (14,), {"a": 4, "b": 3}).injective
+        True
+        >>> Layout("overlap", ("a", "b"), (2, 4), (14,), {"a": 2, "b": 1}).injective
+        False
+        """
+        if self.nested:
+            return True
+        if self.count > 1 << 22:
+            return False
+        locs = self.locate_flat(tuple(np.indices(self.shape).reshape(self.ndim, -1)))
+        return bool(np.unique(locs).size == locs.size)
 
     # ------------------------------------------------------------ properties
     @property
@@ -183,6 +255,31 @@ class Layout:
         """Fraction of the physical space that holds no element."""
         return 1.0 - self.count / self.physical_size
 
+    def reach(self, row: int | None = None) -> int:
+        """One past the last location the padded grid touches.
+
+        With ``row``, the physical space is read as rows of ``row`` slots (an NPU's S
+        bytes): a split digit whose stride is a whole number of rows picks the row (the
+        NPU digit of the channels) and does not count, and the answer is the offset inside
+        a row one past the last slot the grid touches.
+        The seed's aligned fp32 tensor (2, 3, 4, 5) from NPU 2 ends at byte 464:
+
+        >>> lay = Layout("npu", ("n", "c", "h", "w", "b"), (2, 3, 4, 5, 4), (4, 1024),
+        ...              {"n": 256, "c": [(4, 1024), (None, 128)], "h": 20, "w": 4, "b": 1},
+        ...              offsets={"c": 2}, owned_padding=("n", "h", "w", "b"))
+        >>> lay.reach(1024), lay.extent
+        (464, 3536)
+        """
+        if row is None:
+            return self.base + sum((d.extent - 1) * d.stride for d in self._grid) + 1
+        return self.base % row + sum((d.extent - 1) * d.stride for d in self._grid
+                                     if not self._row_axis(d, row)) + 1
+
+    @property
+    def extent(self) -> int:
+        """Slots from the first location (``base``) to one past the last the grid touches."""
+        return self.reach() - self.base
+
     def digits_of(self, dim: str) -> tuple[Digit, ...]:
         """The digits of one dimension, innermost first."""
         return self._per_dim[self.dims.index(dim)]
@@ -191,9 +288,250 @@ class Layout:
         shape = ", ".join(f"{n}={s}" for n, s in zip(self.dims, self.shape))
         return f"Layout({self.name}: {shape} -> physical {self.physical_shape})"
 
+    # ------------------------------------------------------------ algebra
+    def coalesce(self) -> "Layout":
+        """The same map with the fewest digits: contiguous digits merged, as CuTe's coalesce.
+
+        Inside a dimension, a digit whose stride continues the one below it merges with
+        it (where that keeps the owned padding); next to each other, two dimensions merge
+        when the inner one is a plain run without padding that the outer one continues;
+        dimensions of size 1 without padding go.  The result maps the row-major flat
+        index of the tensor exactly as this layout does, pads the same slots, and is what
+        pack and unpack copy with.  A dense NCHW buffer is one run:
+
+        >>> nchw = Layout("NCHW", ("n", "c", "h", "w"), (2, 3, 4, 5), (120,),
+        ...               {"n": 60, "c": 20, "h": 5, "w": 1})
+        >>> co = nchw.coalesce()
+        >>> co.shape, co.digits, co.dims
+        ((120,), (((None, 1),),), ('nchw',))
+        """
+        return _coalesced(self, self.name, self.dims)   # names are part of the answer
+
+    def _coalesce(self) -> "Layout":
+        """The coalesced layout, built once per layout value (see :meth:`coalesce`)."""
+        dims, shape, offsets, owned = list(self.dims), list(self.shape), list(self.offsets), list(self.owned)
+        digits = [_merge_digits(list(d), off + n, own)
+                  for d, off, n, own in zip(self.digits, offsets, shape, owned)]
+        i = len(dims) - 1
+        while i > 0:
+            o, n = i - 1, i          # outer and inner neighbours
+            inner_plain = len(digits[n]) == 1 and offsets[n] == 0
+            outer_plain = len(digits[o]) == 1 and offsets[o] == 0
+            if inner_plain and shape[n] == 1 or outer_plain and shape[o] == 1:
+                keep = o if inner_plain and shape[n] == 1 else n
+                drop = n if keep == o else o
+                for lst in (dims, shape, offsets, owned, digits):
+                    del lst[drop]
+                i = min(i, len(dims) - 1)
+                continue
+            s_in = digits[n][0][1]
+            if inner_plain and digits[o][0][1] == shape[n] * s_in:   # outer continues the inner run
+                span = (offsets[o] * shape[n], shape[o] * shape[n])
+                merged = _merge_digits([(shape[n], s_in)] + list(digits[o]), span[0] + span[1], owned[o])
+                dims[o:n + 1] = [dims[o] + dims[n]]
+                shape[o:n + 1] = [span[1]]
+                offsets[o:n + 1] = [span[0]]
+                owned[o:n + 1] = [owned[o]]
+                digits[o:n + 1] = [merged]
+            i -= 1
+        if not dims:
+            dims, shape, offsets, owned, digits = ["_"], [1], [0], [True], [((None, 0),)]
+        return Layout(self.name, tuple(dims), tuple(shape), self.physical_shape, tuple(digits),
+                      offsets=tuple(offsets), base=self.base,
+                      owned_padding=tuple(d for d, own in zip(dims, owned) if own),
+                      physical_axes=self.physical_axes)
+
+    def transpose(self, *dims: str) -> "Layout":
+        """The same placement with its logical dimensions in the order ``dims``.
+
+        Two layouts of one tensor in different index orders (an NHWC image and an NCHW
+        NPU tensor) become comparable, and :func:`convert` moves data between them:
+
+        >>> img = Layout("rows", ("h", "w", "c"), (2, 3, 4), (24,), {"h": 12, "w": 4, "c": 1})
+        >>> chw = img.transpose("c", "h", "w")
+        >>> chw.shape, chw.locate_flat((3, 1, 2)) == img.locate_flat((1, 2, 3))
+        ((4, 2, 3), True)
+        """
+        if sorted(dims) != sorted(self.dims):
+            raise RankError(f"dims = {dims!r} is not allowed: it must order {self.dims}")
+        order = [self.dims.index(d) for d in dims]
+        return Layout(self.name, tuple(dims), tuple(self.shape[i] for i in order), self.physical_shape,
+                      tuple(self.digits[i] for i in order), offsets=tuple(self.offsets[i] for i in order),
+                      base=self.base, owned_padding=self.owned_padding, physical_axes=self.physical_axes)
+
+    def recast(self, old_bytes: int, new_bytes: int, dim: str = "b") -> "Layout":
+        """The same placement counted in units of ``new_bytes`` instead of ``old_bytes``.
+
+        To a smaller unit, every location and stride scales up and each old unit gets an
+        innermost dimension ``dim`` (its bytes, say).  To a larger unit, the digits with
+        strides below the new unit must tile it exactly (an element's bytes, or a 4N
+        word's four int8 values: n's inner digit); they fold into the unit and leave the
+        layout, a dimension split there keeping only its outer digits.  The physical
+        space's last axis is counted in the new unit.  Bytes of a (2, 3) float32 buffer
+        in elements, and int8 values in 4N words:
+
+        >>> b = Layout("bytes", ("h", "w", "b"), (2, 3, 4), (24,), {"h": 12, "w": 4, "b": 1})
+        >>> e = b.recast(1, 4)
+        >>> e.dims, e.shape, e.digits, e.recast(4, 1) == b
+        (('h', 'w'), (2, 3), (((None, 3),), ((None, 1),)), True)
+        >>> n4 = Layout("4N", ("n", "c", "b"), (6, 2, 1), (16,), {"n": [(4, 1), (None, 8)], "c": 4, "b": 1})
+        >>> w = n4.recast(1, 4)
+        >>> w.dims, w.shape, w.physical_shape, w.locate((1, 1))
+        (('n', 'c'), (2, 2), (4,), (3,))
+        """
+        for name, v in (("old_bytes", old_bytes), ("new_bytes", new_bytes)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise LayoutError(f"{name} = {v!r} is not allowed: it must be a positive integer")
+        if new_bytes == old_bytes:
+            return self
+        if old_bytes % new_bytes == 0:
+            f = old_bytes // new_bytes
+            name = dim if dim not in self.dims else dim + "_"
+            return Layout(self.name, self.dims + (name,), self.shape + (f,),
+                          self.physical_shape[:-1] + (self.physical_shape[-1] * f,),
+                          tuple(tuple((r, st * f) for r, st in d) for d in self.digits) + (((None, 1),),),
+                          offsets=self.offsets + (0,), base=self.base * f,
+                          owned_padding=self.owned_padding + (name,), physical_axes=self.physical_axes)
+        if new_bytes % old_bytes:
+            raise LayoutError(f"new_bytes = {new_bytes} is not allowed with old_bytes = {old_bytes}: "
+                              "one unit must be a whole number of the other")
+        return self._fold(new_bytes // old_bytes)
+
+    def _fold(self, f: int) -> "Layout":
+        """Fold the digits below stride ``f`` into one unit of ``f`` slots (see :meth:`recast`)."""
+        def refuse(why):
+            raise LayoutError(f"{self.name}: cannot count in units of {f} slots: {why}")
+
+        if self.base % f or self.physical_shape[-1] % f:
+            refuse(f"base {self.base} and the last physical axis {self.physical_shape[-1]} must be multiples")
+        live = sorted((d for d in self._grid if d.stride < f and d.extent > 1), key=lambda d: d.stride)
+        acc = 1
+        for dig in live:
+            size = dig.radix if dig.radix is not None else dig.extent
+            if dig.stride != acc:
+                refuse(f"the digits below it do not tile it (a stride {dig.stride} where {acc} is next)")
+            acc *= size
+        if acc != f:
+            refuse(f"the digits below it cover {acc} slots")
+        dims, shape, digits, offsets, owned = [], [], [], [], []
+        for i, digs in enumerate(self._per_dim):
+            k = 0
+            while k < len(digs) and digs[k].stride < f:
+                k += 1
+            rest = [(d.radix, d.stride // f) for d in digs[k:]]
+            bad = [d.stride for d in digs[k:] if d.stride % f and d.extent > 1]
+            if bad:
+                refuse(f"the stride {bad[0]} of {self.dims[i]!r} is not a multiple")
+            span = self.offsets[i] + self.shape[i]
+            div = digs[k].div if rest else math.prod(d.extent for d in digs)
+            if not rest:
+                if self.offsets[i] or span != div:
+                    refuse(f"dimension {self.dims[i]!r} has padding inside a unit")
+                continue
+            if self.offsets[i] % div:
+                refuse(f"the offset of {self.dims[i]!r} does not start a unit")
+            dims.append(self.dims[i])
+            shape.append(-(-span // div) - self.offsets[i] // div)
+            offsets.append(self.offsets[i] // div)
+            owned.append(self.owned[i])
+            digits.append(tuple(rest))
+        return Layout(self.name, tuple(dims), tuple(shape),
+                      self.physical_shape[:-1] + (self.physical_shape[-1] // f,), tuple(digits),
+                      offsets=tuple(offsets), base=self.base // f,
+                      owned_padding=tuple(d for d, own in zip(dims, owned) if own),
+                      physical_axes=self.physical_axes)
+
+    def compose(self, inner: "Layout") -> "Layout":
+        """``self`` after ``inner``: the layout taking ``inner``'s index to ``self``'s location.
+
+        ``inner``'s physical space is ``self``'s logical tensor, read row-major (so
+        ``inner.physical_size == self.count``); ``self`` must be a plain mixed-radix map
+        (no offsets, no padding), and every digit of ``inner`` must fall on whole digits
+        of it, as in CuTe's composition.  A transpose of a (4, 6) buffer, viewed as
+        (2, 2, 6) blocks of rows:
+
+        >>> t = Layout("T", ("r", "c"), (4, 6), (24,), {"r": 1, "c": 4})
+        >>> blocks = Layout("B", ("a", "b", "c"), (2, 2, 6), (4, 6), {"a": 12, "b": 6, "c": 1})
+        >>> tb = t.compose(blocks)
+        >>> tb.locate_flat((1, 0, 5)) == t.locate_flat((2, 5))
+        True
+        """
+        if not isinstance(inner, Layout):
+            raise LayoutError(f"inner = {short(inner)!r} is not allowed: it must be a Layout")
+        if inner.physical_size != self.count:
+            raise ShapeError(f"inner's physical space {inner.physical_shape} has {inner.physical_size} "
+                             f"slots: it must be the {self.count} elements of {self.shape}")
+        if inner.base:
+            raise LayoutError(f"inner has base {inner.base}: composition needs base 0")
+        modes = []                                  # (size, stride), innermost first
+        for i in reversed(range(self.ndim)):
+            for dig in self._per_dim[i]:
+                size = dig.radix if dig.radix is not None else dig.extent
+                if self.offsets[i] or (dig.radix is None and size * dig.div != self.shape[i]):
+                    raise LayoutError(f"{self.name}: dimension {self.dims[i]!r} has an offset or padding; "
+                                      "composition needs a plain mixed-radix layout")
+                modes.append((size, dig.stride))
+        digits = []
+        for i, digs in enumerate(inner._per_dim):
+            out = []
+            for dig in digs:
+                size = dig.radix if dig.radix is not None else dig.extent
+                parts = _compose_digit(modes, size, dig.stride, last=dig.radix is None, name=self.name)
+                out += parts
+            digits.append(tuple(out))
+        return Layout(f"{self.name}∘{inner.name}", inner.dims, inner.shape, self.physical_shape,
+                      tuple(digits), offsets=inner.offsets, base=self.base,
+                      owned_padding=inner.owned_padding, physical_axes=self.physical_axes)
+
+    def _row_axis(self, dig: Digit, row: int) -> bool:
+        """A split digit whose stride is whole rows picks the row (an NPU): it does not reach along one."""
+        return dig.radix is not None and dig.stride > 0 and dig.stride % row == 0
+
+    def _rows(self, row: int, with_padding: bool):
+        """Per row of ``row`` slots: [lo, hi, slots] over the boxes of elements (and owned padding)."""
+        out: list = [None] * (self.physical_size // row)
+        for combo in itertools.product(*(boxes for _, boxes in self._boxes(with_padding))):
+            rows, hi, slots = [self.base], 0, 1
+            for digs, box in zip(self._per_dim, combo):
+                for dig, (lo_v, hi_v) in zip(reversed(digs), box[1]):
+                    if self._row_axis(dig, row):
+                        rows = [r + v * dig.stride for r in rows for v in range(lo_v, hi_v)]
+                    else:
+                        rows = [r + lo_v * dig.stride for r in rows]
+                        hi += (hi_v - lo_v - 1) * dig.stride
+                        slots *= hi_v - lo_v
+            for loc in rows:
+                r, a = divmod(loc, row)
+                cur = out[r]
+                out[r] = [a, a + hi + 1, slots] if cur is None else \
+                    [min(cur[0], a), max(cur[1], a + hi + 1), cur[2] + slots]
+        return out
+
+    def row_ranges(self, row: int, padding: bool = True) -> list[tuple[int, int] | None]:
+        """Per row of ``row`` slots (an NPU's bytes), ``[lo, hi)`` from the first to one past
+        the last slot the tensor holds there (its elements and, with ``padding``, its owned
+        padding: a 4N word's dummies), or None.
+
+        >>> lay = Layout("npu", ("c", "w"), (6, 2), (4, 16), {"c": [(4, 16), (None, 2)], "w": 1},
+        ...              offsets={"c": 1}, owned_padding=("w",))
+        >>> lay.row_ranges(16)
+        [(2, 4), (0, 4), (0, 4), (0, 2)]
+        """
+        return [None if r is None else (r[0], r[1]) for r in self._rows(row, padding)]
+
+    def row_slots(self, row: int, padding: bool = True) -> list[int]:
+        """Per row of ``row`` slots, how many hold an element (and, with ``padding``, owned padding).
+
+        >>> Layout("lanes", ("c",), (6,), (2, 8), {"c": [(4, 1), (None, 8)]}).row_slots(8)
+        [4, 4]
+        """
+        return [0 if r is None else r[2] for r in self._rows(row, padding)]
+
     # ------------------------------------------------------------ index maps
-    def _indices(self, index) -> tuple[np.ndarray, ...]:
-        """Normalise ``index`` (a tuple of ints/arrays, or an array whose last axis is ndim)."""
+    def _indices(self, index, integers: bool = False) -> tuple[np.ndarray, ...]:
+        """Normalise ``index`` (a tuple of ints/arrays, or an array whose last axis is ndim).
+
+        With ``integers``, whole floats and booleans are refused too (IndexOutOfRange)."""
         if isinstance(index, np.ndarray) and index.ndim >= 1 and not isinstance(index, tuple):
             if index.shape[-1] != self.ndim:
                 raise RankError(
@@ -218,6 +556,8 @@ class Layout:
                 a = np.asarray(p)
             except (ValueError, TypeError, OverflowError):
                 a = np.asarray(None)
+            if integers and (isinstance(p, (bool, np.bool_)) or a.dtype.kind not in "iuO"):
+                raise IndexOutOfRange(f"index {name} = {short(p)!r} is not allowed: indices must be integers")
             if a.dtype.kind == "O" and a.size and all(
                     isinstance(v, int) and not isinstance(v, bool) for v in a.flat):
                 v = max(a.flat, key=abs)           # an integer too large for int64
@@ -244,8 +584,8 @@ class Layout:
         """Element index -> flat physical location (vectorised over arrays)."""
         idx = self._indices(index)
         loc = np.int64(self.base)
-        for digs, d in zip(self._per_dim, idx):
-            j = d + int(self.offsets.get(self.dims[digs[0].dim], 0)) if digs else d
+        for digs, d, off in zip(self._per_dim, idx, self.offsets):
+            j = d + off
             for dig in digs:
                 v = j // dig.div
                 if dig.radix is not None:
@@ -271,37 +611,68 @@ class Layout:
             raise IndexOutOfRange(
                 f"location {v} is outside the physical space of {self.physical_size} slots {self.physical_shape}"
             )
-        if not self._nested:
+        if not self.nested:
             return self._dense_lookup(flat)
+        index, on_grid, inside = self._decode(flat)
+        valid = on_grid & np.logical_and.reduce(inside)
+        return tuple(np.where(valid, d, 0) for d in index), valid
+
+    def _decode(self, flat: np.ndarray):
+        """Greedy decode of nested digits: (index per dim, slot on the padded grid, per-dim in range)."""
         rem = flat - self.base
-        valid = rem >= 0
+        on_grid = rem >= 0
         values = {}
         for dig in sorted(self._grid, key=lambda d: -d.stride):
             if dig.extent == 1 or dig.stride == 0:
                 v = np.zeros_like(rem)
             else:
                 v = np.floor_divide(rem, dig.stride)
-                valid &= (v >= 0) & (v < dig.extent)
+                on_grid &= (v >= 0) & (v < dig.extent)
                 v = np.clip(v, 0, dig.extent - 1)
                 rem = rem - v * dig.stride
             values[id(dig)] = v
-        valid &= rem == 0
-        index = []
+        on_grid &= rem == 0
+        index, inside = [], []
         for i, digs in enumerate(self._per_dim):
-            j = sum(values[id(dig)] * dig.div for dig in digs)
-            d = j - int(self.offsets.get(self.dims[i], 0))
-            valid &= (d >= 0) & (d < self.shape[i])
-            index.append(np.where(valid, d, 0))
-        return tuple(index), valid
+            d = sum(values[id(dig)] * dig.div for dig in digs) - self.offsets[i]
+            index.append(d)
+            inside.append((d >= 0) & (d < self.shape[i]))
+        return index, on_grid, inside
+
+    def padding_at_flat(self, flat) -> np.ndarray:
+        """Flat physical locations -> True where the slot is owned padding of this layout
+        (an RGBA lane past C, a 4N dummy): written as 0 by pack, holding no element.
+
+        >>> lay = Layout("lanes", ("c",), (3,), (8,), {"c": [(4, 1), (None, 4)]})
+        >>> lay.padding_at_flat(np.arange(8)).tolist()
+        [False, False, False, True, False, False, False, False]
+        """
+        flat = _location_array("location", flat)
+        if not self.nested:
+            return self.padding_mask().reshape(-1)[flat]
+        _, on_grid, inside = self._decode(flat)
+        inside = np.array(inside).reshape(self.ndim, -1) if self.ndim else inside
+        owned = np.array(self.owned)[:, None]
+        # On the grid, outside the tensor only along owned dimensions.
+        pad = on_grid.reshape(-1) & np.all(inside | owned, axis=0) & ~np.all(inside, axis=0)
+        return pad.reshape(np.shape(flat))
+
+    def padding_mask(self) -> np.ndarray:
+        """Boolean physical array: True where a slot is owned padding (see :meth:`padding_at_flat`)."""
+        marks = np.ones(self.physical_size, dtype=np.int8)
+        self._copy_boxes(marks, None, to_physical=True, fill_padding=True)
+        return (marks == 0).reshape(self.physical_shape)
+
+    @functools.cached_property
+    def _dense_inverse(self) -> np.ndarray:
+        """Location -> flat element number (-1 for none), for strides that do not nest."""
+        inv = np.full(self.physical_size, -1, dtype=np.int64)
+        grids = np.indices(self.shape).reshape(self.ndim, -1)
+        inv[self.locate_flat(tuple(grids))] = np.arange(self.count)
+        return inv
 
     def _dense_lookup(self, flat):
-        inv = self._dense_inverse
-        if inv is None:
-            inv = np.full(self.physical_size, -1, dtype=np.int64)
-            grids = np.indices(self.shape).reshape(self.ndim, -1)
-            inv[self.locate_flat(tuple(grids))] = np.arange(self.count)
-            object.__setattr__(self, "_dense_inverse", inv)
-        e = inv[flat]
+        e = self._dense_inverse[flat]
         valid = e >= 0
         index = np.unravel_index(np.where(valid, e, 0), self.shape)
         return tuple(np.asarray(i) for i in index), valid
@@ -336,11 +707,11 @@ class Layout:
         """Per dimension: list of (d_start, digit_ranges outer->inner, is_padding)."""
         result = []
         for i, digs in enumerate(self._per_dim):
-            off = int(self.offsets.get(self.dims[i], 0))
+            off = self.offsets[i]
             radices = [d.radix for d in digs]  # inner -> outer
             grid_span = math.prod(d.extent for d in digs)
             spans = [(off, off + self.shape[i], False)]
-            if with_padding and self._owned[i]:
+            if with_padding and self.owned[i]:
                 spans = [(0, off, True)] + spans + [(off + self.shape[i], grid_span, True)]
             boxes = []
             for a, b, pad in spans:
@@ -351,38 +722,34 @@ class Layout:
             result.append((digs, boxes))
         return result
 
-    def _physical_view(self, flat: np.ndarray, ranges_per_dim) -> np.ndarray:
-        shape, strides, offset = [], [], self.base
-        for digs, ranges in ranges_per_dim:
-            for dig, (lo, hi) in zip(reversed(digs), ranges):
-                shape.append(hi - lo)
-                strides.append(dig.stride * flat.itemsize)
-                offset += lo * dig.stride
-        return as_strided(flat[offset:], shape=shape, strides=strides, writeable=flat.flags.writeable)
-
-    @staticmethod
-    def _logical_view(arr: np.ndarray, starts, ranges_per_dim) -> np.ndarray:
-        shape, strides = [], []
-        for axis, (digs, ranges) in enumerate(ranges_per_dim):
-            for dig, (lo, hi) in zip(reversed(digs), ranges):
-                shape.append(hi - lo)
-                strides.append(dig.div * arr.strides[axis])
-        # Slicing moves the data pointer to the box's first element; the digits then
-        # walk the dimension with stride div * (the axis stride).
-        corner = arr[tuple(slice(s, None) for s in starts)]
-        return as_strided(corner, shape=shape, strides=strides, writeable=arr.flags.writeable)
-
-    def _copy_boxes(self, physical: np.ndarray, logical: np.ndarray, to_physical: bool,
+    def _copy_boxes(self, physical: np.ndarray, logical: np.ndarray | None, to_physical: bool,
                     fill_padding: bool) -> None:
+        """The one copy behind pack, unpack and the padding fill: a strided copy per box.
+
+        The boxes are those of the coalesced layout when ``logical`` can be viewed in its
+        shape (a C-ordered array can), planned once per layout value (:func:`_plan`).
+        """
+        lay = self
+        if logical is not None:
+            co = self.coalesce()
+            if co.shape != self.shape:
+                view = _reshaped(logical, co.shape)
+                if view is not None:
+                    lay, logical = co, view
         flat = physical.reshape(-1)
-        per_dim = self._boxes(with_padding=to_physical and fill_padding)
-        for combo in itertools.product(*(boxes for _, boxes in per_dim)):
-            ranges = [(digs, box[1]) for (digs, _), box in zip(per_dim, combo)]
-            dst = self._physical_view(flat, ranges)
-            if any(box[2] for box in combo):
+        item = flat.itemsize
+        for box in _plan(lay, to_physical and fill_padding):
+            shape, pstrides, poff, starts, lstrides, pad = box
+            dst = _view(flat, poff * item, shape, [v * item for v in pstrides])
+            if pad:
                 dst[...] = 0
                 continue
-            src = self._logical_view(logical, [box[0] for box in combo], ranges)
+            if logical is None:
+                continue
+            # The box's first element, then the digits walk each dimension with stride
+            # div * (the axis stride).
+            first = sum(st * step for st, step in zip(starts, logical.strides))
+            src = _view(logical, first, shape, [d * logical.strides[ax] for ax, d in lstrides], starts)
             if to_physical:
                 _copy.strided_copy(dst, src)
             else:
@@ -401,7 +768,7 @@ class Layout:
         if array.shape != self.shape:
             raise ShapeError(f"array has shape {array.shape}: the {self.name} layout expects {self.shape}")
         if out is None:
-            if self.footprint == self.physical_size and all(self._owned) and self._nested:
+            if self.footprint == self.physical_size and all(self.owned) and self.nested:
                 # The padded grid covers every slot: each byte is written once, the padding
                 # boxes with zeros and the element boxes by the copy.
                 out = np.empty(self.physical_shape, dtype=dtype or array.dtype)
@@ -454,6 +821,197 @@ class Layout:
         m = np.zeros(self.physical_size, dtype=bool)
         self.pack(np.ones(self.shape, dtype=bool), out=m, fill_padding=False)
         return m.reshape(self.physical_shape)
+
+
+def _merge_digits(pairs, span: int, owned: bool):
+    """Merge a dimension's neighbouring digits where the outer one continues the inner one."""
+    out, div = [], 1
+    for radix, stride in pairs:
+        if out and out[-1][0] == 1:                 # a radix-1 digit is always 0: drop it
+            out.pop()
+        if out:
+            r1, s1 = out[-1]
+            keeps_padding = radix is not None or not owned or (-(-span // (div // r1))) % r1 == 0
+            if stride == r1 * s1 and keeps_padding:
+                out[-1] = (None if radix is None else r1 * radix, s1)
+                div = div if radix is None else div * radix
+                continue
+        out.append((radix, stride))
+        if radix is not None:
+            div *= radix
+    return tuple(out)
+
+
+def _compose_digit(modes, size: int, stride: int, *, last: bool, name: str):
+    """The digits of ``modes`` (a plain layout, innermost first) that a digit of ``size``
+    values ``stride`` apart walks: CuTe's divide-then-take, as (radix, stride) pairs."""
+    if size == 1 or stride == 0:
+        return [(None if last else size, 0)]
+    rest, kept = stride, []
+    for k, (n, d) in enumerate(modes):          # skip ``stride`` positions
+        if rest == 1:
+            kept.append((n, d))
+        elif rest % n == 0 and k < len(modes) - 1:
+            rest //= n
+        elif n % rest == 0 or k == len(modes) - 1:
+            kept.append((-(-n // rest), d * rest))
+            rest = 1
+        else:
+            raise LayoutError(f"{name}: a stride of {stride} does not fall on whole digits of the layout")
+    out, want = [], size
+    for k, (n, d) in enumerate(kept):            # take ``size`` values
+        if want <= n or k == len(kept) - 1:
+            if want < n and n % want and not last:
+                raise LayoutError(f"{name}: {size} values do not fall on whole digits of the layout")
+            out.append((None if last else want, d))
+            return out
+        if want % n:
+            raise LayoutError(f"{name}: {size} values do not fall on whole digits of the layout")
+        out.append((n, d))
+        want //= n
+    raise LayoutError(f"{name}: a stride of {stride} runs past the layout")
+
+
+@functools.lru_cache(maxsize=512)
+def _coalesced(lay: Layout, name, dims) -> Layout:
+    return lay._coalesce()
+
+
+@functools.lru_cache(maxsize=512)
+def _plan(lay: Layout, with_padding: bool):
+    """The boxes of a copy through ``lay``, planned once per layout value.
+
+    Each box: (shape, physical strides, physical offset, logical starts,
+    ((logical axis, div) per box axis), is_padding); strides in slots.
+    """
+    per_dim = lay._boxes(with_padding)
+    plan = []
+    for combo in itertools.product(*(boxes for _, boxes in per_dim)):
+        shape, pstrides, lstrides, poff = [], [], [], lay.base
+        for axis, ((digs, _), box) in enumerate(zip(per_dim, combo)):
+            for dig, (lo, hi) in zip(reversed(digs), box[1]):
+                shape.append(hi - lo)
+                pstrides.append(dig.stride)
+                lstrides.append((axis, dig.div))
+                poff += lo * dig.stride
+        plan.append((tuple(shape), tuple(pstrides), poff, tuple(box[0] for box in combo),
+                     tuple(lstrides), any(box[2] for box in combo)))
+    return tuple(plan)
+
+
+def _view(arr: np.ndarray, offset: int, shape, strides, starts=None) -> np.ndarray:
+    """A strided view into ``arr`` from byte ``offset``, which is element ``starts`` of a
+    non-contiguous ``arr`` (where that is given)."""
+    if arr.flags.c_contiguous:      # cheaper than as_strided: no interface dictionary
+        return np.ndarray(shape, arr.dtype, buffer=arr, offset=offset, strides=strides)
+    corner = arr[tuple(slice(st, None) for st in starts)]   # slicing moves the data pointer
+    return as_strided(corner, shape=shape, strides=strides, writeable=arr.flags.writeable)
+
+
+def _reshaped(arr: np.ndarray, shape) -> np.ndarray | None:
+    """``arr`` viewed in ``shape`` without a copy, or None where that needs one."""
+    view = arr.view()
+    try:
+        view.shape = shape
+    except AttributeError:
+        return None
+    return view
+
+
+def convert(src: Layout, dst: Layout, physical, out: np.ndarray | None = None, *,
+            fill_padding: bool = True) -> np.ndarray:
+    """Move a tensor from ``src``'s physical storage to ``dst``'s as one planned strided copy.
+
+    ``src`` and ``dst`` are two layouts of the same logical tensor (same shape).  Each
+    dimension is cut where either layout carries a digit; between cuts both are linear, so
+    equal runs group into one strided axis and every group pair is one copy, with no dense
+    tensor in between.  ``out=None`` gives a new array of ``dst.physical_shape`` (0 where
+    no element lands); a given ``out`` changes only the element slots and, with
+    ``fill_padding``, ``dst``'s owned padding.  A (2, 5) NCHW-like buffer into RGBA lanes:
+
+    >>> rows = Layout("rows", ("h", "c"), (2, 5), (10,), {"h": 5, "c": 1})
+    >>> rgba = Layout("rgba", ("h", "c"), (2, 5), (2, 2, 4), {"h": 8, "c": [(4, 1), (None, 4)]})
+    >>> convert(rows, rgba, np.arange(10.0))[1].tolist()
+    [[5.0, 6.0, 7.0, 8.0], [9.0, 0.0, 0.0, 0.0]]
+    """
+    if not isinstance(src, Layout) or not isinstance(dst, Layout):
+        raise LayoutError("src and dst must both be Layouts")
+    if src.shape != dst.shape:
+        raise ShapeError(f"dst has shape {dst.shape}: it must hold the same tensor as src {src.shape}")
+    physical = np.asarray(physical)
+    if physical.size != src.physical_size:
+        raise ShapeError(f"physical array has shape {physical.shape} ({physical.size} slots): the "
+                         f"{src.name} layout needs {src.physical_size} slots {src.physical_shape}")
+    physical = np.ascontiguousarray(physical).reshape(-1)
+    if out is None:
+        out = np.zeros(dst.physical_shape, dtype=physical.dtype)
+    elif not isinstance(out, np.ndarray) or not out.flags.writeable or not out.flags.c_contiguous \
+            or out.size != dst.physical_size:
+        raise ShapeError(f"out = {short(out)!r} is not allowed: the {dst.name} layout needs a writeable "
+                         f"C-contiguous array of {dst.physical_size} slots {dst.physical_shape}")
+    elif fill_padding:
+        dst._copy_boxes(out, None, to_physical=True, fill_padding=True)
+    flat = out.reshape(-1)
+    si, di = physical.itemsize, flat.itemsize
+    for shape, sstr, dstr, soff, doff in _convert_plan(src, dst):
+        _copy.strided_copy(_view(flat, doff * di, shape, [v * di for v in dstr]),
+                           _view(physical, soff * si, shape, [v * si for v in sstr]))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _convert_plan(src: Layout, dst: Layout):
+    """The strided copies of :func:`convert`, planned once per pair of layouts:
+    (shape, source strides, destination strides, source offset, destination offset) in slots."""
+    groups = [_run_groups(src, dst, i) for i in range(src.ndim)]
+    plan = []
+    for combo in itertools.product(*groups):
+        shape, sstr, dstr = [], [], []
+        soff, doff = src.base, dst.base
+        for count, length, s0, d0, sstep, dstep, s1, d1 in combo:
+            shape += [count, length]
+            sstr += [sstep, s1]
+            dstr += [dstep, d1]
+            soff += s0
+            doff += d0
+        plan.append((tuple(shape), tuple(sstr), tuple(dstr), soff, doff))
+    return tuple(plan)
+
+
+def _contribution(lay: Layout, i: int, d: int) -> int:
+    """Location contributed by index ``d`` of dimension ``i`` (the digit formula)."""
+    j = d + lay.offsets[i]
+    loc = 0
+    for dig in lay._per_dim[i]:
+        v = j // dig.div
+        loc += (v if dig.radix is None else v % dig.radix) * dig.stride
+    return loc
+
+
+def _run_groups(src: Layout, dst: Layout, i: int):
+    """Dimension ``i`` cut into runs on which both layouts are linear, equal runs grouped:
+    (count, length, src start, dst start, src step, dst step, src stride, dst stride)."""
+    n = src.shape[i]
+    cuts = {0, n}
+    for lay in (src, dst):
+        r = lay._per_dim[i][0].radix
+        if r is not None:
+            off = lay.offsets[i]
+            cuts.update(range((-off) % r, n, r))
+    cuts = sorted(c for c in cuts if 0 <= c <= n)
+    s1, d1 = (lay._per_dim[i][0].stride for lay in (src, dst))
+    runs = [(a, b - a, _contribution(src, i, a), _contribution(dst, i, a)) for a, b in zip(cuts, cuts[1:])]
+    groups = []
+    for a, length, sc, dc in runs:
+        if groups:
+            count, glen, s0, d0, sstep, dstep = groups[-1]
+            if glen == length and (count == 1 or (sc - s0 == count * sstep and dc - d0 == count * dstep)):
+                if count == 1:
+                    sstep, dstep = sc - s0, dc - d0
+                groups[-1] = (count + 1, glen, s0, d0, sstep, dstep)
+                continue
+        groups.append((1, length, sc, dc, 0, 0))
+    return [(c, ln, s0, d0, ss, ds, s1, d1) for c, ln, s0, d0, ss, ds in groups]
 
 
 def _location_array(name: str, value) -> np.ndarray:

@@ -31,7 +31,11 @@ __all__ = ["npu_figure", "address_figure", "footprint_bytes", "BLOCK_BYTES"]
 #: The seed draws local memory in blocks of 4 bytes (one fp32 element).
 BLOCK_BYTES = 4
 
-_MODE_GROUP = {"4N": 4, "2N": 2, "2IC": 2}
+def _mode_group(mode) -> int:
+    """How many n share a packed unit in ``mode`` (1 without a mode)."""
+    from ..npu.tensor import MODES
+
+    return MODES[str(mode)][0] if mode else 1
 
 
 def _tup(idx) -> str:
@@ -52,8 +56,7 @@ def _feature(tensor, idx) -> tuple[int, int]:
 
 def _element_shape(tensor) -> tuple[int, ...]:
     """The shape ``byte_map`` indexes into: (N, C, H, W), or (rows, cols) for a matrix."""
-    ms = getattr(tensor, "matrix_shape", None)
-    return tuple(int(s) for s in (ms if ms is not None else tensor.shape))
+    return tensor.elements.shape
 
 
 def footprint_bytes(tensor) -> int:
@@ -64,7 +67,8 @@ def footprint_bytes(tensor) -> int:
     for explicit strides, up to the tensor's last byte.
     """
     if tensor.layout_name in ("aligned", "compact", "matrix"):
-        return int(tensor.packed_shape[0] * tensor.stride[0] * tensor.unit_bytes)
+        outer = tensor.layout.digits_of(tensor.layout.dims[0])[-1]     # n's (a row's) outermost digit
+        return int(outer.extent * outer.stride)
     return int(tensor.span)
 
 
@@ -81,7 +85,7 @@ def _fmt_dtype(tensor) -> str:
     dt = names.get(np.dtype(tensor.dtype), str(tensor.dtype))
     mode = getattr(tensor, "mode", None)
     if mode:
-        k = _MODE_GROUP.get(str(mode), 1)
+        k = _mode_group(mode)
         return f"{dt} in {mode} mode (viewed as {dt}x{k})"
     return dt
 
@@ -156,7 +160,7 @@ def npu_figure(tensor, *, heading: str | None = None, blocks_per_row: int | None
             windows.append((a, b))
     shape = _element_shape(tensor)
     mode = getattr(tensor, "mode", None)
-    group = _MODE_GROUP.get(str(mode), 1) if mode else 1
+    group = _mode_group(mode)
     ncols = int(tensor.shape[1])
     itemsize = int(np.dtype(tensor.dtype).itemsize)
 

@@ -21,8 +21,11 @@ The seed's 4N example, written and read back::
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
+
+from ..core import Layout, convert
 
 from ..errors import (
     AddressError,
@@ -65,7 +68,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 def _uint(dtype: np.dtype) -> np.dtype:
-    return np.dtype(f"u{dtype.itemsize}") if dtype.itemsize > 1 else np.dtype(np.uint8)
+    return np.dtype(f"u{dtype.itemsize}")
 
 
 BACKENDS = ("numpy", "cmodel")
@@ -179,8 +182,9 @@ class LocalMemory:
             raise StrideError(f"{what} stride w = {t.stride[3]} is not allowed: a copy needs W stride 1")
         return t
 
-    def _system_view(self, address, shape, dtype, stride, what, write: bool) -> np.ndarray:
-        """A typed strided view of system memory, after checking address, strides and reach."""
+    def _system_tensor(self, address, shape, dtype, stride, what, write: bool):
+        """A system tensor as a buffer layout over system memory counted in its elements,
+        after checking address, strides and reach: ``(layout, element strides, dtype)``."""
         dt = as_dtype(dtype)
         shape = _shape4(shape)
         if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
@@ -200,16 +204,23 @@ class LocalMemory:
         stride = continuous_stride(shape) if stride is None else _check_stride(stride, f"{what} stride")
         if stride[3] != 1:
             raise StrideError(f"{what} stride w = {stride[3]} is not allowed: a copy needs W stride 1")
-        reach = address + e * (sum((d - 1) * s for d, s in zip(shape, stride)) + 1)
-        if reach > size:
+        reach, lay = _system_layout(shape, stride, address // e, size // e)
+        if lay is None:
             raise FootprintError(
                 f"{what} tensor {shape} with stride {stride} at address {address} ends at byte "
-                f"{reach}: past the end of system memory ({size} bytes)"
+                f"{reach * e}: past the end of system memory ({size} bytes)"
             )
-        if write:
-            _check_no_alias(shape, stride, f"{what} stride")
-        return np.ndarray(shape, dtype=dt, buffer=self._system, offset=address,
-                          strides=tuple(s * e for s in stride))
+        if write and not lay.injective:
+            raise StrideError(
+                f"{what} stride = {tuple(stride)} is not allowed with shape {tuple(shape)}: "
+                "two elements of the destination would share an address"
+            )
+        return lay, stride, dt
+
+    def _system_words(self, dt: np.dtype) -> np.ndarray:
+        """System memory as a flat array of ``dt``-sized unsigned words (the whole ones)."""
+        e = dt.itemsize
+        return self._system[:self._system.size // e * e].view(_uint(dt))
 
     # ---------------------------------------------- host arrays <-> local
     def s2l(self, address: int, array, stride=None, mode=None) -> NpuTensor:
@@ -285,8 +296,8 @@ class LocalMemory:
         array = np.asarray(array)
         if array.ndim != 4:
             raise ShapeError(f"array has shape {array.shape}: system tensors are 4-D (N, C, H, W)")
-        view = self._system_view(address, array.shape, array.dtype, stride, "system", write=True)
-        np.copyto(view, array, casting="no")
+        lay, _, dt = self._system_tensor(address, array.shape, array.dtype, stride, "system", write=True)
+        lay.pack(_bits_of(array, dt), out=self._system_words(dt), fill_padding=False)
 
     def read_system(self, address: int, shape, dtype, stride=None) -> np.ndarray:
         """Read an ``(N, C, H, W)`` tensor out of system memory into a new host array.
@@ -296,7 +307,8 @@ class LocalMemory:
         >>> mem.read_system(8, (1, 1, 1, 3), "uint8").ravel().tolist()
         [1, 2, 3]
         """
-        return self._system_view(address, shape, dtype, stride, "system", write=False).copy()
+        lay, _, dt = self._system_tensor(address, shape, dtype, stride, "system", write=False)
+        return lay.unpack(self._system_words(dt)).view(dt)
 
     # ------------------------------------------------------- GDMA copies
     def gdma_s2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
@@ -312,26 +324,35 @@ class LocalMemory:
         [4.0, 5.0, 6.0, 7.0]
         """
         t = self._local_tensor(dst, shape, dtype, dst_stride, mode, "dst")
-        view = self._system_view(src, shape, dtype, src_stride, "src", write=False)
+        lay, stride, dt = self._system_tensor(src, shape, dtype, src_stride, "src", write=False)
         if self._sim is not None:
             fn = self._gdma("S2L", dtype, mode)
             self._sim.call(fn, t.address, self._sim.SYSTEM_BASE + src, _d4(t.shape), _d4(t.stride),
-                           _d4(_elem_strides(view)))
+                           _d4(stride))
         else:
-            t.pack_into(self._local, view)
+            self._to_local(lay, t)
         return t
+
+    def _to_local(self, lay, t: NpuTensor) -> None:
+        """System tensor ``lay`` -> local tensor ``t``: one planned copy between the two layouts."""
+        convert(lay, t.elements, self._system_words(t.dtype), out=self._local.reshape(-1).view(_uint(t.dtype)))
+
+    def _to_system(self, t: NpuTensor, lay) -> None:
+        """Local tensor ``t`` -> system tensor ``lay``: one planned copy between the two layouts."""
+        convert(t.elements, lay, self._local.reshape(-1).view(_uint(t.dtype)), out=self._system_words(t.dtype),
+                fill_padding=False)
 
     def gdma_l2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
                  mode=None) -> None:
         """Local ``src`` -> system ``dst`` (strides: local aligned, system continuous when omitted)."""
         t = self._local_tensor(src, shape, dtype, src_stride, mode, "src")
-        view = self._system_view(dst, shape, dtype, dst_stride, "dst", write=True)
+        lay, stride, _ = self._system_tensor(dst, shape, dtype, dst_stride, "dst", write=True)
         if self._sim is not None:
             fn = self._gdma("L2S", dtype, mode)
             self._sim.call(fn, self._sim.SYSTEM_BASE + dst, t.address, _d4(t.shape),
-                           _d4(_elem_strides(view)), _d4(t.stride))
+                           _d4(stride), _d4(t.stride))
         else:
-            t.unpack_from(self._local, out=view)
+            self._to_system(t, lay)
 
     def gdma_l2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
                  mode=None) -> NpuTensor:
@@ -357,20 +378,22 @@ class LocalMemory:
 
     def gdma_s2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None) -> None:
         """System ``src`` -> system ``dst`` (continuous on a side whose stride is omitted)."""
-        sv = self._system_view(src, shape, dtype, src_stride, "src", write=False)
-        dv = self._system_view(dst, shape, dtype, dst_stride, "dst", write=True)
+        sl, sstride, dt = self._system_tensor(src, shape, dtype, src_stride, "src", write=False)
+        dl, dstride, _ = self._system_tensor(dst, shape, dtype, dst_stride, "dst", write=True)
         if self._sim is not None:
-            (a0, a1), (b0, b1) = _extent(sv, self._system), _extent(dv, self._system)
+            e = dt.itemsize
+            (a0, a1), (b0, b1) = (sl.base * e, sl.reach() * e), (dl.base * e, dl.reach() * e)
             if a0 < b1 and b0 < a1:
                 raise OverlapError(
                     f"dst = {dst} is not allowed with backend='cmodel': the destination's system "
                     f"bytes [{b0}, {b1}) overlap the source's [{a0}, {a1}); the chip's GDMA reads and "
                     "writes as it goes")
             base = self._sim.SYSTEM_BASE
-            self._sim.call(self._gdma("S2S", dtype, None), base + dst, base + src, _d4(sv.shape),
-                           _d4(_elem_strides(dv)), _d4(_elem_strides(sv)))
+            self._sim.call(self._gdma("S2S", dtype, None), base + dst, base + src, _d4(sl.shape),
+                           _d4(dstride), _d4(sstride))
             return
-        np.copyto(dv, sv.copy() if np.may_share_memory(sv, dv) else sv, casting="no")
+        words = self._system_words(dt)
+        dl.pack(sl.unpack(words), out=words, fill_padding=False)   # read all, then write: may overlap
 
     def _matrix_system_view(self, address, rows, cols, dtype, row_stride, what, write):
         rows = check_positive_int("rows", rows)
@@ -382,37 +405,39 @@ class LocalMemory:
             raise StrideError(
                 f"{what} row_stride = {row_stride} is not allowed: rows of {cols} columns would overlap"
             )
-        view = self._system_view(address, (1, 1, rows, cols), dtype, (1, 1, row_stride, 1), what, write=False)
-        return view[0, 0]
+        lay, _, dt = self._system_tensor(address, (1, 1, rows, cols), dtype, (1, 1, row_stride, 1), what,
+                                         write=False)
+        return Layout("system-matrix", ("row", "col"), (rows, cols), lay.physical_shape,
+                      {"row": row_stride, "col": 1}, base=lay.base), row_stride
 
     def gdma_matrix_s2l(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
                         dtype, src_row_stride=None) -> NpuTensor:
         """System matrix (row stride ``src_row_stride``, default cols) -> local matrix layout."""
         t = matrix_layout(self.chip, dst, rows, cols, cols_per_channel, dtype)
-        view = self._matrix_system_view(src, rows, cols, dtype, src_row_stride, "src", write=False)
+        lay, row_stride = self._matrix_system_view(src, rows, cols, dtype, src_row_stride, "src", write=False)
         if self._sim is not None:
-            self._matrix_call("S2L", t, t.address, self._sim.SYSTEM_BASE + src, view)
+            self._matrix_call("S2L", t, t.address, self._sim.SYSTEM_BASE + src, row_stride)
         else:
-            t.pack_into(self._local, view)
+            self._to_local(lay, t)
         return t
 
-    def _matrix_call(self, kind, t, dst, src, view):
+    def _matrix_call(self, kind, t, dst, src, row_stride):
         if t.dtype.itemsize != 4:
             raise DTypeError(f"dtype = {dtype_name(t.dtype)} is not allowed in a matrix copy with "
                              "backend='cmodel': the chip's matrix GDMA moves 32-bit elements")
         rows, cols = t.matrix_shape
         self._sim.call(f"okk_gdma_32bit_matrix_{kind}", dst, src, rows, cols, t.cols_per_channel,
-                       view.strides[0] // 4)
+                       row_stride)
 
     def gdma_matrix_l2s(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
                         dtype, dst_row_stride=None) -> None:
         """Local matrix layout -> system matrix (row stride ``dst_row_stride``, default cols)."""
         t = matrix_layout(self.chip, src, rows, cols, cols_per_channel, dtype)
-        view = self._matrix_system_view(dst, rows, cols, dtype, dst_row_stride, "dst", write=True)
+        lay, row_stride = self._matrix_system_view(dst, rows, cols, dtype, dst_row_stride, "dst", write=True)
         if self._sim is not None:
-            self._matrix_call("L2S", t, self._sim.SYSTEM_BASE + dst, t.address, view)
+            self._matrix_call("L2S", t, self._sim.SYSTEM_BASE + dst, t.address, row_stride)
         else:
-            t.unpack_from(self._local, out=view)
+            self._to_system(t, lay)
 
     # ------------------------------------------------------------- fills
     @staticmethod
@@ -444,19 +469,18 @@ class LocalMemory:
             self._sim.call(f"okk_gdma_{8 * t.dtype.itemsize}bit_set_C_local", t.address, _bits(v),
                            _d4(t.shape), _d4(t.stride))
             return t
-        want = t.matrix_shape if t.is_matrix else t.shape
-        t.pack_into(self._local, np.broadcast_to(v, want))
+        t.pack_into(self._local, np.broadcast_to(v, t.elements.shape))
         return t
 
     def fill_system(self, address: int, shape, dtype, value, stride=None) -> None:
         """Set every element of a system tensor to ``value``."""
-        view = self._system_view(address, shape, dtype, stride, "system", write=True)
-        v = self._constant(value, view.dtype)
+        lay, stride, dt = self._system_tensor(address, shape, dtype, stride, "system", write=True)
+        v = self._constant(value, dt)
         if self._sim is not None:
-            self._sim.call(f"okk_gdma_{8 * view.itemsize}bit_set_C_system", self._sim.SYSTEM_BASE + address,
-                           _bits(v), _d4(view.shape), _d4(_elem_strides(view)))
+            self._sim.call(f"okk_gdma_{8 * dt.itemsize}bit_set_C_system", self._sim.SYSTEM_BASE + address,
+                           _bits(v), _d4(lay.shape), _d4(stride))
             return
-        view[...] = v
+        lay.pack(np.broadcast_to(_bits_of(v, dt), lay.shape), out=self._system_words(dt), fill_padding=False)
 
     # ---------------------------------------------------------- allocator
     @property
@@ -552,25 +576,16 @@ def _bits(value: np.ndarray) -> int:
     return int(np.asarray(value).view(np.dtype(f"u{value.dtype.itemsize}")))
 
 
-def _extent(view: np.ndarray, memory: np.ndarray) -> tuple[int, int]:
-    """Byte range ``[lo, hi)`` of ``view`` inside the flat ``memory`` it views."""
-    bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
-    lo, hi = bounds(view)
-    return lo - memory.ctypes.data, hi - memory.ctypes.data
+def _bits_of(array: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """An array of ``dt`` data as its unsigned words (a copy moves bits, never converts)."""
+    return np.asarray(array).view(_uint(dt))
 
 
-def _elem_strides(view: np.ndarray) -> tuple[int, ...]:
-    return tuple(s // view.itemsize for s in view.strides)
-
-
-def _check_no_alias(shape, stride, what):
-    """Raise StrideError if strides make two elements of a destination share an address."""
-    dims = sorted((s, d) for d, s in zip(shape, stride) if d > 1)
-    reach = 0
-    for s, d in dims:
-        if s <= reach:
-            raise StrideError(
-                f"{what} = {tuple(stride)} is not allowed with shape {tuple(shape)}: "
-                "two elements of the destination would share an address"
-            )
-        reach += (d - 1) * s
+@functools.lru_cache(maxsize=256)
+def _system_layout(shape, stride, base: int, words: int):
+    """A strided ``(n, c, h, w)`` buffer in system memory of ``words`` elements, from element
+    ``base``: ``(reach, layout)``, the layout None where the reach runs past the memory."""
+    wide = Layout("system", ("n", "c", "h", "w"), shape, (1 << 62,), dict(zip("nchw", stride)), base=base)
+    if wide.reach() > words:
+        return wide.reach(), None
+    return wide.reach(), dataclasses.replace(wide, physical_shape=(words,))

@@ -33,6 +33,7 @@ starting at NPU 2::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -48,7 +49,6 @@ from ..errors import (
     IndexOutOfRange,
     LayoutError,
     ModeError,
-    RankError,
     ShapeError,
     StrideError,
     check_choice,
@@ -56,7 +56,6 @@ from ..errors import (
     check_positive_int,
     check_shape,
 )
-from . import _pack
 from .chip import Chip
 
 __all__ = [
@@ -226,11 +225,24 @@ def aligned_stride(chip: Chip, shape, start_npu: int, dtype="fp32", mode=None) -
     chip = _check_chip(chip)
     dt = as_dtype(dtype)
     _check_mode(mode, dt)
-    m, c, h, w = packed_shape(shape, mode)
-    u = _unit_bytes(dt, mode)
+    packed_shape(shape, mode)
+    channels_per_npu(chip, start_npu, shape[1])
+    return _aligned(chip, tuple(int(v) for v in shape), int(start_npu), dt, mode)
+
+
+def _cpn(chip: Chip, q: int, c: int) -> int:
+    """:func:`channels_per_npu` of checked arguments."""
+    return max(1, -(-(q + c) // chip.npus))
+
+
+def _aligned(chip: Chip, shape, q: int, dt: np.dtype, mode) -> tuple[int, int, int, int]:
+    """:func:`aligned_stride` of checked arguments."""
+    k = 1 if mode is None else MODES[mode][0]
+    _, c, h, w = shape
+    u = dt.itemsize * k
     step = math.lcm(chip.align_bytes, u) // u  # elements per alignment step
     cs = -(-(h * w) // step) * step
-    return (cs * channels_per_npu(chip, start_npu, c), cs, w, 1)
+    return (cs * _cpn(chip, q, c), cs, w, 1)
 
 
 def compact_stride(chip: Chip, shape, start_npu: int, mode=None) -> tuple[int, int, int, int]:
@@ -276,9 +288,13 @@ class NpuTensor:
 
     ``shape`` is the original ``(N, C, H, W)`` (for a matrix, its 4-D view
     ``(rows, ceil(cols / W), 1, W)``); ``stride`` counts elements, or packed units
-    in the 4N/2N/2IC modes; ``layout`` is the core :class:`~tensorlayout.core.Layout`
-    over the ``(X, S)`` bytes of local memory with dimensions ``(n, c, h, w, b)``
-    (``(row, col, b)`` for a matrix).
+    in the 4N/2N/2IC modes.  ``layout`` is the one core
+    :class:`~tensorlayout.core.Layout` of the placement, over the ``(X, S)`` bytes of
+    local memory, with dimensions ``(n, c, h, w)`` (``(row, col)`` for a matrix) and,
+    when an element has more than one byte, ``b``, the byte inside it.  The 4N/2N/2IC
+    dummies are the owned padding of n's inner digit.  Every answer below (where an
+    element is, what a byte holds, the span, the bytes per NPU, the copies) is read
+    from that layout; :attr:`elements` and :attr:`words` are recasts of it.
     """
 
     chip: Chip
@@ -293,17 +309,28 @@ class NpuTensor:
     layout: Layout = field(repr=False)
     matrix_shape: tuple[int, int] | None = None
     cols_per_channel: int | None = None
-    _elements: Layout = field(default=None, repr=False)
-    # (bytes, elements) layouts of the 4N/2N/2IC dummies, or None when there are none
-    _dummies: tuple[Layout, Layout] | None = field(default=None, repr=False)
-    # 4N/2N/2IC: the packed words as elements of an (X, S / u) array, when the offset allows
-    _words: Layout | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------- derived
     @property
     def unit_bytes(self) -> int:
         """Bytes of one stride unit: the element, or the packed int8x4 / int16x2 / fp32x2 word."""
         return _unit_bytes(self.dtype, self.mode)
+
+    @property
+    def elements(self) -> Layout:
+        """The layout counted in elements: logical ``(n, c, h, w)`` (or ``(row, col)``), physical ``(X, S / e)``."""
+        return _recast(self.layout, self.dtype.itemsize)
+
+    @property
+    def words(self) -> Layout:
+        """The layout counted in packed units (int8x4, int16x2, fp32x2 in the modes): the
+        4N/2N/2IC words, ``(ceil(N / k), C, H, W)`` over ``(X, S / u)``.
+
+        >>> t = tensor_layout(Chip(4, 1024, 128), 0, (6, 5, 4, 5), dtype="int8", mode="4N")
+        >>> t.words.shape, t.words.locate((1, 0, 0, 0))
+        ((2, 5, 4, 5), (0, 64))
+        """
+        return _recast(self.layout, self.unit_bytes)
 
     @property
     def packed_shape(self) -> tuple[int, int, int, int]:
@@ -321,59 +348,36 @@ class NpuTensor:
     @property
     def span(self) -> int:
         """Bytes from the tensor's offset to its last byte in the fullest NPU."""
-        m, _, h, w = self.packed_shape
-        ns, cs, hs, ws = self.stride
-        return self.unit_bytes * ((m - 1) * ns + (self.channels_per_npu - 1) * cs
-                                  + (h - 1) * hs + (w - 1) * ws + 1)
+        return self.end_offset - self.offset
 
     @property
     def end_offset(self) -> int:
         """One past the last byte used in the fullest NPU: ``offset + span`` (at most S)."""
-        return self.offset + self.span
+        return self.layout.reach(self.chip.lmem_bytes)
 
     # ------------------------------------------------------------- queries
-    def _layout_index(self, index):
-        """``(n, c, h, w)`` (ints, arrays, or an array whose last axis is 4) -> the byte layout's index."""
-        if isinstance(index, np.ndarray) and index.ndim >= 1:
-            if index.shape[-1] != 4:
-                raise RankError(f"index has last axis {index.shape[-1]}: it must be (n, c, h, w)")
-            parts = tuple(index[..., i] for i in range(4))
-        else:
-            if isinstance(index, (str, bytes)) or not hasattr(index, "__iter__"):
-                raise RankError(f"index = {index!r} is not allowed: it must be (n, c, h, w)")
-            parts = tuple(index)
-            if len(parts) != 4:
-                raise RankError(f"index = {parts!r} has {len(parts)} components: it must be (n, c, h, w)")
-        arrs = []
-        for name, v, ext in zip("nchw", parts, self.shape):
-            a = np.asarray(v)
-            if isinstance(v, (bool, np.bool_)) or a.dtype.kind not in "iu":
-                raise IndexOutOfRange(f"index {name} = {v!r} is not allowed: indices must be integers")
-            bad = (a < 0) | (a >= ext)
-            if np.any(bad):
-                raise IndexOutOfRange(
-                    f"index {name} = {a[bad].flat[0]} is out of range: it must be in [0, {ext})")
-            arrs.append(a.astype(np.int64, copy=False))
-        n, c, h, w = arrs
-        if self.is_matrix:
-            col = c * self.cols_per_channel + w
-            bad = col >= self.matrix_shape[1]
-            if np.any(bad):
-                i = np.flatnonzero(np.broadcast_to(bad, col.shape))[0] if col.ndim else 0
-                cc, ww = np.broadcast_to(c, col.shape).flat[i], np.broadcast_to(w, col.shape).flat[i]
-                raise IndexOutOfRange(
-                    f"index (c, w) = ({cc}, {ww}) is column {col.flat[i]}: the matrix has only "
-                    f"{self.matrix_shape[1]} columns"
-                )
-            return (n, col, 0)
-        return (n, c, h, w, 0)
+    def _index(self, index):
+        """``(n, c, h, w)`` -> the index of :attr:`elements` (a matrix: ``(row, c * W + w)``)."""
+        if not self.is_matrix:
+            return self.elements._indices(index, integers=True)
+        n, c, h, w = _view4(self.shape)._indices(index, integers=True)
+        col = c * self.cols_per_channel + w
+        bad = col >= self.matrix_shape[1]
+        if np.any(bad):
+            i = np.flatnonzero(np.broadcast_to(bad, col.shape))[0] if col.ndim else 0
+            cc, ww = np.broadcast_to(c, col.shape).flat[i], np.broadcast_to(w, col.shape).flat[i]
+            raise IndexOutOfRange(
+                f"index (c, w) = ({cc}, {ww}) is column {col.flat[i]}: the matrix has only "
+                f"{self.matrix_shape[1]} columns"
+            )
+        return (n, col)
 
-    @staticmethod
-    def _pair(loc):
-        """Core coordinates -> (npu, byte): ints for a scalar query, arrays otherwise."""
-        if all(np.ndim(v) == 0 for v in loc):
-            return tuple(int(v) for v in loc)
-        return tuple(np.asarray(v) for v in loc)
+    def _bytes(self, flat_elements):
+        """Flat element locations -> ``(npu, byte)``: ints for a scalar query, arrays otherwise."""
+        npu, byte = np.divmod(np.asarray(flat_elements) * self.dtype.itemsize, self.chip.lmem_bytes)
+        if np.ndim(npu) == 0:
+            return int(npu), int(byte)
+        return npu, byte
 
     def locate(self, index) -> tuple[int, int]:
         """Element ``(n, c, h, w)`` -> ``(npu, byte_offset)`` of its first byte.
@@ -387,12 +391,19 @@ class NpuTensor:
         >>> [v.tolist() for v in t.locate(np.array([[0, 0, 0, 1], [1, 4, 2, 3]]))]
         [[0, 0], [8, 856]]
         """
-        return self._pair(self.layout.locate(self._layout_index(index)))
+        return self._bytes(self.elements.locate_flat(self._index(index)))
 
     def matrix_locate(self, row, col) -> tuple[int, int]:
         """Matrix element ``(row, col)`` -> ``(npu, byte_offset)`` (matrix tensors only; arrays too)."""
         self._need_matrix()
-        return self._pair(self.layout.locate((row, col, 0)))
+        return self._bytes(self.elements.locate_flat(self.elements._indices((row, col), integers=True)))
+
+    def _element(self, npu, byte_offset):
+        """``(npu, byte)`` -> the layout's ``(index, valid)``, or its index / None for a scalar."""
+        got = self.layout.element_at((npu, byte_offset))
+        if got is None or not isinstance(got[-1], np.ndarray) or len(got) != 2:
+            return None if got is None else got[:len(self.elements.dims)]
+        return got[0][:len(self.elements.dims)], got[1]
 
     def element_at(self, npu, byte_offset):
         """``(npu, byte_offset)`` -> the ``(n, c, h, w)`` whose bytes include it, or None.
@@ -403,20 +414,15 @@ class NpuTensor:
         >>> t.element_at(0, 859), t.element_at(0, 860)
         ((1, 4, 2, 3), None)
         """
-        got = self.layout.element_at((npu, byte_offset))
-        if got is None:
-            return None
-        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], np.ndarray):
-            index, valid = got
-            if self.is_matrix:
-                r, col = index[0], index[1]
-                W = self.cols_per_channel
-                return (r, col // W, np.zeros_like(col), col % W), valid
-            return tuple(index[:4]), valid
-        if self.is_matrix:
-            r, col, _ = got
-            return (r, col // self.cols_per_channel, 0, col % self.cols_per_channel)
-        return got[:4]
+        got = self._element(npu, byte_offset)
+        if got is None or not self.is_matrix:
+            return got
+        W = self.cols_per_channel
+        if isinstance(got[1], np.ndarray) and isinstance(got[0], tuple):
+            (r, col), valid = got
+            return (r, col // W, np.zeros_like(col), col % W), valid
+        r, col = got
+        return (r, col // W, 0, col % W)
 
     def is_dummy(self, npu: int, byte_offset: int) -> bool:
         """True where the byte belongs to a 4N/2N/2IC dummy element of this tensor.
@@ -425,20 +431,15 @@ class NpuTensor:
         >>> t.is_dummy(0, 257), t.is_dummy(0, 258)
         (False, True)
         """
-        got = self.layout.element_at((npu, byte_offset))  # validates the location
-        scalar = np.ndim(npu) == 0 and np.ndim(byte_offset) == 0
-        if self._dummies is None:
-            return False if scalar else np.zeros(np.broadcast(npu, byte_offset).shape, dtype=bool)
-        got = self._dummies[0].element_at((npu, byte_offset))
-        return got is not None if scalar else got[1]
+        self.layout.element_at((npu, byte_offset))  # validates the location
+        flat = np.asarray(npu, dtype=np.int64) * self.chip.lmem_bytes + np.asarray(byte_offset, dtype=np.int64)
+        pad = self.layout.padding_at_flat(flat)
+        return bool(pad) if np.ndim(pad) == 0 else pad
 
     def matrix_element_at(self, npu, byte_offset):
         """``(npu, byte_offset)`` -> matrix ``(row, col)``, or None (matrix tensors only)."""
         self._need_matrix()
-        got = self.layout.element_at((npu, byte_offset))
-        if got is not None and isinstance(got[1], np.ndarray):
-            return got[0][:2], got[1]
-        return None if got is None else got[:2]
+        return self._element(npu, byte_offset)
 
     def _need_matrix(self):
         if not self.is_matrix:
@@ -465,34 +466,21 @@ class NpuTensor:
             raise IndexOutOfRange(
                 f"start, stop = {start}, {stop} is not allowed: it must be a byte range with "
                 f"0 <= start <= stop <= {S}")
-        lay = self.layout
-        logical = lay.shape[:-1]
+        lay, logical = self.layout, self.elements.shape
         if (start, stop) == (0, S):
             m = np.full(lay.physical_size, -1, dtype=np.int64)
-            idx = np.arange(math.prod(logical), dtype=np.int64).reshape(logical)[..., None]
-            lay.pack(np.broadcast_to(idx, lay.shape), out=m, fill_padding=False)
-            if self._dummies is not None:
-                dl = self._dummies[0]
-                dl.pack(np.broadcast_to(np.int64(-2), dl.shape), out=m, fill_padding=False)
+            idx = np.arange(math.prod(logical), dtype=np.int64).reshape(logical)
+            lay.pack(np.broadcast_to(idx.reshape(idx.shape + (1,) * (lay.ndim - idx.ndim)), lay.shape),
+                     out=m, fill_padding=False)
+            m[lay.padding_mask().reshape(-1)] = -2
             return m.reshape(lay.physical_shape)
         # A window: ask location -> element of the bytes in it only.
         X = self.chip.npus
         flat = (np.arange(X, dtype=np.int64)[:, None] * S + np.arange(start, stop, dtype=np.int64)).ravel()
         index, valid = lay.element_at_flat(flat)
-        m = np.where(valid, np.ravel_multi_index(index[:-1], logical), -1)
-        if self._dummies is not None:
-            m[self._dummies[0].element_at_flat(flat)[1]] = -2
+        m = np.where(valid, np.ravel_multi_index(index[:len(logical)], logical), -1)
+        m[lay.padding_at_flat(flat)] = -2
         return m.reshape(X, stop - start)
-
-    def _channel_bytes(self) -> np.ndarray:
-        """Bytes each channel holds (elements and dummies)."""
-        m, c, h, w = self.packed_shape
-        if self.is_matrix:
-            rows, cols = self.matrix_shape
-            W = self.cols_per_channel
-            per = np.minimum(W, cols - W * np.arange(c))
-            return per * rows * self.dtype.itemsize
-        return np.full(c, m * h * w * self.unit_bytes, dtype=np.int64)
 
     def bytes_per_npu(self) -> np.ndarray:
         """Bytes of each NPU that hold this tensor's elements (and dummies), shape (X,).
@@ -500,9 +488,7 @@ class NpuTensor:
         >>> tensor_layout(Chip(4, 1024, 128), 0, (2, 6, 1, 1), dtype="fp32").bytes_per_npu().tolist()
         [16, 16, 8, 8]
         """
-        c = self.shape[1]
-        npu = (self.start_npu + np.arange(c)) % self.chip.npus
-        return np.bincount(npu, weights=self._channel_bytes(), minlength=self.chip.npus).astype(np.int64)
+        return np.array(self.layout.row_slots(self.chip.lmem_bytes), dtype=np.int64)
 
     def empty_blocks(self) -> int:
         """Feature-sized blocks inside the tensor's block rows that hold nothing of it.
@@ -519,114 +505,68 @@ class NpuTensor:
         return (self.channels_per_npu * self.chip.npus - c) * m
 
     def npu_ranges(self) -> list[tuple[int, int] | None]:
-        """Per NPU, the byte range ``[lo, hi)`` from the tensor's first to last byte there, or None."""
-        m, c, h, w = self.packed_shape
-        ns, cs, hs, ws = self.stride
-        u, X, q = self.unit_bytes, self.chip.npus, self.start_npu
-        inner = (m - 1) * ns + (h - 1) * hs + (w - 1) * ws
-        out = []
-        for p in range(X):
-            first = (p - q) % X  # first channel in NPU p
-            if first >= c:
-                out.append(None)
-                continue
-            last = first + ((c - 1 - first) // X) * X
-            r0, r1 = (q + first) // X, (q + last) // X
-            out.append((self.offset + u * r0 * cs, self.offset + u * (r1 * cs + inner + 1)))
-        return out
+        """Per NPU, the byte range ``[lo, hi)`` from the tensor's first to last byte there, or None.
 
-    # ---------------------------------------------------- copies (fast path)
+        A matrix claims its short last channel whole (its 4-D view's blocks), as before.
+
+        >>> matrix_layout(Chip(4, 1024, 128), 0, 2, 40, 15).npu_ranges()
+        [(0, 188), (0, 188), (0, 188), None]
+        """
+        lay = self.layout
+        if self.is_matrix:       # whole channels: the columns up to C * W
+            C, W = self.shape[1], self.shape[3]
+            lay = dataclasses.replace(lay, shape=(lay.shape[0], C * W) + lay.shape[2:])
+        return lay.row_ranges(self.chip.lmem_bytes)
+
+    # ------------------------------------------------------------- copies
     def _check_array(self, array) -> np.ndarray:
         array = np.asarray(array)
-        want = self.matrix_shape if self.is_matrix else self.shape
-        if array.shape != tuple(want):
-            raise ShapeError(f"array has shape {array.shape}: this tensor needs {tuple(want)}")
+        want = self.elements.shape
+        if array.shape != want:
+            raise ShapeError(f"array has shape {array.shape}: this tensor needs {want}")
         if array.dtype.newbyteorder("=") != self.dtype or array.dtype.byteorder not in "=|":
             raise DTypeError(
                 f"array has dtype {array.dtype}: this tensor holds {dtype_name(self.dtype)} "
                 f"({self.dtype}), and a copy never reinterprets or converts data")
         return array
 
-    def _runs(self):
-        """Word offsets of the contiguous runs of the packed words: ``(offsets (M, G), run)``.
-
-        A run is a whole feature (H*W words) when the H stride is W, else one row of W words.
-        The offsets come from the word layout's own ``locate_flat``; cached per tensor.
-        """
-        cached = self.__dict__.get("_runs_cache")
-        if cached is not None:
-            return cached or None
-        m, c, h, w = self.packed_shape
-        _, _, hs, ws = self.stride
-        result = False
-        if self._words is not None and ws == 1:
-            if hs == w or h == 1:
-                grid = np.meshgrid(np.arange(m), np.arange(c), [0], [0], indexing="ij")
-                run = h * w
-            else:
-                grid = np.meshgrid(np.arange(m), np.arange(c), np.arange(h), [0], indexing="ij")
-                run = w
-            offsets = self._words.locate_flat(tuple(g.ravel() for g in grid)).reshape(m, -1)
-            result = (np.ascontiguousarray(offsets, dtype=np.int64), run)
-        object.__setattr__(self, "_runs_cache", result)
-        return result or None
-
     def pack_into(self, memory: np.ndarray, array) -> None:
-        """Write ``array`` into the ``(X, S)`` uint8 ``memory`` (dummies as 0; nothing else touched)."""
+        """Write ``array`` into the ``(X, S)`` uint8 ``memory`` (dummies as 0; nothing else touched).
+
+        One copy through :attr:`elements`: in the modes, n's inner digit interleaves k
+        values into each word, as an image's lanes interleave channels.
+        """
         array = self._check_array(array)
-        e = self.dtype.itemsize
-        src = array.view(np.dtype(f"u{e}"))
-        flat = memory.reshape(-1)
-        if self._words is not None:
-            n, k = self.shape[0], self.unit_bytes // e
-            runs = self._runs()
-            if runs is not None:
-                # One pass: k planes of n go straight into the runs the word layout locates.
-                offsets, run = runs
-                if _pack.interleave_runs(src.reshape(n, -1, run), k, offsets,
-                                         flat.view(np.dtype(f"u{self.unit_bytes}"))):
-                    return
-            # Interleave k consecutive n into words first, then one strided copy of words.
-            words = _pack.interleave(src.reshape(n, -1), k)
-            self._words.pack(words.reshape(self.packed_shape), out=flat.view(words.dtype),
-                             fill_padding=False)
-            return
-        flat = flat.view(src.dtype)
-        self._elements.pack(src, out=flat, fill_padding=False)
-        if self._dummies is not None:
-            dl = self._dummies[1]
-            dl.pack(np.broadcast_to(flat.dtype.type(0), dl.shape), out=flat, fill_padding=False)
+        u = _uint(self.dtype)
+        self.elements.pack(array.view(u), out=memory.reshape(-1).view(u))
 
     def unpack_from(self, memory: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Read the tensor (original shape, its dtype) out of the ``(X, S)`` uint8 ``memory``.
 
         ``out``, if given, is any array of that shape and element size (a strided view is fine).
         """
-        e = self.dtype.itemsize
         if out is None:
-            want = self.matrix_shape if self.is_matrix else self.shape
-            out = np.empty(want, dtype=self.dtype)
-        out_u = out.view(np.dtype(f"u{e}"))
-        flat = memory.reshape(-1)
-        if self._words is not None:
-            u = self.unit_bytes
-            n = self.shape[0]
-            runs = self._runs()
-            if runs is not None and out_u.flags.c_contiguous:
-                offsets, run = runs
-                if _pack.deinterleave_runs(flat.view(np.dtype(f"u{u}")), u // e, offsets,
-                                           out_u.reshape(n, -1, run)):
-                    return out
-            words = self._words.unpack(flat.view(np.dtype(f"u{u}")))
-            if out_u.flags.c_contiguous:
-                _pack.deinterleave(words.reshape(words.shape[0], -1), n, u // e, out_u.dtype,
-                                   out=out_u.reshape(n, -1))
-            else:
-                tmp = _pack.deinterleave(words.reshape(words.shape[0], -1), n, u // e, out_u.dtype)
-                np.copyto(out_u, tmp.reshape(out_u.shape))
-            return out
-        self._elements.unpack(flat.view(out_u.dtype), out=out_u)
+            out = np.empty(self.elements.shape, dtype=self.dtype)
+        u = _uint(self.dtype)
+        self.elements.unpack(memory.reshape(-1).view(u), out=out.view(u))
         return out
+
+
+def _uint(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dtype.itemsize}")
+
+
+@functools.lru_cache(maxsize=512)
+def _recast(layout: Layout, unit: int) -> Layout:
+    """The byte layout counted in ``unit``-byte units (cached per layout value)."""
+    return layout.recast(1, unit)
+
+
+@functools.lru_cache(maxsize=64)
+def _view4(shape) -> Layout:
+    """A dense ``(n, c, h, w)`` layout of ``shape``: checks a 4-D index against the shape."""
+    return Layout("index", ("n", "c", "h", "w"), shape, (math.prod(shape),),
+                  {"n": 0, "c": 0, "h": 0, "w": 0})
 
 
 # ------------------------------------------------------------- constructors
@@ -638,30 +578,22 @@ def _check_address_alignment(chip, address, need, layout_name):
         )
 
 
-def _check_footprint(chip, offset, span, what):
-    if offset + span > chip.lmem_bytes:
+def _npu_layout(name, chip, r, e, dims, shape, digits, offsets, owned) -> Layout:
+    """The byte layout over ``(X, S)``: ``b`` (an element's bytes) added when ``e > 1``; a
+    placement running past the end of an NPU's S bytes is refused, from the layout's reach."""
+    if e > 1:
+        dims, shape, digits, owned = dims + ("b",), shape + (e,), {**digits, "b": 1}, owned + ("b",)
+    X, S = chip.npus, chip.lmem_bytes
+    wide = Layout(f"npu-{name}", dims, shape, (X, 1 << 48), digits, offsets=offsets, base=r,
+                  owned_padding=owned, physical_axes=("npu", "byte"))
+    end = wide.reach(S)
+    if end > S:
+        what = f"matrix {shape[0]}x{shape[1]}" if name == "matrix" else f"tensor {shape[:4]}"
         raise FootprintError(
-            f"{what} at offset {offset} spans {span} bytes per NPU: offset + span = "
-            f"{offset + span} runs past the end of the NPU's {chip.lmem_bytes} bytes"
+            f"{what} at offset {r} spans {end - r} bytes per NPU: offset + span = "
+            f"{end} runs past the end of the NPU's {S} bytes"
         )
-
-
-def _check_injective(lay: Layout, what: str):
-    if lay._nested:
-        return
-    if lay.count > 1 << 22:
-        raise StrideError(f"{what}: the strides interleave elements in a way that cannot be checked for overlap")
-    idx = np.indices(lay.shape).reshape(lay.ndim, -1)
-    locs = lay.locate_flat(tuple(idx))
-    if np.unique(locs).size != locs.size:
-        raise StrideError(f"{what}: the strides make two elements share bytes")
-
-
-def _key(value):
-    """A hashable form of a shape or stride argument, or None where there is none."""
-    if isinstance(value, (tuple, list)) and all(type(v) is int for v in value):
-        return tuple(value)
-    return None
+    return dataclasses.replace(wide, physical_shape=(X, S))
 
 
 def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mode=None,
@@ -680,26 +612,6 @@ def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mo
     >>> t.packed_shape, t.stride, t.locate((5, 0, 0, 0))
     ((2, 5, 4, 5), (64, 32, 5, 1), (0, 257))
     """
-    # Placements are immutable, so repeated copies of one tensor reuse its layouts.
-    sk, tk = _key(shape), _key(stride)
-    if (isinstance(chip, Chip) and type(address) is int and sk is not None
-            and (stride is None or tk is not None) and isinstance(layout, str)
-            and (mode is None or isinstance(mode, str))):
-        try:
-            dt = as_dtype(dtype)
-        except DTypeError:
-            dt = None
-        if dt is not None:
-            return _tensor_layout_cached(chip, address, sk, tk, dt, mode, layout)
-    return _tensor_layout(chip, address, shape, stride, dtype, mode, layout)
-
-
-@functools.lru_cache(maxsize=256)
-def _tensor_layout_cached(chip, address, shape, stride, dtype, mode, layout):
-    return _tensor_layout(chip, address, shape, stride, dtype, mode, layout)
-
-
-def _tensor_layout(chip, address, shape, stride, dtype, mode, layout) -> NpuTensor:
     chip = _check_chip(chip)
     dt = as_dtype(dtype)
     if isinstance(mode, str) and mode.upper() in MODES:
@@ -717,49 +629,29 @@ def _tensor_layout(chip, address, shape, stride, dtype, mode, layout) -> NpuTens
         if layout == "stride":
             raise StrideError("layout = 'stride' needs stride = (n, c, h, w)")
         if layout == "aligned":
-            stride, need = aligned_stride(chip, shape, q, dt, mode), chip.align_bytes
+            stride, need = _aligned(chip, shape, q, dt, mode), chip.align_bytes
         else:
-            stride, need = compact_stride(chip, shape, q, mode), 4
+            _, c, h, w = shape
+            stride, need = (h * w * _cpn(chip, q, c), h * w, w, 1), 4
         name = layout
     _check_address_alignment(chip, address, need, name)
-    m = packed_shape(shape, mode)[0]
-    n, c, h, w = shape
-    ns, cs, hs, ws = stride
+    return _place(chip, address, shape, stride, dt, mode, name)
+
+
+@functools.lru_cache(maxsize=256)
+def _place(chip, address, shape, stride, dt, mode, name) -> NpuTensor:
+    """The placement of checked arguments (one per distinct placement: tensors are values)."""
+    k = 1 if mode is None else MODES[mode][0]
+    q, r = divmod(address, chip.lmem_bytes)
     X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
-    cpn = channels_per_npu(chip, q, c)
-    span = u * ((m - 1) * ns + (cpn - 1) * cs + (h - 1) * hs + (w - 1) * ws + 1)
-    _check_footprint(chip, r, span, f"tensor {shape}")
+    ns, cs, hs, ws = stride
+    u = e * k
     ndig = ns * u if k == 1 else [(k, e), (None, ns * u)]
-    byte_layout = Layout(
-        f"npu-{name}", ("n", "c", "h", "w", "b"), (n, c, h, w, e), (X, S),
-        digits={"n": ndig, "c": [(X, S), (None, cs * u)], "h": hs * u, "w": ws * u, "b": 1},
-        offsets={"c": q}, base=r, owned_padding=("n", "h", "w", "b"), physical_axes=("npu", "byte"))
-    _check_injective(byte_layout, f"stride = {stride}")
-    ndig_e = ns * k if k == 1 else [(k, 1), (None, ns * k)]
-    elements = Layout(
-        f"npu-{name}-elements", ("n", "c", "h", "w"), (n, c, h, w), (X, S // e),
-        digits={"n": ndig_e, "c": [(X, S // e), (None, cs * k)], "h": hs * k, "w": ws * k},
-        offsets={"c": q}, base=r // e, owned_padding=("n", "h", "w"), physical_axes=("npu", "element"))
-    dummies = None
-    if n % k:
-        # The dummies after the last n: k - N % k slots in the last packed unit of every (c, h, w).
-        d, first = k - n % k, (m - 1) * ns * u + (n % k) * e
-        dummies = (
-            Layout(f"npu-{name}-dummies", ("d", "c", "h", "w", "b"), (d, c, h, w, e), (X, S),
-                   digits={"d": e, "c": [(X, S), (None, cs * u)], "h": hs * u, "w": ws * u, "b": 1},
-                   offsets={"c": q}, base=r + first, owned_padding=("d", "h", "w", "b")),
-            Layout(f"npu-{name}-dummy-elements", ("d", "c", "h", "w"), (d, c, h, w), (X, S // e),
-                   digits={"d": 1, "c": [(X, S // e), (None, cs * k)], "h": hs * k, "w": ws * k},
-                   offsets={"c": q}, base=(r + first) // e, owned_padding=("d", "h", "w")),
-        )
-    words = None
-    if k > 1 and r % u == 0 and S % u == 0:
-        words = Layout(
-            f"npu-{name}-words", ("m", "c", "h", "w"), (m, c, h, w), (X, S // u),
-            digits={"m": ns, "c": [(X, S // u), (None, cs)], "h": hs, "w": ws},
-            offsets={"c": q}, base=r // u, owned_padding=("m", "h", "w"), physical_axes=("npu", "word"))
-    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, byte_layout,
-                     _elements=elements, _dummies=dummies, _words=words)
+    digits = {"n": ndig, "c": [(X, S), (None, cs * u)], "h": hs * u, "w": ws * u}
+    lay = _npu_layout(name, chip, r, e, ("n", "c", "h", "w"), shape, digits, {"c": q}, ("n", "h", "w"))
+    if not lay.injective:
+        raise StrideError(f"stride = {stride}: the strides make two elements share bytes")
+    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, lay)
 
 
 def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_channel: int,
@@ -786,25 +678,20 @@ def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_chann
     if W > cols:
         raise ShapeError(f"cols_per_channel = {W} is not allowed: it must be in [1, cols = {cols}]")
     address = chip.check_address(address)
-    q, r = address // chip.lmem_bytes, address % chip.lmem_bytes
     shape = (rows, -(-cols // W), 1, W)
-    stride = aligned_stride(chip, shape, 0, dt)
+    stride = _aligned(chip, shape, 0, dt, None)
     _check_address_alignment(chip, address, chip.align_bytes, "matrix")
+    return _place_matrix(chip, address, rows, cols, W, dt, shape, stride)
+
+
+@functools.lru_cache(maxsize=64)
+def _place_matrix(chip, address, rows, cols, W, dt, shape, stride) -> NpuTensor:
+    q, r = divmod(address, chip.lmem_bytes)
     X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
-    ns, cs = stride[0], stride[1]
-    cpn = channels_per_npu(chip, q, shape[1])
-    span = e * ((rows - 1) * ns + (cpn - 1) * cs + W)
-    _check_footprint(chip, r, span, f"matrix {rows}x{cols}")
-    byte_layout = Layout(
-        "npu-matrix", ("row", "col", "b"), (rows, cols, e), (X, S),
-        digits={"row": ns * e, "col": [(W, e), (X, S), (None, cs * e)], "b": 1},
-        offsets={"col": q * W}, base=r, owned_padding=("row", "b"), physical_axes=("npu", "byte"))
-    elements = Layout(
-        "npu-matrix-elements", ("row", "col"), (rows, cols), (X, S // e),
-        digits={"row": ns, "col": [(W, 1), (X, S // e), (None, cs)]},
-        offsets={"col": q * W}, base=r // e, owned_padding=("row",), physical_axes=("npu", "element"))
-    return NpuTensor(chip, address, shape, stride, dt, None, "matrix", q, r, byte_layout,
-                     matrix_shape=(rows, cols), cols_per_channel=W, _elements=elements)
+    digits = {"row": stride[0] * e, "col": [(W, e), (X, S), (None, stride[1] * e)]}
+    lay = _npu_layout("matrix", chip, r, e, ("row", "col"), (rows, cols), digits, {"col": q * W}, ("row",))
+    return NpuTensor(chip, address, shape, stride, dt, None, "matrix", q, r, lay,
+                     matrix_shape=(rows, cols), cols_per_channel=W)
 
 
 def locate(chip: Chip, address: int, shape, stride, dtype, index, mode=None) -> tuple[int, int]:
