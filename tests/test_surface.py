@@ -65,7 +65,7 @@ def test_image_layout_is_built_once_per_shape():
 
 
 # npu/memory.py still reads npu/tensor.py's private checks (issue 9, part 2 moves them).
-_PENDING = {"npu/memory.py"}
+_PENDING = set()
 
 
 def test_no_private_name_is_imported_across_modules():

@@ -45,9 +45,9 @@ from ..errors import (
 from .chip import BM1684, Chip
 from .tensor import (
     NpuTensor,
-    _check_chip,
-    _check_stride,
-    _shape4,
+    check_chip,
+    check_stride,
+    shape4,
     as_dtype,
     continuous_stride,
     dtype_name,
@@ -92,7 +92,7 @@ class LocalMemory:
     """
 
     def __init__(self, chip: Chip, system_bytes: int = 1 << 20, backend: str = "numpy"):
-        self.chip = _check_chip(chip)
+        self.chip = check_chip(chip)
         system_bytes = check_positive_int("system_bytes", system_bytes)
         self.backend = check_choice("backend", backend, BACKENDS)
         self._sim = None
@@ -186,7 +186,7 @@ class LocalMemory:
         """A system tensor as a buffer layout over system memory counted in its elements,
         after checking address, strides and reach: ``(layout, element strides, dtype)``."""
         dt = as_dtype(dtype)
-        shape = _shape4(shape)
+        shape = shape4(shape)
         if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
             raise AddressError(f"{what} address = {address!r} is not allowed: it must be an integer")
         address = int(address)
@@ -201,7 +201,7 @@ class LocalMemory:
                 f"{what} address = {address} is not allowed: {dtype_name(dt)} data needs an address "
                 f"divisible by {e}"
             )
-        stride = continuous_stride(shape) if stride is None else _check_stride(stride, f"{what} stride")
+        stride = continuous_stride(shape) if stride is None else check_stride(stride, f"{what} stride")
         if stride[3] != 1:
             raise StrideError(f"{what} stride w = {stride[3]} is not allowed: a copy needs W stride 1")
         reach, lay = _system_layout(shape, stride, address // e, size // e)

@@ -136,7 +136,7 @@ def _check_mode(mode, dtype: np.dtype) -> int:
     return k
 
 
-def _check_chip(chip) -> Chip:
+def check_chip(chip) -> Chip:
     if not isinstance(chip, Chip):
         raise LayoutError(f"chip = {chip!r} is not allowed: it must be a tensorlayout.npu.Chip")
     return chip
@@ -151,7 +151,7 @@ def _check_start(chip: Chip, start_npu) -> int:
     return int(start_npu)
 
 
-def _shape4(shape, name="shape") -> tuple[int, int, int, int]:
+def shape4(shape, name="shape") -> tuple[int, int, int, int]:
     return check_shape(name, shape, rank=4)
 
 
@@ -163,7 +163,7 @@ def packed_shape(shape, mode=None) -> tuple[int, int, int, int]:
     >>> packed_shape((6, 5, 4, 5), "4N"), packed_shape((3, 5, 4, 5), "2N")
     ((2, 5, 4, 5), (2, 5, 4, 5))
     """
-    n, c, h, w = _shape4(shape)
+    n, c, h, w = shape4(shape)
     if mode is None:
         return (n, c, h, w)
     check_choice("mode", mode, (None, *MODES))
@@ -180,7 +180,7 @@ def channels_per_npu(chip: Chip, start_npu: int, channels: int) -> int:
     >>> [channels_per_npu(chip, q, c) for q, c in ((0, 3), (1, 3), (0, 6), (3, 6))]
     [1, 1, 2, 3]
     """
-    chip = _check_chip(chip)
+    chip = check_chip(chip)
     q = _check_start(chip, start_npu)
     c = check_positive_int("channels", channels)
     return max(1, -(-(q + c) // chip.npus))
@@ -222,7 +222,7 @@ def aligned_stride(chip: Chip, shape, start_npu: int, dtype="fp32", mode=None) -
     >>> aligned_stride(chip, (2, 3, 4, 5), 0, "fp32"), aligned_stride(chip, (2, 3, 4, 5), 2, "fp32")
     ((32, 32, 5, 1), (64, 32, 5, 1))
     """
-    chip = _check_chip(chip)
+    chip = check_chip(chip)
     dt = as_dtype(dtype)
     _check_mode(mode, dt)
     packed_shape(shape, mode)
@@ -254,7 +254,7 @@ def compact_stride(chip: Chip, shape, start_npu: int, mode=None) -> tuple[int, i
     >>> compact_stride(chip, (2, 3, 4, 5), 0), compact_stride(chip, (2, 3, 4, 5), 2)
     ((20, 20, 5, 1), (40, 20, 5, 1))
     """
-    chip = _check_chip(chip)
+    chip = check_chip(chip)
     _, c, h, w = packed_shape(shape, mode)
     return (h * w * channels_per_npu(chip, start_npu, c), h * w, w, 1)
 
@@ -265,11 +265,11 @@ def continuous_stride(shape) -> tuple[int, int, int, int]:
     >>> continuous_stride((2, 3, 4, 5))
     (60, 20, 5, 1)
     """
-    _, c, h, w = _shape4(shape)
+    _, c, h, w = shape4(shape)
     return (c * h * w, h * w, w, 1)
 
 
-def _check_stride(stride, name="stride") -> tuple[int, int, int, int]:
+def check_stride(stride, name="stride") -> tuple[int, int, int, int]:
     if isinstance(stride, (str, bytes)) or not hasattr(stride, "__iter__"):
         raise StrideError(f"{name} = {stride!r} is not allowed: it must be 4 positive integers (n, c, h, w)")
     stride = tuple(stride)
@@ -612,17 +612,17 @@ def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mo
     >>> t.packed_shape, t.stride, t.locate((5, 0, 0, 0))
     ((2, 5, 4, 5), (64, 32, 5, 1), (0, 257))
     """
-    chip = _check_chip(chip)
+    chip = check_chip(chip)
     dt = as_dtype(dtype)
     if isinstance(mode, str) and mode.upper() in MODES:
         mode = mode.upper()                    # mode names are case-insensitive ("4n" is 4N)
     k = _check_mode(mode, dt)
-    shape = _shape4(shape)
+    shape = shape4(shape)
     address = chip.check_address(address)
     q, r = address // chip.lmem_bytes, address % chip.lmem_bytes
     u = dt.itemsize * k
     if stride is not None:
-        stride = _check_stride(stride)
+        stride = check_stride(stride)
         name, need = "stride", min(u, 4)
     else:
         check_choice("layout", layout, LAYOUTS)
@@ -670,7 +670,7 @@ def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_chann
     >>> t.shape, t.stride, t.matrix_locate(1, 39), t.matrix_element_at(2, 128 + 36)
     ((2, 3, 1, 15), (32, 32, 15, 1), (2, 164), (1, 39))
     """
-    chip = _check_chip(chip)
+    chip = check_chip(chip)
     dt = as_dtype(dtype)
     rows = check_positive_int("rows", rows)
     cols = check_positive_int("cols", cols)
