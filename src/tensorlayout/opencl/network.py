@@ -97,6 +97,8 @@ class _Virtual:
 
     name: str
     ids: np.ndarray
+    node: object = None
+    shape: tuple = ()
 
 
 @dataclass
@@ -259,8 +261,12 @@ class OpenCLSession:
             raise _err(node, f"input {name!r} is not computed on the device (a constant input "
                        "where this runtime needs a tensor)")
         if isinstance(t, _Virtual):
-            raise _err(node, f"input {name!r} is a rearrangement (shape {list(t.ids.shape)}) that "
-                       "this runtime cannot keep in an image")
+            got = self._materialize(t.node, name, t.ids, t.shape)
+            if got is None:
+                raise _err(node, f"input {name!r} is a rearrangement (shape {list(t.ids.shape)}) "
+                           "that is not a gather of whole channels: this runtime cannot keep it "
+                           "in an image")
+            return got
         return t
 
     def _empty(self):
@@ -335,6 +341,9 @@ class OpenCLSession:
         for name in m.outputs:
             if name not in self._acts:
                 raise LayoutError(f"graph output {name!r} is a constant: nothing runs on the device")
+            t = self._acts[name]
+            if isinstance(t, _Virtual):
+                self._materialize(t.node, name, t.ids, t.shape)
 
     # ---- activations
     def _act_params(self, st):
@@ -504,9 +513,8 @@ class OpenCLSession:
             raise _err(node, f"the weight has shape {list(B.shape)}: a 2-D (K, O) matrix is needed")
         K, O = B.shape
         # the input: an (N, K) image, or (N, C, H, W) flattened in NCHW order (read in place)
-        if isinstance(src, _Virtual):
-            x = self._flat_source(node, src, K)
-        else:
+        x = self._flat_source(src, K) if isinstance(src, _Virtual) else None
+        if x is None:
             x = self._device(node, node.inputs[0])
             if x.shape != (x.nhwc[0], K):
                 raise _err(node, f"input of shape {list(x.shape)}: a 2-D (N, {K}) input is needed")
@@ -530,16 +538,16 @@ class OpenCLSession:
              i32(C), i32(O), i32(bias is not None), i32(act[0]), f32(act[1]), f32(act[2])],
             flops=2.0 * N * K * O, nbytes=(K * O + N * (K + O)) * self.dtype.itemsize))
 
-    def _flat_source(self, node, v, K):
+    def _flat_source(self, v, K):
+        """The device tensor that ``v`` flattens in NCHW order to (N, K), or None."""
         ids = v.ids
         if ids.ndim != 2 or ids.shape[1] != K:
-            raise _err(node, f"input of shape {list(ids.shape)}: a 2-D (N, {K}) input is needed")
-        src = self._source_of(ids.reshape(-1)[:1])[0]
-        t = self._acts[src]
-        n, c, h, w = t.shape if len(t.shape) == 4 else (t.shape[0], t.shape[1], 1, 1)
+            return None
+        t = self._acts[self._source_of(ids.reshape(-1)[:1])[0]]
+        n, c, h, w = _nchw(t.nhwc)
         want = t.base + np.arange(n * c * h * w).reshape(n, c * h * w)
         if ids.shape != want.shape or not np.array_equal(ids, want):
-            raise _err(node, "the input is a rearrangement other than a flatten of one tensor")
+            return None
         return t
 
     # ---- element-wise
@@ -719,6 +727,20 @@ class OpenCLSession:
         return [traced[i][1] for i in np.unique(idx)]
 
     def _move(self, st):
+        outs = self._trace(st)
+        if any(len(self._source_of(np.asarray(o).reshape(-1))) > 4 for o in outs if o is not None):
+            # the gather kernel reads at most four images: make the traced inputs images first
+            for n in st.node.inputs:
+                if n and isinstance(self._acts.get(n), _Virtual):
+                    self._device(st.node, n)
+            outs = self._trace(st)
+        for name, ids, shape in zip(st.node.outputs, outs, st.out_shapes):
+            if name:
+                # kept as traced ids: an image is made only where a kernel reads it
+                self._acts[name] = _Virtual(name, np.asarray(ids), st.node, tuple(shape))
+
+    def _trace(self, st):
+        """The element ids of the move's outputs, from those of its inputs."""
         node = st.node
         ins = []
         for n in node.inputs:
@@ -735,22 +757,18 @@ class OpenCLSession:
             raise
         except Exception as exc:  # noqa: BLE001
             raise _err(node, f"tracing the move failed: {exc}") from None
-        for name, ids, shape in zip(node.outputs, outs, st.out_shapes):
-            if not name:
-                continue
-            ids = np.asarray(ids)
-            self._acts[name] = _Virtual(name, ids)
-            self._materialize(node, name, ids, shape)
+        return list(outs)
 
     def _materialize(self, node, name, ids, shape):
-        """Turn a traced move into an image when it is a channel gather (or the same image)."""
+        """Turn a traced move into an image when it is a channel gather (or the same image);
+        None when it is not."""
         if len(shape) not in (2, 4):
-            return
+            return None
         out4 = shape if len(shape) == 4 else tuple(shape) + (1, 1)
         ids4 = ids.reshape(out4)
         srcs = self._source_of(ids4.reshape(-1))
         if len(srcs) > 4:
-            return
+            return None
         N, C, H, W = out4
         lut = np.empty(C, np.int64)
         offsets, acc = {}, 0
@@ -761,7 +779,7 @@ class OpenCLSession:
             t = self._acts[s]
             tn, th, tw, tc = t.nhwc
             if (tn, th, tw) != (N, H, W):
-                return
+                return None
         # each output element must be (n, c', h, w) of its source, with c' fixed per channel
         first = ids4[0, :, 0, 0]
         owner = [self._source_of(np.array([i]))[0] for i in first]
@@ -773,7 +791,7 @@ class OpenCLSession:
             want = t.base + (np.arange(N)[:, None, None] * tc + cc) * th * tw + \
                 np.arange(H)[None, :, None] * tw + np.arange(W)[None, None, :]
             if not np.array_equal(ids4[:, c], want):
-                return
+                return None
             lut[c] = offsets[owner[c]] + cc
         if len(srcs) == 1 and np.array_equal(lut, np.arange(C)) and \
                 self._acts[srcs[0]].nhwc[3] == C:
@@ -783,7 +801,7 @@ class OpenCLSession:
             self._acts[name] = alias
             self._alias_of = getattr(self, "_alias_of", {})
             self._alias_of[name] = srcs[0]
-            return
+            return alias
         layer = Layer(node.name, node.op, "gather channels")
         out = self._new_act(name, shape, node)
         # the new image is traced from now on under its own ids
@@ -801,6 +819,7 @@ class OpenCLSession:
              i32(starts[3]), i32(C)], nbytes=2 * N * H * W * C * self.dtype.itemsize))
         layer.tables = [table]
         self.layers.append(layer)
+        return out
 
     # ------------------------------------------------------------------ memory
     def _root(self, name):
@@ -835,7 +854,6 @@ class OpenCLSession:
         pool: list = []                # free images: (w, h, dtype, image)
         self._images: dict = {}
         allocated = []
-        pcl = cl()
 
         def take(key):
             w, h, dt = self._slots[key]
@@ -849,7 +867,7 @@ class OpenCLSession:
             from .transfer import empty_image
 
             img = empty_image(self.queue, w, h, dt)
-            allocated.append((w, h, np.dtype(dt)))
+            allocated.append((w, h, np.dtype(dt), key[0]))
             self._images[key] = img
 
         def give(key):
@@ -866,9 +884,6 @@ class OpenCLSession:
             by_last.setdefault(i, []).append(k)
         for k in by_first.get(-1, []):
             take(k)
-        for k in by_last.get(-1, []):
-            if k not in [a.slot for a in self._inputs.values()] or k not in last or last[k] == -1:
-                pass
         for i in range(end):
             for k in by_first.get(i, []):
                 take(k)
@@ -876,8 +891,11 @@ class OpenCLSession:
                 if k in self._images and k[0] != "empty":
                     give(k)
         self.allocated = allocated
-        self.allocated_bytes = int(sum(w * h * 4 * dt.itemsize for w, h, dt in allocated))
-        del pcl
+        nbytes = lambda kinds: int(sum(w * h * 4 * dt.itemsize  # noqa: E731
+                                       for w, h, dt, k in allocated if k in kinds))
+        self.allocated_bytes = nbytes(("act", "tmp", "empty"))
+        self.activation_bytes = nbytes(("act",))
+        self.temporary_bytes = nbytes(("tmp",))
 
     # ------------------------------------------------------------------ kernels
     def _make_kernels(self):
@@ -977,6 +995,8 @@ class OpenCLSession:
             "kernels": sum(len(layer.launches) for layer in self.layers),
             "images_allocated": len(self.allocated),
             "image_bytes": self.allocated_bytes,
+            "activation_bytes": self.activation_bytes,
+            "temporary_bytes": self.temporary_bytes,
             "plan_peak_bytes": plan_peak,
             "weight_bytes": self._weights_bytes,
             "fallbacks": list(self.fallbacks),
