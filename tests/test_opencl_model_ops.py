@@ -277,3 +277,23 @@ def test_cli_runs_and_refuses_bad_options(tmp_path, capsys):
     assert err.count("\n") == 1 and "matches no OpenCL device" in err
     assert main(["run", str(path), "--half"]) == 2
     assert "applies to --runtime opencl only" in capsys.readouterr().err
+
+
+def test_work_group_tuner_caches_per_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORLAYOUT_CACHE", str(tmp_path))
+    x, w = rnd(2, 5, 9, 7), rnd(6, 5, 3, 3)
+    nodes = [conv_node("x", "w", None, "c", pads=[1] * 4), helper.make_node("Relu", ["c"], ["y"]),
+             helper.make_node("MaxPool", ["y"], ["z"], kernel_shape=[2, 2], strides=[2, 2])]
+    sess = check(nodes, {"x": x}, ["z"], {"w": w}, tune=True)       # tuned sizes, same result
+    files = list(tmp_path.glob("tuning-*.json"))
+    assert len(files) == 1
+    import json
+
+    entries = json.loads(files[0].read_text())
+    assert len(entries) == len(sess.launches())
+    for _, ln in sess.launches():           # a tuned global size is a multiple of the local one
+        assert ln.lsize is None or all(g % lc == 0 for g, lc in zip(ln.gsize, ln.lsize))
+    before = files[0].stat().st_mtime_ns
+    again = check(nodes, {"x": x}, ["z"], {"w": w}, tune=True)     # read from the cache
+    assert files[0].stat().st_mtime_ns == before
+    assert [ln.lsize for _, ln in again.launches()] == [ln.lsize for _, ln in sess.launches()]
