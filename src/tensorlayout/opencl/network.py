@@ -183,7 +183,7 @@ class OpenCLSession:
         self.half = bool(half)
         self.layers: list[Layer] = []
         self.fallbacks: list[str] = []
-        self.last_profile = None
+        self._events, self._profile = None, None
         self._acts: dict = {}
         self._slots: dict = {}          # slot -> (width, height, dtype)
         self._next_base = 0
@@ -972,11 +972,18 @@ class OpenCLSession:
             pcl.enqueue_copy(q, host, buf, is_blocking=True)
             y = host if ids is None else host.reshape(-1)[ids - base]
             outs.append(np.array(y.reshape(shape)))
-        if profile:
-            q.finish()
-            self.last_profile = [(ln, op, kn, (ev.profile.end - ev.profile.start) * 1e-9)
-                                 for ln, op, kn, ev in events]
+        self._events, self._profile = events, None
         return outs[0] if len(outs) == 1 else outs
+
+    @property
+    def last_profile(self):
+        """The last profiled run: (layer, op, kernel, device seconds) per kernel, in order
+        (read from the events on first access, so the run itself only keeps them)."""
+        if self._profile is None and self._events:
+            self.queue.finish()
+            self._profile = [(ln, op, kn, (ev.profile.end - ev.profile.start) * 1e-9)
+                             for ln, op, kn, ev in self._events]
+        return self._profile
 
     # ------------------------------------------------------------------ reports
     def summary(self) -> dict:
