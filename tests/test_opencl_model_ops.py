@@ -145,8 +145,9 @@ def test_eltwise_one_channel_and_2d():
     a, m = rnd(2, 7, 4, 3), rnd(2, 1, 4, 3)
     g = rnd(3, 9)
     check([helper.make_node("Mul", ["a", "m"], ["y"]),
-           helper.make_node("Add", ["g", "v"], ["z"])],
-          {"a": a, "m": m, "g": g}, ["y", "z"], {"v": rnd(9)})
+           helper.make_node("Add", ["g", "v"], ["z"]),
+           helper.make_node("Sub", ["kf", "a"], ["u"])],          # a constant of the full shape first
+          {"a": a, "m": m, "g": g}, ["y", "z", "u"], {"v": rnd(9), "kf": rnd(2, 7, 4, 3)})
 
 
 @pytest.mark.parametrize("half", [False, True])
@@ -206,6 +207,16 @@ def test_fully_connected_on_flattened_images(trans_b):
     fc = [la for la in sess.layers if la.op == "Gemm"][0]
     assert "read in place" in fc.kind
     assert [t for _, t, _ in fc.weights][-1] == "WEIGHT_WIDTH"
+
+
+@pytest.mark.parametrize("K,N", [(1030, 1), (600, 3)])
+def test_fully_connected_split_over_inputs(K, N):
+    x = rnd(N, K)
+    sess = check([helper.make_node("Gemm", ["x", "B", "C"], ["g"], transB=1),
+                  helper.make_node("Relu", ["g"], ["y"])],
+                 {"x": x}, ["y"], {"B": rnd(9, K) * 0.1, "C": rnd(9)})
+    assert "split over" in sess.layers[0].kind
+    assert [ln.kernel for ln in sess.layers[0].launches] == ["fc_partial", "fc_reduce"]
 
 
 def test_resize():

@@ -201,6 +201,44 @@ __kernel void fully_connected(__read_only image2d_t in, __read_only image2d_t wt
     put(out, o4, n, activate(acc, act, a0, a1), o4, O);
 }
 
+/* The same, split over the input: work-item (o4, n * S + s) sums the input pixels
+ * [s * chunk, (s + 1) * chunk) of the weight's x order ((h * W + w) * q(C) + c4) into a
+ * float32 image of partial sums [q(O), N * S]; fc_reduce adds the S partials, the bias
+ * and the activation.  Layers with many inputs get enough work-items this way. */
+__kernel void fc_partial(__read_only image2d_t in, __read_only image2d_t wt,
+                         __write_only image2d_t part, int N, int H, int W, int C, int O,
+                         int S, int chunk)
+{
+    const int o4 = get_global_id(0), ns = get_global_id(1);
+    if (o4 >= (O + 3) / 4 || ns >= N * S)
+        return;
+    const int n = ns / S, s = ns - n * S;
+    const int qc = (C + 3) / 4, o = 4 * o4;
+    const int p0 = s * chunk, p1 = min(p0 + chunk, H * W * qc);
+    float4 acc = (float4)(0.0f);
+    for (int p = p0; p < p1; ++p) {
+        const int hw = p / qc, c4 = p - hw * qc;
+        const int h = hw / W, w = hw - h * W;
+        const float4 v = get(in, c4 * W + w, n * H + h);
+        acc += (float4)(dot(v, get(wt, p, o)), dot(v, get(wt, p, o + 1)),
+                        dot(v, get(wt, p, o + 2)), dot(v, get(wt, p, o + 3)));
+    }
+    write_imagef(part, (int2)(o4, ns), acc);
+}
+
+__kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
+                        __write_only image2d_t out, int N, int O, int S, int has_bias,
+                        int act, float a0, float a1)
+{
+    const int o4 = get_global_id(0), n = get_global_id(1);
+    if (o4 >= (O + 3) / 4 || n >= N)
+        return;
+    float4 acc = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    for (int s = 0; s < S; ++s)
+        acc += get(part, o4, n * S + s);
+    put(out, o4, n, activate(acc, act, a0, a1), o4, O);
+}
+
 /* ------------------------------------------------------------------ element-wise */
 /* out = op(a, b) then the activation; op < 0: the activation of a alone.
  * a has the output's shape; b is (BN, BH, BW, BC), each 1 or the output's extent

@@ -532,6 +532,23 @@ class OpenCLSession:
         layer.kind = "fully connected" + (f" (flattened {C}x{H}x{W} read in place)" if H * W > 1 else "")
         filt = self._weight(layer, node.inputs[1], wt, "WEIGHT_WIDTH")
         i32, f32 = np.int32, np.float32
+        pixels = H * W * _q(C)
+        S = min(64, -(-pixels // 128))
+        if S > 1 and self._fits(_q(O), N * S):
+            chunk = -(-pixels // S)
+            S = -(-pixels // chunk)
+            P = ("tmp", node.name, "P")
+            self._slots[P] = (_q(O), N * S, np.dtype(np.float32))
+            layer.kind += f", split over {S} input slices"
+            layer.launches += [
+                _Launch(self._net_program(), "fc_partial", (_q(O), N * S),
+                        [x, filt, P, i32(N), i32(H), i32(W), i32(C), i32(O), i32(S), i32(chunk)],
+                        flops=2.0 * N * K * O, nbytes=(K * O + N * K) * self.dtype.itemsize),
+                _Launch(self._net_program(), "fc_reduce", (_q(O), N),
+                        [P, bias if bias is not None else self._empty(), out, i32(N), i32(O), i32(S),
+                         i32(bias is not None), i32(act[0]), f32(act[1]), f32(act[2])],
+                        nbytes=N * O * (S * 4 + self.dtype.itemsize))]
+            return
         layer.launches.append(_Launch(
             self._net_program(), "fully_connected", (_q(O), N),
             [x, filt, bias if bias is not None else self._empty(), out, i32(N), i32(H), i32(W),
@@ -576,7 +593,7 @@ class OpenCLSession:
             raise _err(node, "both operands are broadcast: one must have the output's shape")
         swap = 0
         a, b = ops
-        if not full[0]:
+        if not full[0] or (a[0] == "const" and full[1] and b[0] == "act"):
             a, b, swap = b, a, 1
         if a[0] == "const":
             raise _err(node, "an operand of the output's shape must be computed on the device")
