@@ -846,7 +846,7 @@ class OpenCLSession:
         return name
 
     def _plan_memory(self):
-        """Give every slot an image: free after the last reader, reuse the smallest that fits."""
+        """Give every slot an image: free after the last reader, then reused (and grown)."""
         last: dict = {}
         first: dict = {}
         for i, layer in enumerate(self.layers):
@@ -868,29 +868,37 @@ class OpenCLSession:
         for a in self._inputs.values():
             first[a.slot] = -1
             last.setdefault(a.slot, -1)
-        pool: list = []                # free images: (w, h, dtype, image)
-        self._images: dict = {}
-        allocated = []
+        # Blocks first, images last: a tensor takes the free block of its channel type that
+        # fits with the least area added (growing a block to the larger width and height),
+        # unless a new block would add less; blocks are allocated at their final size.
+        blocks: list = []              # [width, height, dtype, kinds]
+        free: list = []                # indices into blocks
+        where: dict = {}               # slot -> block
 
         def take(key):
             w, h, dt = self._slots[key]
-            best = None
-            for j, (fw, fh, fdt, img) in enumerate(pool):
-                if fdt == dt and fw >= w and fh >= h and (best is None or fw * fh < pool[best][0] * pool[best][1]):
-                    best = j
-            if best is not None:
-                self._images[key] = pool.pop(best)[3]
-                return
-            from .transfer import empty_image
-
-            img = empty_image(self.queue, w, h, dt)
-            allocated.append((w, h, np.dtype(dt), key[0]))
-            self._images[key] = img
+            dt = np.dtype(dt)
+            best, cost = None, w * h
+            for b in free:
+                bw, bh, bdt, _ = blocks[b]
+                if bdt != dt:
+                    continue
+                added = max(bw, w) * max(bh, h) - bw * bh
+                if added < cost or (added == cost and best is not None and
+                                    bw * bh < blocks[best][0] * blocks[best][1]):
+                    best, cost = b, added
+            if best is None:
+                blocks.append([w, h, dt, set()])
+                best = len(blocks) - 1
+            else:
+                free.remove(best)
+                blocks[best][0] = max(blocks[best][0], w)
+                blocks[best][1] = max(blocks[best][1], h)
+            blocks[best][3].add(key[0])
+            where[key] = best
 
         def give(key):
-            img = self._images[key]
-            w, h = img.shape
-            pool.append((w, h, np.dtype(self._slots[key][2]), img))
+            free.append(where[key])
 
         order = sorted(first, key=lambda k: first[k])
         by_first: dict = {}
@@ -905,11 +913,17 @@ class OpenCLSession:
             for k in by_first.get(i, []):
                 take(k)
             for k in by_last.get(i, []):
-                if k in self._images and k[0] != "empty":
+                if k in where and k[0] != "empty":
                     give(k)
-        self.allocated = allocated
+        from .transfer import empty_image
+
+        images = [empty_image(self.queue, w, h, dt) for w, h, dt, _ in blocks]
+        self._images = {k: images[b] for k, b in where.items()}
+        # a block that any activation uses counts as activation memory
+        self.allocated = [(w, h, dt, "act" if "act" in kinds else min(kinds))
+                          for w, h, dt, kinds in blocks]
         nbytes = lambda kinds: int(sum(w * h * 4 * dt.itemsize  # noqa: E731
-                                       for w, h, dt, k in allocated if k in kinds))
+                                       for w, h, dt, k in self.allocated if k in kinds))
         self.allocated_bytes = nbytes(("act", "tmp", "empty"))
         self.activation_bytes = nbytes(("act",))
         self.temporary_bytes = nbytes(("tmp",))
