@@ -270,6 +270,12 @@ def test_unknown_op_and_bad_device_are_clear_errors():
         OpenCLSession(load(data), device="no-such-device-xyz")
     with pytest.raises(LayoutError, match="winograd = 3 is not allowed"):
         OpenCLSession(load(data), winograd=3)
+    with pytest.raises(LayoutError, match="max_image = .* is not allowed"):
+        OpenCLSession(load(data), max_image=("wide", 3))
+    x = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (1, 2, 3, 3)}, ["y"])
+    sess = OpenCLSession(load(x.SerializeToString()))
+    with pytest.raises(LayoutError, match="has shape"):
+        sess.run(np.zeros((1, 2, 3, 4), np.float32))
 
 
 def test_cli_runs_and_refuses_bad_options(tmp_path, capsys):

@@ -28,9 +28,6 @@ indices at load and become one ``gather_channels`` kernel, or nothing at all.
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -172,7 +169,11 @@ class OpenCLSession:
         if max_image is None:
             max_image = info.max_image_size
         else:
-            max_image = tuple(int(v) for v in max_image)
+            try:
+                max_image = tuple(int(v) for v in max_image)
+            except (TypeError, ValueError):
+                raise LayoutError(f"max_image = {max_image!r} is not allowed: give (width, height), "
+                                  "two positive integers") from None
             if len(max_image) != 2 or min(max_image) < 1:
                 raise LayoutError(f"max_image = {max_image!r} is not allowed: give (width, height), "
                                   "both positive")
@@ -282,7 +283,6 @@ class OpenCLSession:
             for n in st.node.inputs:
                 if n:
                     readers.setdefault(n, []).append(st)
-        self._readers = readers
         outputs = set(m.outputs)
         self._inputs = {}
         for name, shape in m.inputs.items():
@@ -816,8 +816,6 @@ class OpenCLSession:
             alias = _Act(name, src.nhwc, tuple(shape), slot=src.slot, base=src.base)
             # the alias shares the image and the ids
             self._acts[name] = alias
-            self._alias_of = getattr(self, "_alias_of", {})
-            self._alias_of[name] = srcs[0]
             return alias
         layer = Layer(node.name, node.op, "gather channels")
         out = self._new_act(name, shape, node)
@@ -839,12 +837,6 @@ class OpenCLSession:
         return out
 
     # ------------------------------------------------------------------ memory
-    def _root(self, name):
-        alias = getattr(self, "_alias_of", {})
-        while name in alias:
-            name = alias[name]
-        return name
-
     def _plan_memory(self):
         """Give every slot an image: free after the last reader, then reused (and grown)."""
         last: dict = {}
