@@ -76,7 +76,8 @@ def _load(path):
 def _key(cctx, ln):
     prog, opts, src = ln.program
     h = hashlib.sha256((src or "").encode()).hexdigest()[:8]
-    return f"{cctx.info.version}|{prog}|{','.join(opts)}|{h}|{ln.kernel}|{'x'.join(map(str, ln.gsize))}"
+    g = ln.base_gsize or ln.gsize
+    return f"{cctx.info.version}|{prog}|{','.join(opts)}|{h}|{ln.kernel}|{'x'.join(map(str, g))}"
 
 
 def _time(queue, kobj, gsize, lsize, reps=3):
@@ -103,6 +104,7 @@ def tune_session(sess) -> int:
         max_dev = int(cctx.device.max_work_group_size)
         for _, ln in sess.launches():
             key = _key(cctx, ln)
+            need = ln.base_gsize or ln.gsize
             if key in cache:
                 best = cache[key]
                 best = tuple(best) if best else None
@@ -110,8 +112,8 @@ def tune_session(sess) -> int:
                 limit = min(max_dev, int(ln.kobj.get_work_group_info(
                     pcl.kernel_work_group_info.WORK_GROUP_SIZE, cctx.device)))
                 timings = []
-                for cand in candidates(ln.gsize, limit):
-                    g = ln.gsize if cand is None else _round(ln.gsize, cand)
+                for cand in candidates(need, limit):
+                    g = need if cand is None else _round(need, cand)
                     try:
                         t = _time(sess.queue, ln.kobj, g, cand)
                     except pcl.Error:
@@ -120,10 +122,9 @@ def tune_session(sess) -> int:
                 best = min(timings, key=lambda tc: tc[0])[1] if timings else None
                 cache[key] = list(best) if best else None
                 changed = True
-            if best is not None:
-                ln.lsize = best
-                ln.gsize = _round(ln.gsize, best)
-                chosen += 1
+            ln.lsize = best
+            ln.gsize = need if best is None else _round(need, best)
+            chosen += best is not None
         sess.queue.finish()
         if changed:
             try:
