@@ -32,5 +32,8 @@ test_rc=${PIPESTATUS[0]}
 bench_rc=${PIPESTATUS[0]}
 # The other transfer path, for comparison (the device's default is the one above).
 "$PY" benchmarks/bench_opencl.py --no-conv --path staged 2>&1 | tee "$OUT_DIR/bench_opencl_staged.log"
+# Whole networks on images, next to the CPU runtime and onnxruntime (needs torch for the zoo).
+"$PY" benchmarks/bench_model_opencl.py --device "${TENSORLAYOUT_CL_DEVICE:-0}" --size 224 --rounds 7 \
+    --threads "$(nproc)" --tune --json "$OUT_DIR/model_opencl.json" 2>&1 | tee "$OUT_DIR/model_opencl.log"
 echo "pytest exit $test_rc, benchmark exit $bench_rc" | tee "$OUT_DIR/status.log"
 [ "$test_rc" = 0 ] && [ "$bench_rc" = 0 ]

@@ -116,7 +116,8 @@ def test_the_pages_have_command_line_examples():
 
 @pytest.mark.parametrize("where,argv,shown", EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_command_line_examples_run_as_shown(where, argv, shown, tmp_path, monkeypatch):
-    if argv and argv[0] == "opencl":
+    if argv and (argv[0] == "opencl" or "--runtime" in argv and
+                 argv[argv.index("--runtime") + 1:][:1] == ["opencl"]):
         _need_opencl()
     monkeypatch.chdir(tmp_path)
     for arg in argv:

@@ -60,9 +60,23 @@ def register(sub) -> None:
                    help="input array (.npy, float32); default: random normal (--seed)")
     r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
                    help="fix a dynamic input shape; repeatable")
+    r.add_argument("--runtime", default="cpu", type=str.lower, choices=("cpu", "opencl"),
+                   help="cpu: NumPy kernels (default); opencl: every activation in MACE's RGBA "
+                        "images on an OpenCL device, prepared once")
+    r.add_argument("--device", default=None,
+                   help="--runtime opencl: the OpenCL device (index or name substring)")
+    r.add_argument("--half", action="store_true",
+                   help="--runtime opencl: float16 images (CL_HALF_FLOAT), float32 arithmetic")
+    r.add_argument("--winograd", default="auto",
+                   help="--runtime opencl: auto (default), 0 (none) or a tile 2, 4 or 6")
+    r.add_argument("--max-image", default=None, metavar="W,H",
+                   help="--runtime opencl: image limits below the device's (layers fall back)")
+    r.add_argument("--tune", action="store_true",
+                   help="--runtime opencl: time work-group sizes per kernel (cached per device)")
     r.add_argument("--threads", type=int, default=None, help="threads for the runtime (default: all)")
     r.add_argument("--profile", action="store_true",
-                   help="time each layer and each op type (after one warm-up run)")
+                   help="time each layer and each op type (after one warm-up run; on OpenCL, "
+                        "device time from profiling events)")
     r.add_argument("--check", action="store_true",
                    help="compare with onnxruntime on the same input (same threads)")
     r.add_argument("--save", default=None, metavar="OUT.npy", help="save the (first) output")
@@ -169,6 +183,13 @@ def _rel_l2(a, b):
 
 # ------------------------------------------------------------------------------ run
 def run_cmd(args) -> int:
+    if args.runtime == "opencl":
+        return _run_opencl(args)
+    for opt, val in (("--device", args.device), ("--half", args.half),
+                     ("--max-image", args.max_image), ("--tune", args.tune),
+                     ("--winograd", None if args.winograd == "auto" else args.winograd)):
+        if val:
+            raise LayoutError(f"{opt} applies to --runtime opencl only (the runtime is cpu)")
     model = _load(args)
     feeds = read_inputs(args, model)
     if args.threads is not None and args.threads < 1:
@@ -221,6 +242,115 @@ def run_cmd(args) -> int:
     if args.check:
         for c in info["check"]:
             line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
+            if "top1" in c:
+                same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
+                line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
+            print(line)
+    return 0
+
+
+def _winograd_arg(text):
+    t = str(text).strip().lower()
+    if t == "auto":
+        return "auto"
+    if t in ("0", "2", "4", "6"):
+        return int(t)
+    raise LayoutError(f"--winograd = {text!r} is not allowed: it must be auto, 0, 2, 4 or 6")
+
+
+def _outputs_info(model, outs):
+    res = []
+    for name, y in zip(model.outputs, outs):
+        o = {"name": name, "shape": list(y.shape), "min": float(y.min()), "max": float(y.max()),
+             "mean": float(y.mean())}
+        if y.ndim == 2 and y.shape[0] == 1 and y.shape[1] > 1:
+            top = np.argsort(-y[0], kind="stable")[:5]
+            o["top5"] = [[int(i), float(y[0, i])] for i in top]
+        res.append(o)
+    return res
+
+
+def _run_opencl(args) -> int:
+    from ..opencl.network import OpenCLSession
+
+    if args.threads is not None:
+        raise LayoutError("--threads applies to --runtime cpu only (OpenCL uses the device)")
+    winograd = _winograd_arg(args.winograd)
+    max_image = None
+    if args.max_image is not None:
+        max_image = int_list(args.max_image, "--max-image")
+        if len(max_image) != 2 or min(max_image) < 1:
+            raise LayoutError(f"--max-image = {args.max_image!r} is not allowed: it must be W,H, "
+                              "two positive integers")
+    model = _load(args)
+    feeds = _inputs(args, model)
+    t0 = time.perf_counter()
+    sess = OpenCLSession(model, args.device, half=args.half, winograd=winograd,
+                         max_image=max_image, tune=args.tune)
+    prep = time.perf_counter() - t0
+    sess.run(feeds)                                          # warm-up
+    t0 = time.perf_counter()
+    out = sess.run(feeds)
+    seconds = time.perf_counter() - t0
+    if args.profile:
+        sess.run(feeds, profile=True)
+    outs = out if isinstance(out, list) else [out]
+    if args.save:
+        np.save(args.save, outs[0])
+    summ = sess.summary()
+    info = {"model": model.label, "runtime": "opencl", **summ,
+            "inputs": {k: list(v.shape) for k, v in feeds.items()},
+            "prepare_seconds": prep, "seconds": seconds, "outputs": _outputs_info(model, outs),
+            "layers": sess.layer_table()}
+    if args.profile:
+        info["profile"] = [{"layer": ln, "op": op, "kernel": k, "ms": t * 1e3}
+                           for ln, op, k, t in sess.last_profile]
+    if args.check:
+        ref = onnxruntime_outputs(args.model, feeds)
+        info["check"] = []
+        for name, y, r in zip(model.outputs, outs, ref):
+            c = {"name": name, "rel_l2": _rel_l2(y, r)}
+            a, b = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
+            c["cosine"] = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
+            if y.ndim == 2 and y.shape[0] == 1:
+                c["top1"] = int(np.argmax(y[0]))
+                c["top1_onnxruntime"] = int(np.argmax(r[0]))
+            info["check"].append(c)
+    if args.json:
+        print_json(info)
+        return 0
+    ins = ", ".join(f"{k} {tuple(v)}" for k, v in info["inputs"].items())
+    print(f"model {model.label}: opset {model.opset}, {len(model.steps)} nodes, input {ins}")
+    print(f"device {summ['device']}: {summ['dtype']} images, {summ['layers']} layers, "
+          f"{summ['kernels']} kernels, prepared in {prep:.2f} s")
+    plan = summ["plan_peak_bytes"]
+    print(f"images {summ['images_allocated']} allocated: {_kib(summ['activation_bytes'])} "
+          f"activations (the plan's peak with reuse: "
+          f"{_kib(plan) if plan is not None else 'n/a'}) + {_kib(summ['temporary_bytes'])} "
+          f"Winograd temporaries; weights {_kib(summ['weight_bytes'])}")
+    for f in summ["fallbacks"]:
+        print(f"fallback {f}")
+    print(f"ran in {seconds * 1e3:.2f} ms (wall, one inference after a warm-up)")
+    for o in info["outputs"]:
+        print(f"output {o['name']} {tuple(o['shape'])}: min {o['min']:.6g}, max {o['max']:.6g}, "
+              f"mean {o['mean']:.6g}")
+        if "top5" in o:
+            print("  top 5: " + ", ".join(f"{i} ({v:.4g})" for i, v in o["top5"]))
+    if args.profile:
+        per_layer, per_op = sess.profile_table()
+        kinds = {f"{la.name} ({la.op})": la.kind for la in sess.layers}
+        total = sum(t for _, t in per_layer) or 1e-12
+        _table(("layer", "kernels", "device ms", "share"),
+               [(n, kinds.get(n, ""), f"{t * 1e3:.3f}", f"{t / total:.1%}") for n, t in per_layer],
+               right=(2, 3))
+        print()
+        _table(("op type", "device ms", "share"),
+               [(op, f"{t * 1e3:.3f}", f"{t / total:.1%}") for op, t in per_op], right=(1, 2))
+        print(f"total {total * 1e3:.3f} ms of device time")
+    if args.check:
+        for c in info["check"]:
+            line = (f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}, "
+                    f"cosine {c['cosine']:.6f}")
             if "top1" in c:
                 same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
                 line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"

@@ -1,0 +1,425 @@
+/* The kernels of a whole network kept in RGBA images (tensorlayout.opencl.network).
+ *
+ * Every activation is an IN_OUT_CHANNEL image of an NHWC tensor (N, H, W, C):
+ * pixel (c4 * W + w, n * H + h) holds channels 4 * c4 .. 4 * c4 + 3 in its four lanes
+ * (q(C) = (C + 3) / 4).  A 2-D tensor (N, C) is the image of (N, 1, 1, C).
+ * Weights (pixel of element):
+ *   CONV2D_FILTER    OIHW (O, I, KH, KW)  [I, KH*KW*q(O)]     (i, o4*KH*KW + kh*KW + kw), lane o % 4
+ *   DW_CONV2D_FILTER (C, 1, KH, KW)       [KH*KW, q(C)]        (kh*KW + kw, c4),          lane c % 4
+ *   WEIGHT_WIDTH     OIHW (O, C, H, W)    [q(C)*H*W, O]        ((h*W + w)*q(C) + c4, o),  lane c % 4
+ *   ARGUMENT         (L,)                 [q(L), 1]            (l4, 0),                   lane l % 4
+ * Work-items mostly run over (c4, w or a block of 4 w, n * H + h), as MACE's kernels do.
+ * Reads outside an image give the border colour 0 (CLK_ADDRESS_CLAMP).  Lanes past the
+ * channel count are written as 0, so that no later kernel meets a stray NaN there.
+ * Arithmetic is float; with IMG_HALF the stored values are rounded to the nearest half.
+ */
+
+#include "net_common.cl"
+
+/* ------------------------------------------------------------------ host <-> image */
+/* NCHW float buffer -> IN_OUT_CHANNEL image. */
+__kernel void upload(__global const float *x, __write_only image2d_t out, int N, int C, int H, int W)
+{
+    const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || w >= W || nh >= N * H)
+        return;
+    const int n = nh / H, h = nh - n * H;
+    float v[4];
+    for (int k = 0; k < 4; ++k) {
+        const int c = 4 * c4 + k;
+        v[k] = c < C ? x[((n * C + c) * H + h) * W + w] : 0.0f;
+    }
+    put(out, c4 * W + w, nh, (float4)(v[0], v[1], v[2], v[3]), c4, C);
+}
+
+/* IN_OUT_CHANNEL image -> NCHW float buffer. */
+__kernel void download(__read_only image2d_t in, __global float *y, int N, int C, int H, int W)
+{
+    const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || w >= W || nh >= N * H)
+        return;
+    const int n = nh / H, h = nh - n * H;
+    const float4 v = get(in, c4 * W + w, nh);
+    const float a[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
+        y[((n * C + 4 * c4 + k) * H + h) * W + w] = a[k];
+}
+
+/* ------------------------------------------------------------------ convolutions */
+/* Direct convolution, any kernel, stride, padding, dilation; group 1.
+ * One work-item: four output channels at four neighbouring output columns. */
+__kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
+                     __read_only image2d_t bias, __write_only image2d_t out,
+                     int H, int W, int C, int OH, int OW, int O, int NOH,
+                     int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
+                     int has_bias, int act, float a0, float a1)
+{
+    const int o4 = get_global_id(0), wb = get_global_id(1), nh = get_global_id(2);
+    if (o4 >= (O + 3) / 4 || 4 * wb >= OW || nh >= NOH)
+        return;
+    const int n = nh / OH, oh = nh - n * OH, ow0 = 4 * wb;
+    const int qc = (C + 3) / 4;
+    const float4 b = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = oh * sh - ph + kh * dh;
+        if (ih < 0 || ih >= H)
+            continue;
+        const int iy = n * H + ih;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int fy = (o4 * KH + kh) * KW + kw;
+            const int iw0 = ow0 * sw - pw + kw * dw;
+            const int iw1 = iw0 + sw, iw2 = iw1 + sw, iw3 = iw2 + sw;
+            const int in0 = iw0 >= 0 && iw0 < W, in1 = iw1 >= 0 && iw1 < W;
+            const int in2 = iw2 >= 0 && iw2 < W, in3 = iw3 >= 0 && iw3 < W;
+            for (int c4 = 0; c4 < qc; ++c4) {
+                const int i = 4 * c4, xb = c4 * W;
+                const float4 f0 = get(filt, i, fy), f1 = get(filt, i + 1, fy);
+                const float4 f2 = get(filt, i + 2, fy), f3 = get(filt, i + 3, fy);
+                float4 v;
+                v = in0 ? get(in, xb + iw0, iy) : (float4)(0.0f);
+                acc0 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc0))));
+                v = in1 ? get(in, xb + iw1, iy) : (float4)(0.0f);
+                acc1 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc1))));
+                v = in2 ? get(in, xb + iw2, iy) : (float4)(0.0f);
+                acc2 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc2))));
+                v = in3 ? get(in, xb + iw3, iy) : (float4)(0.0f);
+                acc3 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc3))));
+            }
+        }
+    }
+    const int xo = o4 * OW + ow0;
+    put(out, xo, nh, activate(acc0, act, a0, a1), o4, O);
+    if (ow0 + 1 < OW) put(out, xo + 1, nh, activate(acc1, act, a0, a1), o4, O);
+    if (ow0 + 2 < OW) put(out, xo + 2, nh, activate(acc2, act, a0, a1), o4, O);
+    if (ow0 + 3 < OW) put(out, xo + 3, nh, activate(acc3, act, a0, a1), o4, O);
+}
+
+/* Grouped convolution (1 < groups < C): CONV2D_FILTER of (O, C / groups, KH, KW).
+ * One work-item: four output channels at one output pixel; each lane reads its group's
+ * input channels one by one (they need not start on a pixel boundary). */
+__kernel void conv2d_grouped(__read_only image2d_t in, __read_only image2d_t filt,
+                             __read_only image2d_t bias, __write_only image2d_t out,
+                             int H, int W, int C, int OH, int OW, int O, int NOH,
+                             int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
+                             int groups, int has_bias, int act, float a0, float a1)
+{
+    const int o4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
+    if (o4 >= (O + 3) / 4 || ow >= OW || nh >= NOH)
+        return;
+    const int n = nh / OH, oh = nh - n * OH;
+    const int cg = C / groups, og = O / groups;
+    float acc[4];
+    const float4 b = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    acc[0] = b.x; acc[1] = b.y; acc[2] = b.z; acc[3] = b.w;
+    for (int k = 0; k < 4; ++k) {
+        const int o = 4 * o4 + k;
+        if (o >= O)
+            break;
+        const int c0 = (o / og) * cg;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = oh * sh - ph + kh * dh;
+            if (ih < 0 || ih >= H)
+                continue;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = ow * sw - pw + kw * dw;
+                if (iw < 0 || iw >= W)
+                    continue;
+                const int fy = (o4 * KH + kh) * KW + kw;
+                for (int i = 0; i < cg; ++i) {
+                    const int c = c0 + i;
+                    const float v = lane(get(in, (c / 4) * W + iw, n * H + ih), c % 4);
+                    acc[k] = mad(v, lane(get(filt, i, fy), k), acc[k]);
+                }
+            }
+        }
+    }
+    put(out, o4 * OW + ow, nh, activate((float4)(acc[0], acc[1], acc[2], acc[3]), act, a0, a1), o4, O);
+}
+
+/* Depthwise convolution (groups = C = O, multiplier 1): DW_CONV2D_FILTER of (C, 1, KH, KW).
+ * One work-item: four channels at four neighbouring output columns. */
+__kernel void dwconv2d(__read_only image2d_t in, __read_only image2d_t filt,
+                       __read_only image2d_t bias, __write_only image2d_t out,
+                       int H, int W, int C, int OH, int OW, int NOH,
+                       int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
+                       int has_bias, int act, float a0, float a1)
+{
+    const int c4 = get_global_id(0), wb = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || 4 * wb >= OW || nh >= NOH)
+        return;
+    const int n = nh / OH, oh = nh - n * OH, ow0 = 4 * wb;
+    const float4 b = has_bias ? get(bias, c4, 0) : (float4)(0.0f);
+    float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
+    const int xb = c4 * W;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = oh * sh - ph + kh * dh;
+        if (ih < 0 || ih >= H)
+            continue;
+        const int iy = n * H + ih;
+        for (int kw = 0; kw < KW; ++kw) {
+            const float4 f = get(filt, kh * KW + kw, c4);
+            const int iw0 = ow0 * sw - pw + kw * dw;
+            const int iw1 = iw0 + sw, iw2 = iw1 + sw, iw3 = iw2 + sw;
+            if (iw0 >= 0 && iw0 < W) acc0 = mad(get(in, xb + iw0, iy), f, acc0);
+            if (iw1 >= 0 && iw1 < W) acc1 = mad(get(in, xb + iw1, iy), f, acc1);
+            if (iw2 >= 0 && iw2 < W) acc2 = mad(get(in, xb + iw2, iy), f, acc2);
+            if (iw3 >= 0 && iw3 < W) acc3 = mad(get(in, xb + iw3, iy), f, acc3);
+        }
+    }
+    const int xo = c4 * OW + ow0;
+    put(out, xo, nh, activate(acc0, act, a0, a1), c4, C);
+    if (ow0 + 1 < OW) put(out, xo + 1, nh, activate(acc1, act, a0, a1), c4, C);
+    if (ow0 + 2 < OW) put(out, xo + 2, nh, activate(acc2, act, a0, a1), c4, C);
+    if (ow0 + 3 < OW) put(out, xo + 3, nh, activate(acc3, act, a0, a1), c4, C);
+}
+
+/* Fully connected: y[n, o] = sum over (c, h, w) of x[n, c, h, w] * Wt[o, c, h, w] + b[o].
+ * The weight is a WEIGHT_WIDTH image, whose pixel holds the same four channels as the
+ * input's pixel at (h, w): one dot product per output and input pixel.
+ * One work-item: four outputs of one batch row; the output is the image of (N, 1, 1, O). */
+__kernel void fully_connected(__read_only image2d_t in, __read_only image2d_t wt,
+                              __read_only image2d_t bias, __write_only image2d_t out,
+                              int N, int H, int W, int C, int O, int has_bias,
+                              int act, float a0, float a1)
+{
+    const int o4 = get_global_id(0), n = get_global_id(1);
+    if (o4 >= (O + 3) / 4 || n >= N)
+        return;
+    const int qc = (C + 3) / 4, o = 4 * o4;
+    float4 acc = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    for (int h = 0; h < H; ++h) {
+        for (int w = 0; w < W; ++w) {
+            const int xw = (h * W + w) * qc;
+            for (int c4 = 0; c4 < qc; ++c4) {
+                const float4 v = get(in, c4 * W + w, n * H + h);
+                acc += (float4)(dot(v, get(wt, xw + c4, o)), dot(v, get(wt, xw + c4, o + 1)),
+                                dot(v, get(wt, xw + c4, o + 2)), dot(v, get(wt, xw + c4, o + 3)));
+            }
+        }
+    }
+    put(out, o4, n, activate(acc, act, a0, a1), o4, O);
+}
+
+/* The same, split over the input: work-item (o4, n * S + s) sums the input pixels
+ * [s * chunk, (s + 1) * chunk) of the weight's x order ((h * W + w) * q(C) + c4) into a
+ * float32 image of partial sums [q(O), N * S]; fc_reduce adds the S partials, the bias
+ * and the activation.  Layers with many inputs get enough work-items this way. */
+__kernel void fc_partial(__read_only image2d_t in, __read_only image2d_t wt,
+                         __write_only image2d_t part, int N, int H, int W, int C, int O,
+                         int S, int chunk)
+{
+    const int o4 = get_global_id(0), ns = get_global_id(1);
+    if (o4 >= (O + 3) / 4 || ns >= N * S)
+        return;
+    const int n = ns / S, s = ns - n * S;
+    const int qc = (C + 3) / 4, o = 4 * o4;
+    const int p0 = s * chunk, p1 = min(p0 + chunk, H * W * qc);
+    float4 acc = (float4)(0.0f);
+    for (int p = p0; p < p1; ++p) {
+        const int hw = p / qc, c4 = p - hw * qc;
+        const int h = hw / W, w = hw - h * W;
+        const float4 v = get(in, c4 * W + w, n * H + h);
+        acc += (float4)(dot(v, get(wt, p, o)), dot(v, get(wt, p, o + 1)),
+                        dot(v, get(wt, p, o + 2)), dot(v, get(wt, p, o + 3)));
+    }
+    write_imagef(part, (int2)(o4, ns), acc);
+}
+
+__kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
+                        __write_only image2d_t out, int N, int O, int S, int has_bias,
+                        int act, float a0, float a1)
+{
+    const int o4 = get_global_id(0), n = get_global_id(1);
+    if (o4 >= (O + 3) / 4 || n >= N)
+        return;
+    float4 acc = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    for (int s = 0; s < S; ++s)
+        acc += get(part, o4, n * S + s);
+    put(out, o4, n, activate(acc, act, a0, a1), o4, O);
+}
+
+/* ------------------------------------------------------------------ element-wise */
+/* out = op(a, b) then the activation; op < 0: the activation of a alone.
+ * a has the output's shape; b is (BN, BH, BW, BC), each 1 or the output's extent
+ * (BC == 1: one value for all channels, in lane 0).  swap: op(b, a). */
+#define OP_ADD 0
+#define OP_SUB 1
+#define OP_MUL 2
+#define OP_DIV 3
+#define OP_MAX 4
+#define OP_MIN 5
+__kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_only image2d_t out,
+                      int H, int W, int C, int NH, int BN, int BH, int BW, int BC,
+                      int op, int swap, int act, float a0, float a1)
+{
+    const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || w >= W || nh >= NH)
+        return;
+    float4 v = get(a, c4 * W + w, nh);
+    if (op >= 0) {
+        const int n = nh / H, h = nh - n * H;
+        const int bn = BN == 1 ? 0 : n, bh = BH == 1 ? 0 : h, bw = BW == 1 ? 0 : w;
+        float4 u;
+        if (BC == 1)
+            u = (float4)(get(b, bw, bn * BH + bh).x);
+        else
+            u = get(b, c4 * BW + bw, bn * BH + bh);
+        float4 x = swap ? u : v, y = swap ? v : u;
+        switch (op) {
+        case OP_ADD: v = x + y; break;
+        case OP_SUB: v = x - y; break;
+        case OP_MUL: v = x * y; break;
+        case OP_DIV: v = x / y; break;
+        case OP_MAX: v = fmax(x, y); break;
+        default: v = fmin(x, y); break;
+        }
+    }
+    put(out, c4 * W + w, nh, activate(v, act, a0, a1), c4, C);
+}
+
+/* ------------------------------------------------------------------ pooling */
+/* Max or average pooling over windows clipped to the input; the output size (floor or
+ * ceil mode) comes from the host.  Average: divided by the in-bounds count, or with
+ * count_include_pad by the window's size inside the padded input. */
+__kernel void pool2d(__read_only image2d_t in, __write_only image2d_t out,
+                     int H, int W, int C, int OH, int OW, int NOH,
+                     int KH, int KW, int sh, int sw, int pt, int pl, int pb, int pr,
+                     int dh, int dw, int is_max, int count_pad)
+{
+    const int c4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || ow >= OW || nh >= NOH)
+        return;
+    const int n = nh / OH, oh = nh - n * OH;
+    float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
+    int count = 0, padded = 0;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = oh * sh - pt + kh * dh;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = ow * sw - pl + kw * dw;
+            if (ih >= -pt && ih < H + pb && iw >= -pl && iw < W + pr)
+                ++padded;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                continue;
+            const float4 v = get(in, c4 * W + iw, n * H + ih);
+            acc = is_max ? fmax(acc, v) : acc + v;
+            ++count;
+        }
+    }
+    if (!is_max)
+        acc /= (float)(count_pad ? padded : count);
+    put(out, c4 * OW + ow, nh, acc, c4, C);
+}
+
+/* Global average or max pooling: one work-item per (four channels, batch row). */
+__kernel void global_pool(__read_only image2d_t in, __write_only image2d_t out,
+                          int N, int H, int W, int C, int is_max)
+{
+    const int c4 = get_global_id(0), n = get_global_id(1);
+    if (c4 >= (C + 3) / 4 || n >= N)
+        return;
+    float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
+    for (int h = 0; h < H; ++h)
+        for (int w = 0; w < W; ++w) {
+            const float4 v = get(in, c4 * W + w, n * H + h);
+            acc = is_max ? fmax(acc, v) : acc + v;
+        }
+    if (!is_max)
+        acc /= (float)(H * W);
+    put(out, c4, n, acc, c4, C);
+}
+
+/* Softmax over the channels of each pixel (axis 1 of NCHW, or of a 2-D (N, C)). */
+__kernel void softmax_channels(__read_only image2d_t in, __write_only image2d_t out,
+                               int H, int W, int C, int NH)
+{
+    const int w = get_global_id(0), nh = get_global_id(1);
+    if (w >= W || nh >= NH)
+        return;
+    const int qc = (C + 3) / 4;
+    float m = -INFINITY;
+    for (int c4 = 0; c4 < qc; ++c4) {
+        const float4 v = get(in, c4 * W + w, nh);
+        for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
+            m = fmax(m, lane(v, k));
+    }
+    float s = 0.0f;
+    for (int c4 = 0; c4 < qc; ++c4) {
+        const float4 v = get(in, c4 * W + w, nh);
+        for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
+            s += exp(lane(v, k) - m);
+    }
+    for (int c4 = 0; c4 < qc; ++c4) {
+        const float4 v = get(in, c4 * W + w, nh);
+        put(out, c4 * W + w, nh, exp(v - (float4)(m)) / s, c4, C);
+    }
+}
+
+/* ------------------------------------------------------------------ channel moves */
+/* Output channel c takes channel src[c] of the sources a, b, c, d laid end to end
+ * (b starts at channel S1, c at S2, d at S3).  Concat, Slice and Split along channels
+ * and the channel shuffle are all this one kernel with a different table; channel
+ * counts need not be multiples of 4 (each lane is picked out of its source pixel). */
+inline float pick(__read_only image2d_t img, int s, int W, int w, int nh)
+{
+    return lane(get(img, (s / 4) * W + w, nh), s % 4);
+}
+
+__kernel void gather_channels(__read_only image2d_t a, __read_only image2d_t b,
+                              __read_only image2d_t c, __read_only image2d_t d,
+                              __global const int *src, __write_only image2d_t out,
+                              int W, int NH, int S1, int S2, int S3, int C)
+{
+    const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || w >= W || nh >= NH)
+        return;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < 4; ++k) {
+        const int o = 4 * c4 + k;
+        if (o >= C)
+            break;
+        const int s = src[o];
+        if (s < S1)
+            v[k] = pick(a, s, W, w, nh);
+        else if (s < S2)
+            v[k] = pick(b, s - S1, W, w, nh);
+        else if (s < S3)
+            v[k] = pick(c, s - S2, W, w, nh);
+        else
+            v[k] = pick(d, s - S3, W, w, nh);
+    }
+    put(out, c4 * W + w, nh, (float4)(v[0], v[1], v[2], v[3]), c4, C);
+}
+
+/* Resize (nearest or bilinear) with the source coordinate sy = (oy + 0.5) / scale - 0.5
+ * (half_pixel) or oy / scale (asymmetric); nearest rounds down (floor) like ONNX's
+ * asymmetric + floor, or to nearest with half_pixel + round_prefer_floor. */
+__kernel void resize2d(__read_only image2d_t in, __write_only image2d_t out,
+                       int H, int W, int C, int OH, int OW, int NOH,
+                       float scale_h, float scale_w, int linear, int half_pixel)
+{
+    const int c4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
+    if (c4 >= (C + 3) / 4 || ow >= OW || nh >= NOH)
+        return;
+    const int n = nh / OH, oh = nh - n * OH;
+    float sy = half_pixel ? (oh + 0.5f) / scale_h - 0.5f : oh / scale_h;
+    float sx = half_pixel ? (ow + 0.5f) / scale_w - 0.5f : ow / scale_w;
+    float4 v;
+    if (!linear) {
+        int iy = half_pixel ? (int)ceil(sy - 0.5f) : (int)floor(sy);
+        int ix = half_pixel ? (int)ceil(sx - 0.5f) : (int)floor(sx);
+        iy = clamp(iy, 0, H - 1);
+        ix = clamp(ix, 0, W - 1);
+        v = get(in, c4 * W + ix, n * H + iy);
+    } else {
+        sy = clamp(sy, 0.0f, (float)(H - 1));
+        sx = clamp(sx, 0.0f, (float)(W - 1));
+        const int y0 = (int)floor(sy), x0 = (int)floor(sx);
+        const int y1 = min(y0 + 1, H - 1), x1 = min(x0 + 1, W - 1);
+        const float fy = sy - y0, fx = sx - x0;
+        const float4 p00 = get(in, c4 * W + x0, n * H + y0), p01 = get(in, c4 * W + x1, n * H + y0);
+        const float4 p10 = get(in, c4 * W + x0, n * H + y1), p11 = get(in, c4 * W + x1, n * H + y1);
+        v = (p00 * (1.0f - fx) + p01 * fx) * (1.0f - fy) + (p10 * (1.0f - fx) + p11 * fx) * fy;
+    }
+    put(out, c4 * OW + ow, nh, v, c4, C);
+}

@@ -1,0 +1,60 @@
+/* Shared by net.cl and netwino.cl: the sampler, activations, and the store that
+ * zeroes lanes past the channel count (and rounds to half with IMG_HALF). */
+
+#ifndef IMG_HALF
+#define IMG_HALF 0
+#endif
+
+__constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
+
+#include "half.cl"
+
+/* Activation codes, fused into the kernel that produces a tensor. */
+#define ACT_NONE 0
+#define ACT_RELU 1
+#define ACT_CLIP 2        /* min a0, max a1 (ReLU6: 0, 6) */
+#define ACT_LEAKY 3       /* alpha a0 */
+#define ACT_SIGMOID 4
+#define ACT_HARDSWISH 5   /* x * clamp(a0 * x + a1, 0, 1) */
+#define ACT_HARDSIGMOID 6 /* clamp(a0 * x + a1, 0, 1) */
+#define ACT_TANH 7
+
+inline float4 activate(float4 v, int act, float a0, float a1)
+{
+    switch (act) {
+    case ACT_RELU: return fmax(v, (float4)(0.0f));
+    case ACT_CLIP: return fmin(fmax(v, (float4)(a0)), (float4)(a1));
+    case ACT_LEAKY: return select(v * a0, v, v >= (float4)(0.0f));
+    case ACT_SIGMOID: return (float4)(1.0f) / ((float4)(1.0f) + exp(-v));
+    case ACT_HARDSWISH: return v * clamp(v * a0 + a1, 0.0f, 1.0f);
+    case ACT_HARDSIGMOID: return clamp(v * a0 + a1, 0.0f, 1.0f);
+    case ACT_TANH: return tanh(v);
+    default: return v;
+    }
+}
+
+/* Store four channels starting at channel 4 * c4; lanes at or past C become 0. */
+inline void put(__write_only image2d_t img, int x, int y, float4 v, int c4, int C)
+{
+    const int left = C - 4 * c4;
+    if (left < 4) {
+        v.w = 0.0f;
+        if (left < 3) v.z = 0.0f;
+        if (left < 2) v.y = 0.0f;
+    }
+#if IMG_HALF
+    v = half_rte4(v);
+#endif
+    write_imagef(img, (int2)(x, y), v);
+}
+
+inline float4 get(__read_only image2d_t img, int x, int y)
+{
+    return read_imagef(img, SMP, (int2)(x, y));
+}
+
+inline float lane(float4 v, int k)
+{
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+

@@ -1,0 +1,1102 @@
+"""A whole ONNX network on OpenCL images, prepared once, the way MACE's GPU runtime runs it.
+
+:class:`OpenCLSession` takes a loaded :class:`tensorlayout.model.Model` (or a path) and
+prepares everything once: the weights go into their MACE image types, the programs are
+built, every activation gets an IN_OUT_CHANNEL image (reused once its last reader has
+run), and each kernel gets its arguments and work sizes.  :meth:`OpenCLSession.run` then
+only uploads the input, enqueues the kernels and reads the output back.
+
+Weights and the image type each gets:
+
+* Conv, group 1: CONV2D_FILTER (OIHW), or WINOGRAD_FILTER for the 3x3 stride-1 layers that
+  run Winograd; depthwise (group = C = O): DW_CONV2D_FILTER; other groups: CONV2D_FILTER of
+  (O, C / group, KH, KW).
+* Biases and per-channel constants: ARGUMENT.
+* Gemm / MatMul with a constant weight: WEIGHT_WIDTH, as MACE's fully connected layer does.
+  Its pixel holds four consecutive input channels at one (h, w), the same four the
+  input's IN_OUT_CHANNEL pixel holds, so a flattened (N, C, H, W) input is read in place
+  (Flatten costs nothing) and each output takes one dot product per input pixel; and its
+  width q(C)·H·W stays within the image limits where WEIGHT_HEIGHT's C·H·W would not
+  (VGG-16's 25088 inputs: 6272 pixels wide against 25088).
+
+Fused into the kernel that produces their input (when that tensor has no other reader):
+Relu, Clip (ReLU6), LeakyRelu, Sigmoid, HardSwish, HardSigmoid, Tanh after Conv, Gemm /
+MatMul and element-wise ops.  Moves of whole channels (Concat, Slice and Split along
+channels, the Reshape-Transpose-Reshape channel shuffle, Flatten) are traced on channel
+indices at load and become one ``gather_channels`` kernel, or nothing at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DeviceLimitError, LayoutError
+from ..image import image_shape
+from ._device import cl, get_context
+
+__all__ = ["OpenCLSession", "NETWORK_OPS"]
+
+_ACT = {"Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5, "HardSigmoid": 6,
+        "Tanh": 7}
+_BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5}
+_MOVES = {"Reshape", "Transpose", "Slice", "Concat", "Split", "Flatten", "Squeeze",
+          "Unsqueeze", "Identity", "Dropout"}
+_COMPUTE = {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
+            "GlobalMaxPool", "ReduceMean", "Softmax", "Resize"}
+
+#: The ONNX ops this runtime runs on images.
+NETWORK_OPS = tuple(sorted(set(_ACT) | set(_BINARY) | _MOVES | _COMPUTE))
+
+#: Work-group sizes on CPU devices, by the launch's number of dimensions.
+_CPU_LOCAL = {2: (16, 4), 3: (4, 4, 4)}
+
+#: Winograd tiles tried, largest first, when a layer's images do not fit the device.
+_TILE_FALLBACK = {6: (6, 4, 2), 4: (4, 2), 2: (2,)}
+
+
+def _q(x):
+    return (x + 3) // 4
+
+
+def _err(node, why):
+    from ..model.ops import ModelError
+
+    return ModelError(f"node {node.name!r} ({node.op}): {why}")
+
+
+def _nhwc(shape):
+    """The NHWC shape of the IN_OUT_CHANNEL image of an NCHW (or (N, C)) tensor, or None."""
+    if len(shape) == 4:
+        n, c, h, w = shape
+        return (n, h, w, c)
+    if len(shape) == 2:
+        return (shape[0], 1, 1, shape[1])
+    return None
+
+
+def _nchw(shape):
+    return (shape[0], shape[3], shape[1], shape[2])
+
+
+@dataclass
+class _Act:
+    """A tensor on the device: the image (``slot``) and its NHWC shape."""
+
+    name: str
+    nhwc: tuple
+    shape: tuple                    # the ONNX shape
+    slot: object = None             # key of its image in the memory plan
+    base: int = -1                  # first id of its elements when moves are traced
+
+
+@dataclass
+class _Virtual:
+    """A tensor made by moves only: for each element, the id of the device element it is."""
+
+    name: str
+    ids: np.ndarray
+    node: object = None
+    shape: tuple = ()
+
+
+@dataclass
+class _Launch:
+    program: tuple                  # (source name, options, source text or None)
+    kernel: str
+    gsize: tuple
+    args: list
+    flops: float = 0.0
+    nbytes: float = 0.0
+    kobj: object = None
+    lsize: object = None
+    base_gsize: tuple = ()          # the work-items the kernel needs, before rounding up
+
+
+@dataclass
+class Layer:
+    """One prepared layer: the nodes it covers, its kernels, what it chose and why."""
+
+    name: str
+    op: str
+    kind: str
+    fused: list = field(default_factory=list)
+    launches: list = field(default_factory=list)
+    weights: list = field(default_factory=list)     # (tensor, image type, [w, h])
+    note: str = ""
+
+
+class OpenCLSession:
+    """Run an ONNX network with every activation in OpenCL images; prepared once.
+
+    ``model``: a :class:`tensorlayout.model.Model`, or anything :func:`tensorlayout.model.load`
+    takes.  ``device``: as :func:`tensorlayout.opencl.get_context`.  ``half``: float16
+    images (CL_HALF_FLOAT) throughout, float32 arithmetic in the kernels.  ``winograd``:
+    "auto" (tile 4 for 3x3 stride-1 layers with at least 16 input and output channels,
+    tile 2 when the output is under 8 x 8), 0 for none, or a tile 2 / 4 / 6 for every
+    such layer.  ``max_image``: (width, height) limits instead of the device's (a layer
+    whose images would not fit falls back to a smaller Winograd tile, then the direct
+    kernel; :attr:`fallbacks` lists where).  ``tune``: pick each kernel's work-group size
+    by timing (cached per device, see :mod:`tensorlayout.opencl.tuning`).
+
+    >>> import numpy as np
+    >>> from tensorlayout.model import load, zoo
+    >>> from tensorlayout.opencl import OpenCLSession
+    >>> m = load(zoo.tiny_onnx())
+    >>> s = OpenCLSession(m)
+    >>> x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    >>> y = s.run(x)
+    >>> y.shape, bool(np.abs(y - m.run(x)).max() < 1e-4)
+    ((1, 10), True)
+    """
+
+    def __init__(self, model, device=None, *, half=False, winograd="auto", max_image=None,
+                 tune=False):
+        from ..model import Model, load
+
+        if not isinstance(model, Model):
+            model = load(model)
+        if winograd not in ("auto", 0, 2, 4, 6, None):
+            raise LayoutError(f"winograd = {winograd!r} is not allowed: 'auto', 0 (none) or a "
+                              "tile 2, 4 or 6")
+        self.model = model
+        self.cctx = get_context(device)
+        self.queue = self.cctx.queue
+        info = self.cctx.info
+        self.dtype = np.dtype(np.float16 if half else np.float32)
+        if not info.image_support:
+            raise LayoutError(f"device {info.name!r} has no image support: choose another device")
+        if half and not info.half_images:
+            raise LayoutError(f"half = True is not allowed on {info.name!r}: it has no CL_RGBA / "
+                              "CL_HALF_FLOAT images")
+        if max_image is None:
+            max_image = info.max_image_size
+        else:
+            try:
+                max_image = tuple(int(v) for v in max_image)
+            except (TypeError, ValueError):
+                raise LayoutError(f"max_image = {max_image!r} is not allowed: give (width, height), "
+                                  "two positive integers") from None
+            if len(max_image) != 2 or min(max_image) < 1:
+                raise LayoutError(f"max_image = {max_image!r} is not allowed: give (width, height), "
+                                  "both positive")
+            max_image = (min(max_image[0], info.max_image_size[0]),
+                         min(max_image[1], info.max_image_size[1]))
+        self.max_image = max_image
+        self.winograd = winograd or 0
+        self.half = bool(half)
+        self.layers: list[Layer] = []
+        self.fallbacks: list[str] = []
+        self._events, self._profile = None, None
+        self._acts: dict = {}
+        self._slots: dict = {}          # slot -> (width, height, dtype)
+        self._next_base = 0
+        self._weights_bytes = 0
+        self._build()
+        self._plan_memory()
+        self._make_kernels()
+        self.tuned = 0
+        if tune:
+            from .tuning import tune_session
+
+            self.tuned = tune_session(self)
+
+    # ------------------------------------------------------------------ building
+    def _net_program(self):
+        return ("net.cl", (f"-DIMG_HALF={int(self.half)}",), None)
+
+    def _wino_program(self, m):
+        from ..winograd import transforms
+
+        mid_half = self.half and m != 6
+        AT, _, BT = transforms(m, 3).as_float(np.float32)
+        head = (f"#define WINO_M {m}\n#define WINO_BT \\\n    " +
+                " \\\n    ".join(_sandwich(BT, "d", "u", "tb")) +
+                "\n#define WINO_AT \\\n    " + " \\\n    ".join(_sandwich(AT, "m", "y", "ta")) + "\n")
+        from ._device import _read_source
+
+        src = head + _read_source("netwino.cl")
+        return (f"netwino.cl:{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
+                src)
+
+    def _fits(self, w, h):
+        return w <= self.max_image[0] and h <= self.max_image[1]
+
+    def _check_fits(self, node, what, w, h):
+        if not self._fits(w, h):
+            raise DeviceLimitError(
+                f"node {node.name!r} ({node.op}): the {what} image [{w}, {h}] is past the image "
+                f"limit {list(self.max_image)} and this runtime has no smaller form for it "
+                "(splitting an activation image is not implemented)")
+
+    def _weight(self, layer, name, array, kind, **kw):
+        """The weight's image: packed on the host by the NumPy path (one program for every
+        layout, where the device transfer would build a kernel per large layout), copied once."""
+        from ..image import to_image
+        from .transfer import empty_image
+
+        w, h = image_shape(kind, array.shape, **kw)
+        self._check_fits_layer(layer, f"{kind} weight {name}", w, h)
+        pixels = to_image(np.ascontiguousarray(array, np.float32), kind, dtype=self.dtype,
+                          max_size=None, **kw)
+        img = empty_image(self.queue, w, h, self.dtype)
+        cl().enqueue_copy(self.queue, img, pixels, origin=(0, 0), region=(w, h), is_blocking=True)
+        layer.weights.append((name, kind, [w, h]))
+        self._weights_bytes += w * h * 4 * self.dtype.itemsize
+        return img
+
+    def _check_fits_layer(self, layer, what, w, h):
+        if not self._fits(w, h):
+            raise DeviceLimitError(
+                f"layer {layer.name!r} ({layer.op}): the {what} image [{w}, {h}] is past the "
+                f"image limit {list(self.max_image)}")
+
+    def _new_act(self, name, shape, node):
+        nhwc = _nhwc(shape)
+        if nhwc is None:
+            raise _err(node, f"output {name!r} has shape {list(shape)}: images hold 4-D NCHW or "
+                       "2-D (N, C) tensors")
+        w, h = image_shape("IN_OUT_CHANNEL", nhwc)
+        self._check_fits(node, f"output {name!r}", w, h)
+        a = _Act(name, nhwc, tuple(shape), slot=("act", name))
+        self._slots[a.slot] = (w, h, self.dtype)
+        self._acts[name] = a
+        return a
+
+    def _device(self, node, name):
+        """The image tensor ``name``: a device tensor, or a traced move materialized now."""
+        t = self._acts.get(name)
+        if t is None:
+            raise _err(node, f"input {name!r} is not computed on the device (a constant input "
+                       "where this runtime needs a tensor)")
+        if isinstance(t, _Virtual):
+            got = self._materialize(t.node, name, t.ids, t.shape)
+            if got is None:
+                raise _err(node, f"input {name!r} is a rearrangement (shape {list(t.ids.shape)}) "
+                           "that is not a gather of whole channels: this runtime cannot keep it "
+                           "in an image")
+            return got
+        return t
+
+    def _empty(self):
+        key = ("empty",)
+        self._slots[key] = (1, 1, self.dtype)
+        return key
+
+    def _build(self):
+        m = self.model
+        steps = m.steps
+        readers: dict = {}
+        for st in steps:
+            for n in st.node.inputs:
+                if n:
+                    readers.setdefault(n, []).append(st)
+        outputs = set(m.outputs)
+        self._inputs = {}
+        for name, shape in m.inputs.items():
+            a = self._new_act(name, shape, type("N", (), {"name": name, "op": "input"})())
+            self._inputs[name] = a
+        skip = set()
+        self._order = []                 # (layer, reads, writes) per layer, in order
+        for st in steps:
+            node = st.node
+            if node.name in skip:
+                continue
+            op = node.op
+            if op in _MOVES:
+                self._move(st)
+                continue
+            fused_act = None
+            out_name = node.outputs[0]
+            nxt = readers.get(out_name, [])
+            if (op in ("Conv", "Gemm", "MatMul") or op in _BINARY) and len(nxt) == 1 \
+                    and nxt[0].node.op in _ACT and out_name not in outputs:
+                fused_act = nxt[0]
+                skip.add(fused_act.node.name)
+            layer = Layer(node.name, op, "")
+            act = (0, 0.0, 0.0)
+            if fused_act is not None:
+                act = self._act_params(fused_act)
+                layer.fused.append(f"{fused_act.node.op} {fused_act.node.name}")
+                final = fused_act.node.outputs[0]
+                final_shape = fused_act.out_shapes[0]
+            else:
+                final, final_shape = out_name, st.out_shapes[0]
+            if op == "Conv":
+                self._conv(st, layer, final, final_shape, act)
+            elif op in ("Gemm", "MatMul"):
+                self._fc(st, layer, final, final_shape, act)
+            elif op in _BINARY:
+                self._binary(st, layer, final, final_shape, act)
+            elif op in _ACT:
+                x = self._device(node, node.inputs[0])
+                out = self._new_act(final, final_shape, node)
+                a = self._act_params(st)
+                layer.kind = "eltwise (activation)"
+                self._eltwise(layer, x, None, out, -1, 0, a)
+            elif op in ("MaxPool", "AveragePool"):
+                self._pool(st, layer, final, final_shape)
+            elif op in ("GlobalAveragePool", "GlobalMaxPool", "ReduceMean"):
+                self._global_pool(st, layer, final, final_shape)
+            elif op == "Softmax":
+                self._softmax(st, layer, final, final_shape)
+            elif op == "Resize":
+                self._resize(st, layer, final, final_shape)
+            else:
+                raise _err(node, f"op {op} is not supported on OpenCL images; this runtime runs "
+                           f"{', '.join(NETWORK_OPS)}")
+            self.layers.append(layer)
+        for name in m.outputs:
+            if name not in self._acts:
+                raise LayoutError(f"graph output {name!r} is a constant: nothing runs on the device")
+            t = self._acts[name]
+            if isinstance(t, _Virtual):
+                self._materialize(t.node, name, t.ids, t.shape)
+
+    # ---- activations
+    def _act_params(self, st):
+        node, op = st.node, st.node.op
+        code = _ACT[op]
+        if op == "Clip":
+            lo, hi = -np.inf, np.inf
+            if "min" in node.attrs:
+                lo = float(node.attrs["min"])
+            if "max" in node.attrs:
+                hi = float(node.attrs["max"])
+            for i, which in ((1, "lo"), (2, "hi")):
+                if len(node.inputs) > i and node.inputs[i]:
+                    v = self.model.consts.get(node.inputs[i])
+                    if v is None:
+                        raise _err(node, f"input {i} must be a constant on this runtime")
+                    if which == "lo":
+                        lo = float(v)
+                    else:
+                        hi = float(v)
+            return (code, lo, hi)
+        if op == "LeakyRelu":
+            return (code, float(node.attrs.get("alpha", 0.01)), 0.0)
+        if op == "HardSwish":
+            return (code, 1.0 / 6.0, 0.5)
+        if op == "HardSigmoid":
+            return (code, float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5)))
+        return (code, 0.0, 0.0)
+
+    # ---- convolution
+    def _conv(self, st, layer, final, final_shape, act):
+        from ..model.ops import conv_padding
+
+        node = st.node
+        x = self._device(node, node.inputs[0])
+        w = np.asarray(self.model.consts.get(node.inputs[1]), np.float32) \
+            if node.inputs[1] in self.model.consts else None
+        if w is None or w.ndim != 4:
+            raise _err(node, "the weights must be a constant 4-D OIHW tensor")
+        b = None
+        if len(node.inputs) > 2 and node.inputs[2]:
+            if node.inputs[2] not in self.model.consts:
+                raise _err(node, "the bias must be a constant")
+            b = np.asarray(self.model.consts[node.inputs[2]], np.float32).reshape(-1)
+        N, H, W, C = x.nhwc
+        O, I, KH, KW = w.shape
+        strides = tuple(node.attrs.get("strides", (1, 1)))
+        dil = tuple(node.attrs.get("dilations", (1, 1)))
+        groups = int(node.attrs.get("group", 1))
+        begin, _ = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
+                                (H, W), (KH, KW), strides, dil)
+        out = self._new_act(final, final_shape, node)
+        _, OH, OW, _ = out.nhwc
+        i32, f32 = np.int32, np.float32
+        bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
+        bias_arg = bias if bias is not None else self._empty()
+        has_b = i32(bias is not None)
+        acts = [i32(act[0]), f32(act[1]), f32(act[2])]
+        macs = N * OH * OW * O * I * KH * KW
+        io = (x.nhwc[0] * H * W * C + N * OH * OW * O) * self.dtype.itemsize
+        if groups == 1:
+            tile = self._wino_tile(node, x.nhwc, O, (KH, KW), strides, dil, begin, out.nhwc)
+            if tile:
+                self._winograd(st, layer, x, w, bias_arg, has_b, out, tile, begin, acts, macs)
+                return
+            layer.kind = f"conv {KH}x{KW} direct" if (KH, KW) != (1, 1) else "conv 1x1 direct"
+            filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
+            layer.launches.append(_Launch(
+                self._net_program(), "conv2d", (_q(O), -(-OW // 4), N * OH),
+                [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O),
+                 i32(N * OH), i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
+                 i32(begin[1]), i32(dil[0]), i32(dil[1]), has_b, *acts],
+                flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+            return
+        if groups == C == O and I == 1:
+            layer.kind = f"depthwise {KH}x{KW}"
+            filt = self._weight(layer, node.inputs[1], w, "DW_CONV2D_FILTER", filter_format="C1HW")
+            layer.launches.append(_Launch(
+                self._net_program(), "dwconv2d", (_q(C), -(-OW // 4), N * OH),
+                [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH),
+                 i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
+                 i32(begin[1]), i32(dil[0]), i32(dil[1]), has_b, *acts],
+                flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+            return
+        if C % groups or O % groups or I != C // groups:
+            raise _err(node, f"group = {groups} does not divide C = {C} and O = {O}")
+        layer.kind = f"grouped conv {KH}x{KW} (group {groups})"
+        filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
+        layer.launches.append(_Launch(
+            self._net_program(), "conv2d_grouped", (_q(O), OW, N * OH),
+            [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O),
+             i32(N * OH), i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
+             i32(begin[1]), i32(dil[0]), i32(dil[1]), i32(groups), has_b, *acts],
+            flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+
+    def _wino_tile(self, node, nhwc, O, k, strides, dil, begin, out_nhwc):
+        N, H, W, C = nhwc
+        if k != (3, 3) or tuple(strides) != (1, 1) or tuple(dil) != (1, 1) or not self.winograd:
+            return 0
+        _, OH, OW, _ = out_nhwc
+        if self.winograd == "auto":
+            if C < 16 or O < 16:
+                return 0
+            want = 4 if min(OH, OW) >= 8 else 2
+        else:
+            want = int(self.winograd)
+        for tile in _TILE_FALLBACK[want]:
+            T2 = (tile + 2) ** 2
+            tiles = N * -(-OH // tile) * -(-OW // tile)
+            sizes = {"V": (tiles, T2 * _q(C)), "M": (tiles, T2 * _q(O)), "U": (_q(C), O * T2)}
+            bad = [f"{k} {list(v)}" for k, v in sizes.items() if not self._fits(*v)]
+            if not bad:
+                if tile != want:
+                    self.fallbacks.append(f"{node.name}: Winograd tile {want} -> {tile} "
+                                          f"(images past the limit {list(self.max_image)})")
+                return tile
+            last = bad
+        self.fallbacks.append(f"{node.name}: Winograd tile {want} -> direct kernel ({', '.join(last)} "
+                              f"past the limit {list(self.max_image)})")
+        return 0
+
+    def _winograd(self, st, layer, x, w, bias_arg, has_b, out, tile, begin, acts, macs):
+        node = st.node
+        N, H, W, C = x.nhwc
+        _, OH, OW, O = out.nhwc
+        th, tw = -(-OH // tile), -(-OW // tile)
+        tiles = N * th * tw
+        T2 = (tile + 2) ** 2
+        layer.kind = f"conv 3x3 Winograd F({tile},3)"
+        u = self._weight(layer, node.inputs[1], w, "WINOGRAD_FILTER", tile=tile)
+        mid = np.dtype(np.float16 if (self.half and tile != 6) else np.float32)
+        V, M = ("tmp", node.name, "V"), ("tmp", node.name, "M")
+        self._slots[V] = (tiles, T2 * _q(C), mid)
+        self._slots[M] = (tiles, T2 * _q(O), mid)
+        prog = self._wino_program(tile)
+        i32 = np.int32
+        it = self.dtype.itemsize
+        layer.launches += [
+            _Launch(prog, "wino_in", (tiles, _q(C)),
+                    [x, V, i32(H), i32(W), i32(C), i32(th), i32(tw), i32(tiles), i32(begin[0]),
+                     i32(begin[1])], nbytes=(N * H * W * C * it + tiles * T2 * C * mid.itemsize)),
+            _Launch(prog, "wino_gemm", (-(-tiles // 4), T2 * _q(O)),
+                    [V, u, M, i32(C), i32(O), i32(tiles)], flops=2.0 * tiles * T2 * C * O,
+                    nbytes=(tiles * T2 * (C + O)) * mid.itemsize + T2 * C * O * it),
+            _Launch(prog, "wino_out", (tiles, _q(O)),
+                    [M, bias_arg, out, i32(OH), i32(OW), i32(O), i32(th), i32(tw), i32(tiles),
+                     has_b, *acts], nbytes=tiles * T2 * O * mid.itemsize + N * OH * OW * O * it),
+        ]
+        layer.temps = [V, M]
+
+    # ---- fully connected
+    def _fc(self, st, layer, final, final_shape, act):
+        node = st.node
+        src = self._acts.get(node.inputs[0])
+        if node.inputs[1] not in self.model.consts:
+            raise _err(node, "the second operand must be a constant weight on this runtime")
+        B = np.asarray(self.model.consts[node.inputs[1]], np.float32)
+        alpha, beta = 1.0, 1.0
+        if node.op == "Gemm":
+            if int(node.attrs.get("transA", 0)):
+                raise _err(node, "transA = 1 is not supported on this runtime")
+            alpha = float(node.attrs.get("alpha", 1.0))
+            beta = float(node.attrs.get("beta", 1.0))
+            if int(node.attrs.get("transB", 0)):
+                B = B.T
+        if B.ndim != 2:
+            raise _err(node, f"the weight has shape {list(B.shape)}: a 2-D (K, O) matrix is needed")
+        K, O = B.shape
+        # the input: an (N, K) image, or (N, C, H, W) flattened in NCHW order (read in place)
+        x = self._flat_source(src, K) if isinstance(src, _Virtual) else None
+        if x is None:
+            x = self._device(node, node.inputs[0])
+            if x.shape != (x.nhwc[0], K):
+                raise _err(node, f"input of shape {list(x.shape)}: a 2-D (N, {K}) input is needed")
+        N, H, W, C = x.nhwc
+        wt = (B.T * np.float32(alpha)).astype(np.float32).reshape(O, C, H, W)
+        bias = None
+        if node.op == "Gemm" and len(node.inputs) > 2 and node.inputs[2]:
+            cval = self.model.consts.get(node.inputs[2])
+            if cval is None or np.asarray(cval).size not in (1, O) or (
+                    np.asarray(cval).ndim == 2 and np.asarray(cval).shape[0] != 1):
+                raise _err(node, "the bias C must be a constant of O values on this runtime")
+            cval = np.broadcast_to(np.asarray(cval, np.float32).reshape(-1), (O,)) * np.float32(beta)
+            bias = self._weight(layer, node.inputs[2], cval, "ARGUMENT")
+        out = self._new_act(final, final_shape, node)
+        layer.kind = "fully connected" + (f" (flattened {C}x{H}x{W} read in place)" if H * W > 1 else "")
+        filt = self._weight(layer, node.inputs[1], wt, "WEIGHT_WIDTH")
+        i32, f32 = np.int32, np.float32
+        pixels = H * W * _q(C)
+        S = min(64, -(-pixels // 128))
+        if S > 1 and self._fits(_q(O), N * S):
+            chunk = -(-pixels // S)
+            S = -(-pixels // chunk)
+            P = ("tmp", node.name, "P")
+            self._slots[P] = (_q(O), N * S, np.dtype(np.float32))
+            layer.kind += f", split over {S} input slices"
+            layer.launches += [
+                _Launch(self._net_program(), "fc_partial", (_q(O), N * S),
+                        [x, filt, P, i32(N), i32(H), i32(W), i32(C), i32(O), i32(S), i32(chunk)],
+                        flops=2.0 * N * K * O, nbytes=(K * O + N * K) * self.dtype.itemsize),
+                _Launch(self._net_program(), "fc_reduce", (_q(O), N),
+                        [P, bias if bias is not None else self._empty(), out, i32(N), i32(O), i32(S),
+                         i32(bias is not None), i32(act[0]), f32(act[1]), f32(act[2])],
+                        nbytes=N * O * (S * 4 + self.dtype.itemsize))]
+            return
+        layer.launches.append(_Launch(
+            self._net_program(), "fully_connected", (_q(O), N),
+            [x, filt, bias if bias is not None else self._empty(), out, i32(N), i32(H), i32(W),
+             i32(C), i32(O), i32(bias is not None), i32(act[0]), f32(act[1]), f32(act[2])],
+            flops=2.0 * N * K * O, nbytes=(K * O + N * (K + O)) * self.dtype.itemsize))
+
+    def _flat_source(self, v, K):
+        """The device tensor that ``v`` flattens in NCHW order to (N, K), or None."""
+        ids = v.ids
+        if ids.ndim != 2 or ids.shape[1] != K:
+            return None
+        t = self._acts[self._source_of(ids.reshape(-1)[:1])[0]]
+        n, c, h, w = _nchw(t.nhwc)
+        want = t.base + np.arange(n * c * h * w).reshape(n, c * h * w)
+        if ids.shape != want.shape or not np.array_equal(ids, want):
+            return None
+        return t
+
+    # ---- element-wise
+    def _binary(self, st, layer, final, final_shape, act):
+        node = st.node
+        out_rank = len(final_shape)
+        out4 = final_shape if out_rank == 4 else (final_shape + (1, 1) if out_rank == 2 else None)
+        if out4 is None:
+            raise _err(node, f"output shape {list(final_shape)}: images hold 4-D or 2-D tensors")
+        ops = []
+        for i, n in enumerate(node.inputs[:2]):
+            if n in self.model.consts:
+                c = np.asarray(self.model.consts[n], np.float32)
+                if c.ndim > out_rank:
+                    raise _err(node, f"constant {n!r} has more dimensions than the output")
+                c = c.reshape((1,) * (out_rank - c.ndim) + c.shape)
+                c4 = c if out_rank == 4 else c.reshape(c.shape + (1, 1))
+                ops.append(("const", n, c4))
+            else:
+                t = self._device(node, n)
+                ops.append(("act", n, t))
+        shape_of = lambda o: o[2].shape if o[0] == "const" else (  # noqa: E731
+            _nchw(o[2].nhwc))
+        full = [shape_of(o) == tuple(out4) for o in ops]
+        if not full[0] and not full[1]:
+            raise _err(node, "both operands are broadcast: one must have the output's shape")
+        swap = 0
+        a, b = ops
+        if not full[0] or (a[0] == "const" and full[1] and b[0] == "act"):
+            a, b, swap = b, a, 1
+        if a[0] == "const":
+            raise _err(node, "an operand of the output's shape must be computed on the device")
+        bs = shape_of(b)
+        if any(d not in (1, o) for d, o in zip(bs, out4)):
+            raise _err(node, f"shape {list(bs)} does not broadcast to {list(out4)}")
+        if b[0] == "const":
+            arr = b[2]
+            if arr.shape[0] == 1 and arr.shape[2] == arr.shape[3] == 1 and arr.shape[1] > 1:
+                bimg = self._weight(layer, b[1], arr.reshape(-1), "ARGUMENT")
+            else:
+                nhwc = np.ascontiguousarray(arr.transpose(0, 2, 3, 1))
+                bimg = self._weight(layer, b[1], nhwc, "IN_OUT_CHANNEL")
+        else:
+            bimg = b[2]
+        x = a[2]
+        out = self._new_act(final, final_shape, node)
+        layer.kind = f"eltwise {node.op}" + (" (broadcast)" if bs != tuple(out4) else "")
+        self._eltwise(layer, x, (bimg, bs), out, _BINARY[node.op], swap, act)
+
+    def _eltwise(self, layer, x, b, out, op, swap, act):
+        N, H, W, C = out.nhwc
+        i32, f32 = np.int32, np.float32
+        if b is None:
+            bimg, (BN, BC, BH, BW) = x, (N, C, H, W)
+        else:
+            bimg, (BN, BC, BH, BW) = b
+        it = self.dtype.itemsize
+        layer.launches.append(_Launch(
+            self._net_program(), "eltwise", (_q(C), W, N * H),
+            [x, bimg, out, i32(H), i32(W), i32(C), i32(N * H), i32(BN), i32(BH), i32(BW), i32(BC),
+             i32(op), i32(swap), i32(act[0]), f32(act[1]), f32(act[2])],
+            flops=N * H * W * C, nbytes=(2 + (b is not None)) * N * H * W * C * it))
+
+    # ---- pooling, softmax, resize
+    def _pool(self, st, layer, final, final_shape):
+        from ..model.ops import conv_padding
+
+        node = st.node
+        x = self._device(node, node.inputs[0])
+        N, H, W, C = x.nhwc
+        k = tuple(int(v) for v in node.attrs["kernel_shape"])
+        s = tuple(node.attrs.get("strides", (1, 1)))
+        d = tuple(node.attrs.get("dilations", (1, 1)))
+        begin, end = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
+                                  (H, W), k, s, d)
+        out = self._new_act(final, final_shape, node)
+        _, OH, OW, _ = out.nhwc
+        is_max = node.op == "MaxPool"
+        layer.kind = f"{'max' if is_max else 'average'} pool {k[0]}x{k[1]}"
+        i32 = np.int32
+        layer.launches.append(_Launch(
+            self._net_program(), "pool2d", (_q(C), OW, N * OH),
+            [x, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH), i32(k[0]), i32(k[1]),
+             i32(s[0]), i32(s[1]), i32(begin[0]), i32(begin[1]), i32(end[0]), i32(end[1]),
+             i32(d[0]), i32(d[1]), i32(is_max), i32(int(node.attrs.get("count_include_pad", 0)))],
+            flops=N * OH * OW * C * k[0] * k[1],
+            nbytes=(N * H * W * C + N * OH * OW * C) * self.dtype.itemsize))
+
+    def _global_pool(self, st, layer, final, final_shape):
+        node = st.node
+        x = self._device(node, node.inputs[0])
+        if node.op == "ReduceMean":
+            axes = node.attrs.get("axes")
+            if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+                axes = self.model.consts.get(node.inputs[1])
+            axes = sorted(int(a) % 4 for a in np.asarray(axes).reshape(-1)) if axes is not None else None
+            if len(x.shape) != 4 or axes != [2, 3]:
+                raise _err(node, "ReduceMean runs on images over axes (2, 3) of a 4-D tensor only")
+        N, H, W, C = x.nhwc
+        out = self._new_act(final, final_shape, node)
+        is_max = node.op == "GlobalMaxPool"
+        layer.kind = f"global {'max' if is_max else 'average'} pool"
+        i32 = np.int32
+        layer.launches.append(_Launch(
+            self._net_program(), "global_pool", (_q(C), N),
+            [x, out, i32(N), i32(H), i32(W), i32(C), i32(is_max)],
+            flops=N * H * W * C, nbytes=(N * H * W * C + N * C) * self.dtype.itemsize))
+
+    def _softmax(self, st, layer, final, final_shape):
+        node = st.node
+        x = self._device(node, node.inputs[0])
+        rank = len(x.shape)
+        axis = int(node.attrs.get("axis", 1 if self.model.opset < 13 else -1)) % rank
+        if axis != 1 or (self.model.opset < 13 and rank != 2):
+            raise _err(node, f"softmax over axis {axis} of a rank-{rank} tensor: this runtime "
+                       "takes the channel axis (1)")
+        N, H, W, C = x.nhwc
+        out = self._new_act(final, final_shape, node)
+        layer.kind = "softmax over channels"
+        i32 = np.int32
+        layer.launches.append(_Launch(
+            self._net_program(), "softmax_channels", (W, N * H),
+            [x, out, i32(H), i32(W), i32(C), i32(N * H)], flops=5 * N * H * W * C,
+            nbytes=4 * N * H * W * C * self.dtype.itemsize))
+
+    def _resize(self, st, layer, final, final_shape):
+        node = st.node
+        x = self._device(node, node.inputs[0])
+        mode = node.attrs.get("mode", "nearest")
+        ctm = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+        nearest = node.attrs.get("nearest_mode", "round_prefer_floor")
+        ok = ((mode == "nearest" and ((ctm == "asymmetric" and nearest == "floor") or
+                                      (ctm == "half_pixel" and nearest == "round_prefer_floor")))
+              or (mode == "linear" and ctm in ("half_pixel", "pytorch_half_pixel")))
+        if not ok or len(x.shape) != 4 or tuple(final_shape[:2]) != tuple(x.shape[:2]):
+            raise _err(node, f"mode {mode!r} with coordinate_transformation_mode {ctm!r} is not "
+                       "supported on images (nearest asymmetric/floor, nearest half_pixel, "
+                       "linear half_pixel are)")
+        N, H, W, C = x.nhwc
+        out = self._new_act(final, final_shape, node)
+        _, OH, OW, _ = out.nhwc
+        scales = None
+        if len(node.inputs) > 2 and node.inputs[2] and node.inputs[2] in self.model.consts:
+            sc = np.asarray(self.model.consts[node.inputs[2]], np.float64).reshape(-1)
+            if sc.size == 4:
+                scales = (sc[2], sc[3])
+        if scales is None:
+            scales = (OH / H, OW / W)
+        if ctm == "pytorch_half_pixel" and (OH == 1 or OW == 1):
+            raise _err(node, "pytorch_half_pixel with an output side of 1 is not supported")
+        layer.kind = f"resize {mode}"
+        i32, f32 = np.int32, np.float32
+        layer.launches.append(_Launch(
+            self._net_program(), "resize2d", (_q(C), OW, N * OH),
+            [x, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH), f32(scales[0]),
+             f32(scales[1]), i32(mode == "linear"), i32(ctm != "asymmetric")],
+            nbytes=(N * H * W * C + N * OH * OW * C) * self.dtype.itemsize))
+
+    # ---- moves of whole channels
+    def _ids(self, node, name):
+        t = self._acts.get(name)
+        if t is None:
+            return np.asarray(self.model.consts[name]) if name in self.model.consts else None
+        if isinstance(t, _Virtual):
+            return t.ids
+        if t.base < 0:
+            t.base = self._next_base
+            self._next_base += int(np.prod(t.shape))
+        return t.base + np.arange(int(np.prod(t.shape)), dtype=np.int64).reshape(t.shape)
+
+    def _source_of(self, ids):
+        """The device tensors (by name) that the element ids come from."""
+        traced = sorted((t.base, n) for n, t in self._acts.items()
+                        if isinstance(t, _Act) and t.base >= 0)
+        bases = np.array([b for b, _ in traced])
+        idx = np.searchsorted(bases, ids, side="right") - 1
+        return [traced[i][1] for i in np.unique(idx)]
+
+    def _move(self, st):
+        outs = self._trace(st)
+        if any(len(self._source_of(np.asarray(o).reshape(-1))) > 4 for o in outs if o is not None):
+            # the gather kernel reads at most four images: make the traced inputs images first
+            for n in st.node.inputs:
+                if n and isinstance(self._acts.get(n), _Virtual):
+                    self._device(st.node, n)
+            outs = self._trace(st)
+        for name, ids, shape in zip(st.node.outputs, outs, st.out_shapes):
+            if name:
+                # kept as traced ids: an image is made only where a kernel reads it
+                self._acts[name] = _Virtual(name, np.asarray(ids), st.node, tuple(shape))
+
+    def _trace(self, st):
+        """The element ids of the move's outputs, from those of its inputs."""
+        node = st.node
+        ins = []
+        for n in node.inputs:
+            if not n:
+                ins.append(None)
+                continue
+            v = self._ids(node, n)
+            if v is None:
+                raise _err(node, f"input {n!r} is neither on the device nor a constant")
+            ins.append(v)
+        try:
+            outs = st.run(ins, None)
+        except LayoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _err(node, f"tracing the move failed: {exc}") from None
+        return list(outs)
+
+    def _materialize(self, node, name, ids, shape):
+        """Turn a traced move into an image when it is a channel gather (or the same image);
+        None when it is not."""
+        if len(shape) not in (2, 4):
+            return None
+        out4 = shape if len(shape) == 4 else tuple(shape) + (1, 1)
+        ids4 = ids.reshape(out4)
+        srcs = self._source_of(ids4.reshape(-1))
+        if len(srcs) > 4:
+            return None
+        N, C, H, W = out4
+        lut = np.empty(C, np.int64)
+        offsets, acc = {}, 0
+        for s in srcs:
+            offsets[s] = acc
+            acc += self._acts[s].nhwc[3]
+        for s in srcs:
+            t = self._acts[s]
+            tn, th, tw, tc = t.nhwc
+            if (tn, th, tw) != (N, H, W):
+                return None
+        # each output element must be (n, c', h, w) of its source, with c' fixed per channel
+        first = ids4[0, :, 0, 0]
+        owner = [self._source_of(np.array([i]))[0] for i in first]
+        for c in range(C):
+            t = self._acts[owner[c]]
+            tn, th, tw, tc = t.nhwc
+            local = int(first[c] - t.base)
+            cc = local // (th * tw)
+            want = t.base + (np.arange(N)[:, None, None] * tc + cc) * th * tw + \
+                np.arange(H)[None, :, None] * tw + np.arange(W)[None, None, :]
+            if not np.array_equal(ids4[:, c], want):
+                return None
+            lut[c] = offsets[owner[c]] + cc
+        if len(srcs) == 1 and np.array_equal(lut, np.arange(C)) and \
+                self._acts[srcs[0]].nhwc[3] == C:
+            src = self._acts[srcs[0]]
+            alias = _Act(name, src.nhwc, tuple(shape), slot=src.slot, base=src.base)
+            # the alias shares the image and the ids
+            self._acts[name] = alias
+            return alias
+        layer = Layer(node.name, node.op, "gather channels")
+        out = self._new_act(name, shape, node)
+        # the new image is traced from now on under its own ids
+        pcl = cl()
+        table = pcl.Buffer(self.cctx.context, pcl.mem_flags.READ_ONLY | pcl.mem_flags.COPY_HOST_PTR,
+                           hostbuf=lut.astype(np.int32))
+        imgs = [self._acts[s] for s in srcs]
+        starts = [offsets[s] for s in srcs] + [1 << 30] * (4 - len(srcs))
+        imgs += [imgs[0]] * (4 - len(imgs))
+        i32 = np.int32
+        layer.kind = f"gather channels ({len(srcs)} source{'s' if len(srcs) > 1 else ''})"
+        layer.launches.append(_Launch(
+            self._net_program(), "gather_channels", (_q(C), W, N * H),
+            [*imgs, table, out, i32(W), i32(N * H), i32(starts[1]), i32(starts[2]),
+             i32(starts[3]), i32(C)], nbytes=2 * N * H * W * C * self.dtype.itemsize))
+        layer.tables = [table]
+        self.layers.append(layer)
+        return out
+
+    # ------------------------------------------------------------------ memory
+    def _plan_memory(self):
+        """Give every slot an image: free after the last reader, then reused (and grown)."""
+        last: dict = {}
+        first: dict = {}
+        for i, layer in enumerate(self.layers):
+            for ln in layer.launches:
+                for a in ln.args:
+                    key = a.slot if isinstance(a, _Act) else a if isinstance(a, tuple) else None
+                    if key is None or key not in self._slots:
+                        continue
+                    first.setdefault(key, i)
+                    last[key] = i
+        end = len(self.layers)
+        for name in self.model.outputs:
+            t = self._acts.get(name)
+            if isinstance(t, _Virtual):
+                for s in self._source_of(t.ids.reshape(-1)):
+                    last[self._acts[s].slot] = end
+            elif t is not None:
+                last[t.slot] = end
+        for a in self._inputs.values():
+            first[a.slot] = -1
+            last.setdefault(a.slot, -1)
+        # Blocks first, images last: a tensor takes the free block of its channel type that
+        # fits with the least area added (growing a block to the larger width and height),
+        # unless a new block would add less; blocks are allocated at their final size.
+        blocks: list = []              # [width, height, dtype, kinds]
+        free: list = []                # indices into blocks
+        where: dict = {}               # slot -> block
+
+        def take(key):
+            w, h, dt = self._slots[key]
+            dt = np.dtype(dt)
+            best, cost = None, w * h
+            for b in free:
+                bw, bh, bdt, _ = blocks[b]
+                if bdt != dt:
+                    continue
+                added = max(bw, w) * max(bh, h) - bw * bh
+                if added < cost or (added == cost and best is not None and
+                                    bw * bh < blocks[best][0] * blocks[best][1]):
+                    best, cost = b, added
+            if best is None:
+                blocks.append([w, h, dt, set()])
+                best = len(blocks) - 1
+            else:
+                free.remove(best)
+                blocks[best][0] = max(blocks[best][0], w)
+                blocks[best][1] = max(blocks[best][1], h)
+            blocks[best][3].add(key[0])
+            where[key] = best
+
+        def give(key):
+            free.append(where[key])
+
+        order = sorted(first, key=lambda k: first[k])
+        by_first: dict = {}
+        for k in order:
+            by_first.setdefault(first[k], []).append(k)
+        by_last: dict = {}
+        for k, i in last.items():
+            by_last.setdefault(i, []).append(k)
+        for k in by_first.get(-1, []):
+            take(k)
+        for i in range(end):
+            for k in by_first.get(i, []):
+                take(k)
+            for k in by_last.get(i, []):
+                if k in where and k[0] != "empty":
+                    give(k)
+        from .transfer import empty_image
+
+        images = [empty_image(self.queue, w, h, dt) for w, h, dt, _ in blocks]
+        self._images = {k: images[b] for k, b in where.items()}
+        # a block that any activation uses counts as activation memory
+        self.allocated = [(w, h, dt, "act" if "act" in kinds else min(kinds))
+                          for w, h, dt, kinds in blocks]
+        nbytes = lambda kinds: int(sum(w * h * 4 * dt.itemsize  # noqa: E731
+                                       for w, h, dt, k in self.allocated if k in kinds))
+        self.allocated_bytes = nbytes(("act", "tmp", "empty"))
+        self.activation_bytes = nbytes(("act",))
+        self.temporary_bytes = nbytes(("tmp",))
+
+    # ------------------------------------------------------------------ kernels
+    def _make_kernels(self):
+        pcl = cl()
+        # On a CPU device (PoCL) a fixed work-group size: one work-group function per kernel
+        # to compile (PoCL builds one per local size) and, measured on PoCL, 5-35% less
+        # device time than leaving the choice to the driver.  GPUs: the driver's choice
+        # unless tuned.
+        cpu = "CPU" in self.cctx.info.kind.split("/")
+        for layer in self.layers:
+            for ln in layer.launches:
+                ln.base_gsize = tuple(ln.gsize)
+                if cpu:
+                    ln.lsize = _CPU_LOCAL[len(ln.gsize)]
+                    ln.gsize = tuple(-(-g // lc) * lc for g, lc in zip(ln.gsize, ln.lsize))
+                prog = self.cctx.program(*ln.program)
+                k = pcl.Kernel(prog, ln.kernel)
+                args = []
+                for a in ln.args:
+                    if isinstance(a, _Act):
+                        args.append(self._images[a.slot])
+                    elif isinstance(a, tuple):
+                        args.append(self._images[a])
+                    else:
+                        args.append(a)
+                k.set_args(*args)
+                ln.kobj = k
+        prog = self.cctx.program(*self._net_program())
+        mf = pcl.mem_flags
+        self._uploads = []
+        for name, a in self._inputs.items():
+            n, c, h, w = a.shape if len(a.shape) == 4 else (a.shape[0], a.shape[1], 1, 1)
+            host = np.zeros(a.shape, np.float32)
+            buf = pcl.Buffer(self.cctx.context, mf.READ_ONLY, max(host.nbytes, 4))
+            k = pcl.Kernel(prog, "upload")
+            k.set_args(buf, self._images[a.slot], np.int32(n), np.int32(c), np.int32(h), np.int32(w))
+            self._uploads.append((name, host, buf, k, (_q(c), w, n * h)))
+        self._downloads = []
+        for name in self.model.outputs:
+            t = self._acts[name]
+            ids = None
+            if isinstance(t, _Virtual):
+                ids = t.ids
+                t = self._acts[self._source_of(ids.reshape(-1))[0]]
+                if len(self._source_of(ids.reshape(-1))) != 1:
+                    raise LayoutError(f"graph output {name!r} is a rearrangement of several tensors: "
+                                      "not supported on this runtime")
+            n, c, h, w = _nchw(t.nhwc)
+            host = np.empty((n, c, h, w), np.float32)
+            buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(host.nbytes, 4))
+            k = pcl.Kernel(prog, "download")
+            k.set_args(self._images[t.slot], buf, np.int32(n), np.int32(c), np.int32(h), np.int32(w))
+            shape = self.model.output_shapes[name]
+            self._downloads.append((name, host, buf, k, (_q(c), w, n * h), ids, t.base, shape))
+
+    # ------------------------------------------------------------------ running
+    def run(self, *args, profile=False, **kwargs):
+        """Run on float32 NCHW inputs; the output array (a list for several outputs).
+
+        ``profile=True`` keeps each kernel's device time from OpenCL profiling events in
+        :attr:`last_profile` (see :meth:`profile_table`).
+        """
+        pcl = cl()
+        feeds = self.model._feeds(args, kwargs)
+        q = self.queue
+        events = [] if profile else None
+        for name, host, buf, k, g in self._uploads:
+            np.copyto(host, feeds[name])
+            pcl.enqueue_copy(q, buf, host, is_blocking=False)
+            ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
+            if profile:
+                events.append(("(input)", "upload", "upload", ev))
+        for layer in self.layers:
+            for ln in layer.launches:
+                ev = pcl.enqueue_nd_range_kernel(q, ln.kobj, ln.gsize, ln.lsize)
+                if profile:
+                    events.append((layer.name, layer.op, ln.kernel, ev))
+        outs = []
+        for name, host, buf, k, g, ids, base, shape in self._downloads:
+            ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
+            if profile:
+                events.append(("(output)", "download", "download", ev))
+            pcl.enqueue_copy(q, host, buf, is_blocking=True)
+            y = host if ids is None else host.reshape(-1)[ids - base]
+            outs.append(np.array(y.reshape(shape)))
+        self._events, self._profile = events, None
+        return outs[0] if len(outs) == 1 else outs
+
+    @property
+    def last_profile(self):
+        """The last profiled run: (layer, op, kernel, device seconds) per kernel, in order
+        (read from the events on first access, so the run itself only keeps them)."""
+        if self._profile is None and self._events:
+            self.queue.finish()
+            self._profile = [(ln, op, kn, (ev.profile.end - ev.profile.start) * 1e-9)
+                             for ln, op, kn, ev in self._events]
+        return self._profile
+
+    # ------------------------------------------------------------------ reports
+    def summary(self) -> dict:
+        """What was prepared: layers, kernels, images allocated, the plan's figure, fallbacks."""
+        from ..model import plan_model
+
+        try:
+            mem = plan_model(self.model).memory()
+            plan_peak = mem["peak_f16" if self.half else "peak_f32"]
+        except LayoutError:
+            plan_peak = None
+        return {
+            "device": self.cctx.info.name,
+            "dtype": str(self.dtype),
+            "layers": len(self.layers),
+            "kernels": sum(len(layer.launches) for layer in self.layers),
+            "images_allocated": len(self.allocated),
+            "image_bytes": self.allocated_bytes,
+            "activation_bytes": self.activation_bytes,
+            "temporary_bytes": self.temporary_bytes,
+            "plan_peak_bytes": plan_peak,
+            "weight_bytes": self._weights_bytes,
+            "fallbacks": list(self.fallbacks),
+            "tuned_kernels": self.tuned,
+        }
+
+    def layer_table(self) -> list:
+        """Per layer: name, op, kernel choice, fused ops, weight image types."""
+        return [{"layer": layer.name, "op": layer.op, "kind": layer.kind, "fused": layer.fused,
+                 "kernels": [ln.kernel for ln in layer.launches],
+                 "weights": [{"tensor": n, "image_type": k, "image": s} for n, k, s in layer.weights]}
+                for layer in self.layers]
+
+    def profile_table(self):
+        """From :attr:`last_profile`: ``(per layer, per op type)`` lists of (name, seconds)."""
+        if not self.last_profile:
+            raise LayoutError("no profile yet: run with profile=True first")
+        per_layer: dict = {}
+        per_op: dict = {}
+        for layer, op, _, sec in self.last_profile:
+            per_layer[(layer, op)] = per_layer.get((layer, op), 0.0) + sec
+            per_op[op] = per_op.get(op, 0.0) + sec
+        return ([(f"{ln} ({op})", s) for (ln, op), s in per_layer.items()],
+                sorted(per_op.items(), key=lambda kv: -kv[1]))
+
+    def launches(self):
+        """Every prepared kernel launch with its layer: (layer, launch)."""
+        return [(layer, ln) for layer in self.layers for ln in layer.launches]
+
+
+def _literal(c: float) -> str:
+    return f"{float(np.float32(c)).hex()}f"
+
+
+def _product(coef, terms) -> str:
+    parts = []
+    for c, t in zip(coef, terms):
+        c = float(np.float32(c))
+        if c == 0.0:
+            continue
+        parts.append(f"+ {t}" if c == 1.0 else f"- {t}" if c == -1.0 else f"+ {_literal(c)} * {t}")
+    if not parts:
+        return "(float4)(0.0f)"
+    s = " ".join(parts)
+    return s[2:] if s.startswith("+ ") else "-" + s[2:]
+
+
+def _sandwich(L, src, dst, tmp) -> list:
+    """Straight-line OpenCL for dst = L . src . L^T on float4 arrays."""
+    rows, cols = L.shape
+    lines = [f"const float4 {tmp}_{i}_{j} = {_product(L[i], [f'{src}[{k}][{j}]' for k in range(cols)])};"
+             for i in range(rows) for j in range(cols)]
+    lines += [f"{dst}[{i}][{j}] = {_product(L[j], [f'{tmp}_{i}_{k}' for k in range(cols)])};"
+              for i in range(rows) for j in range(rows)]
+    return lines
