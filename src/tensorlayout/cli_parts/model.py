@@ -283,7 +283,7 @@ def _run_opencl(args) -> int:
             raise LayoutError(f"--max-image = {args.max_image!r} is not allowed: it must be W,H, "
                               "two positive integers")
     model = _load(args)
-    feeds = _inputs(args, model)
+    feeds = read_inputs(args, model)
     t0 = time.perf_counter()
     sess = OpenCLSession(model, args.device, half=args.half, winograd=winograd,
                          max_image=max_image, tune=args.tune)

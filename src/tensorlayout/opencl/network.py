@@ -214,9 +214,9 @@ class OpenCLSession:
         head = (f"#define WINO_M {m}\n#define WINO_BT \\\n    " +
                 " \\\n    ".join(_sandwich(BT, "d", "u", "tb")) +
                 "\n#define WINO_AT \\\n    " + " \\\n    ".join(_sandwich(AT, "m", "y", "ta")) + "\n")
-        from ._device import _read_source
+        from ._device import read_source
 
-        src = head + _read_source("netwino.cl")
+        src = head + read_source("netwino.cl")
         return (f"netwino.cl:{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
                 src)
 
@@ -991,7 +991,7 @@ class OpenCLSession:
         :attr:`last_profile` (see :meth:`profile_table`).
         """
         pcl = cl()
-        feeds = self.model._feeds(args, kwargs)
+        feeds = self.model.feeds(args, kwargs)
         q = self.queue
         events = [] if profile else None
         for name, host, buf, k, g in self._uploads:
