@@ -176,6 +176,21 @@ def onnxruntime_outputs(path, feeds, threads=None):
     return sess.run(None, feeds)
 
 
+def _compare(names, outs, ref) -> list:
+    """Each output against onnxruntime's: relative L2, cosine similarity and, for one row of
+    scores, both top-1 classes."""
+    checks = []
+    for name, y, r in zip(names, outs, ref):
+        a, b = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
+        c = {"name": name, "rel_l2": _rel_l2(y, r),
+             "cosine": float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))}
+        if y.ndim == 2 and y.shape[0] == 1:
+            c["top1"] = int(np.argmax(y[0]))
+            c["top1_onnxruntime"] = int(np.argmax(r[0]))
+        checks.append(c)
+    return checks
+
+
 def _rel_l2(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
@@ -218,14 +233,8 @@ def run_cmd(args) -> int:
         info["profile"] = [{"layer": n, "op": op, "ms": t * 1e3, "algorithm": alg}
                            for n, op, t, alg in model.last_profile]
     if args.check:
-        ref = onnxruntime_outputs(args.model, feeds, args.threads)
-        info["check"] = []
-        for name, y, r in zip(model.outputs, outs, ref):
-            c = {"name": name, "rel_l2": _rel_l2(y, r)}
-            if y.ndim == 2 and y.shape[0] == 1:
-                c["top1"] = int(np.argmax(y[0]))
-                c["top1_onnxruntime"] = int(np.argmax(r[0]))
-            info["check"].append(c)
+        info["check"] = _compare(model.outputs, outs,
+                                 onnxruntime_outputs(args.model, feeds, args.threads))
     if args.json:
         print_json(info)
         return 0
@@ -306,16 +315,7 @@ def _run_opencl(args) -> int:
         info["profile"] = [{"layer": ln, "op": op, "kernel": k, "ms": t * 1e3}
                            for ln, op, k, t in sess.last_profile]
     if args.check:
-        ref = onnxruntime_outputs(args.model, feeds)
-        info["check"] = []
-        for name, y, r in zip(model.outputs, outs, ref):
-            c = {"name": name, "rel_l2": _rel_l2(y, r)}
-            a, b = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
-            c["cosine"] = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
-            if y.ndim == 2 and y.shape[0] == 1:
-                c["top1"] = int(np.argmax(y[0]))
-                c["top1_onnxruntime"] = int(np.argmax(r[0]))
-            info["check"].append(c)
+        info["check"] = _compare(model.outputs, outs, onnxruntime_outputs(args.model, feeds))
     if args.json:
         print_json(info)
         return 0
