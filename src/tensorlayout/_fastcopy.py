@@ -339,9 +339,8 @@ _lane_kernels: dict = {}
 
 def _lane_kernel(unit: int, k: int):
     """The compiled word interleave for ``k`` lanes of ``unit``-byte values (made once each;
-    ``k`` and the shifts are constants of the closure, so the compiler vectorises).  One
-    thread: the copies are a few MB, and a busy machine stalls parallel steps more than a
-    single stream of words costs."""
+    ``k`` and the shifts are constants of the closure, so the compiler vectorises).  The runs
+    are shared out over numba's threads, as the copy kernel's steps are."""
     key = (unit, k)
     if key in _lane_kernels:
         return _lane_kernels[key]
@@ -367,11 +366,11 @@ def _lane_kernel(unit: int, k: int):
                         r += 1
         return ds, ss
 
-    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    @numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
     def pack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
         n, lane = shape[4], sstr[5]           # runs of n words; the k lanes are rows ``lane`` apart
         ds, ss = row_starts(doff, dstr, soff, sstr, shape)
-        for r in range(ds.size):
+        for r in numba.prange(ds.size):
             o = dst[ds[r]:ds[r] + n]
             a = src[ss[r]:ss[r] + n]
             b = src[ss[r] + lane:ss[r] + lane + n]
@@ -385,11 +384,11 @@ def _lane_kernel(unit: int, k: int):
                 for j in range(n):
                     o[j] = Wt(a[j]) | (Wt(b[j]) << Wt(bits))
 
-    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    @numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
     def unpack(dst, doff, dstr, src, soff, sstr, shape):  # pragma: no cover - compiled
         lane, n = dstr[4], shape[5]           # k rows ``lane`` apart get the lanes of n words
         ds, ss = row_starts(doff, dstr, soff, sstr, shape)
-        for r in range(ds.size):
+        for r in numba.prange(ds.size):
             w, d = src[ss[r]:ss[r] + n], ds[r]
             lo, hi = dst[d:d + n], dst[d + lane:d + lane + n]
             if k == 2:
