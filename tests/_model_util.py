@@ -53,3 +53,16 @@ def compare(nodes, inputs, outputs, inits=None, opset=17, tol=1e-5):
         assert rel_l2(a, b) <= tol, (name, rel_l2(a, b))
         assert float(np.abs(a.astype(np.float64) - b).max(initial=0)) <= tol * scale, name
     return ours
+
+
+def opencl_context():
+    """The default OpenCL context, or a skip of the calling test module when none can be had."""
+    import pytest
+
+    from tensorlayout.errors import OpenCLUnavailable
+    from tensorlayout.opencl import get_context
+
+    try:
+        return get_context()
+    except OpenCLUnavailable as exc:
+        pytest.skip(f"no OpenCL platform can be had on this machine: {exc}")

@@ -7,12 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorlayout.errors import OpenCLUnavailable
 
 cl = pytest.importorskip("pyopencl", reason="PyOpenCL is not installed (extra 'opencl')")
 pytest.importorskip("torch")
 
-from _model_util import ort_session, rel_l2  # noqa: E402
+from _model_util import opencl_context, ort_session, rel_l2  # noqa: E402
 
 from tensorlayout.model import load, zoo  # noqa: E402
 
@@ -22,12 +21,7 @@ NETS = [("resnet18", 32, True), ("mobilenet_v2", 32, False), ("vgg11", 32, True)
 
 @pytest.fixture(scope="module", autouse=True)
 def cctx():
-    from tensorlayout.opencl import get_context
-
-    try:
-        return get_context()
-    except OpenCLUnavailable as exc:
-        pytest.skip(f"no OpenCL platform can be had on this machine: {exc}")
+    return opencl_context()
 
 
 @pytest.fixture(scope="module", params=NETS, ids=lambda c: c[0])

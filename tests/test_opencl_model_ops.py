@@ -6,23 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorlayout.errors import DeviceLimitError, LayoutError, OpenCLUnavailable
+from tensorlayout.errors import DeviceLimitError, LayoutError
 
 cl = pytest.importorskip("pyopencl", reason="PyOpenCL is not installed (extra 'opencl')")
 
-from _model_util import helper, make_model, ort_session, rel_l2  # noqa: E402
+from _model_util import helper, make_model, opencl_context, ort_session, rel_l2  # noqa: E402
 
 from tensorlayout.model import load  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
 def cctx():
-    from tensorlayout.opencl import get_context
-
-    try:
-        return get_context()
-    except OpenCLUnavailable as exc:
-        pytest.skip(f"no OpenCL platform can be had on this machine: {exc}")
+    return opencl_context()
 
 
 RNG = np.random.default_rng(13)
