@@ -304,17 +304,17 @@ class _Memory:
 
 
 def _warm_kernel():
-    """Compile the kernel for every word size, source writable and read-only."""
+    """Compile the kernel for every word size (:func:`run` always reads the source as a
+    read-only view, so that is the one signature each needs)."""
     kernel = _get_kernel()
     # the kernel reads all _OUTER + _INNER axes: one run of 4 words
     strides = np.array([0] * (_OUTER + _INNER - 1) + [1], dtype=np.int64)
     shape = np.array([1] * (_OUTER + _INNER - 1) + [4], dtype=np.int64)
     for unit in (1, 2, 4, 8):
         d = np.zeros(4, dtype=f"u{unit}")
-        for readonly in (False, True):
-            s = np.ones(4, dtype=f"u{unit}")
-            s.flags.writeable = not readonly
-            kernel(d, 0, strides, s, 0, strides, shape, False)
+        s = np.ones(4, dtype=f"u{unit}")
+        s.flags.writeable = False
+        kernel(d, 0, strides, s, 0, strides, shape, False)
 
 
 def lanes_of(plan: Plan):
@@ -421,17 +421,17 @@ def _run_lanes(dst, src, plan: Plan, how: str, k: int) -> None:
 
 
 def _warm_lanes(unit: int, k: int):
-    """Compile the lane kernels of one packed unit, both ways, sources writable and read-only."""
+    """Compile the lane kernels of one packed unit, both ways (read-only sources, as
+    :func:`_run_lanes` passes them)."""
     i64 = np.int64
     pack, unpack = _lane_kernel(unit, k)
     word = f"u{unit * k}"
-    for readonly in (False, True):
-        vals, words = np.ones(2 * k, dtype=f"u{unit}"), np.ones(2, dtype=word)
-        vals.flags.writeable = words.flags.writeable = not readonly
-        pack(np.zeros(2, dtype=word), 0, np.zeros(6, i64), vals, 0,
-             np.array([0, 0, 0, 0, 0, 2], i64), np.array([1, 1, 1, 1, 2, k], i64))
-        unpack(np.zeros(2 * k, dtype=f"u{unit}"), 0, np.array([0, 0, 0, 0, 2, 0], i64), words, 0,
-               np.zeros(6, i64), np.array([1, 1, 1, 1, k, 2], i64))
+    vals, words = np.ones(2 * k, dtype=f"u{unit}"), np.ones(2, dtype=word)
+    vals.flags.writeable = words.flags.writeable = False
+    pack(np.zeros(2, dtype=word), 0, np.zeros(6, i64), vals, 0,
+         np.array([0, 0, 0, 0, 0, 2], i64), np.array([1, 1, 1, 1, 2, k], i64))
+    unpack(np.zeros(2 * k, dtype=f"u{unit}"), 0, np.array([0, 0, 0, 0, 2, 0], i64), words, 0,
+           np.zeros(6, i64), np.array([1, 1, 1, 1, k, 2], i64))
 
 
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
