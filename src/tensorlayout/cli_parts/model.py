@@ -218,14 +218,8 @@ def run_cmd(args) -> int:
     if args.save:
         np.save(args.save, outs[0])
     info = {"model": model.label, "inputs": {k: list(v.shape) for k, v in feeds.items()},
-            "seconds": seconds, "threads": args.threads, "outputs": []}
-    for name, y in zip(model.outputs, outs):
-        o = {"name": name, "shape": list(y.shape), "min": float(y.min()), "max": float(y.max()),
-             "mean": float(y.mean())}
-        if y.ndim == 2 and y.shape[0] == 1 and y.shape[1] > 1:
-            top = np.argsort(-y[0], kind="stable")[:5]
-            o["top5"] = [[int(i), float(y[0, i])] for i in top]
-        info["outputs"].append(o)
+            "seconds": seconds, "threads": args.threads,
+            "outputs": _outputs_info(model, outs)}
     info["layers"] = [{"layer": s.node.name, "op": s.node.op, **{k: s.info[k] for k in
                                                                    ("algorithm", "tile") if k in s.info}}
                       for s in model.steps if s.node.op == "Conv"]
@@ -241,11 +235,7 @@ def run_cmd(args) -> int:
     ins = ", ".join(f"{k} {tuple(v)}" for k, v in info["inputs"].items())
     print(f"model {model.label}: opset {model.opset}, {len(model.steps)} layers, input {ins}")
     print(f"ran in {seconds * 1e3:.1f} ms" + (f" with {args.threads} threads" if args.threads else ""))
-    for o in info["outputs"]:
-        print(f"output {o['name']} {tuple(o['shape'])}: min {o['min']:.6g}, max {o['max']:.6g}, "
-              f"mean {o['mean']:.6g}")
-        if "top5" in o:
-            print("  top 5: " + ", ".join(f"{i} ({v:.4g})" for i, v in o["top5"]))
+    _print_outputs(info["outputs"])
     if args.profile:
         _print_profile(model.last_profile)
     if args.check:
@@ -279,18 +269,21 @@ def _outputs_info(model, outs):
     return res
 
 
+def _print_outputs(outputs):
+    for o in outputs:
+        print(f"output {o['name']} {tuple(o['shape'])}: min {o['min']:.6g}, max {o['max']:.6g}, "
+              f"mean {o['mean']:.6g}")
+        if "top5" in o:
+            print("  top 5: " + ", ".join(f"{i} ({v:.4g})" for i, v in o["top5"]))
+
+
 def _run_opencl(args) -> int:
     from ..opencl.network import OpenCLSession
 
     if args.threads is not None:
         raise LayoutError("--threads applies to --runtime cpu only (OpenCL uses the device)")
     winograd = _winograd_arg(args.winograd)
-    max_image = None
-    if args.max_image is not None:
-        max_image = int_list(args.max_image, "--max-image")
-        if len(max_image) != 2 or min(max_image) < 1:
-            raise LayoutError(f"--max-image = {args.max_image!r} is not allowed: it must be W,H, "
-                              "two positive integers")
+    max_image = _max_image(args.max_image)
     model = _load(args)
     feeds = read_inputs(args, model)
     t0 = time.perf_counter()
@@ -331,11 +324,7 @@ def _run_opencl(args) -> int:
     for f in summ["fallbacks"]:
         print(f"fallback {f}")
     print(f"ran in {seconds * 1e3:.2f} ms (wall, one inference after a warm-up)")
-    for o in info["outputs"]:
-        print(f"output {o['name']} {tuple(o['shape'])}: min {o['min']:.6g}, max {o['max']:.6g}, "
-              f"mean {o['mean']:.6g}")
-        if "top5" in o:
-            print("  top 5: " + ", ".join(f"{i} ({v:.4g})" for i, v in o["top5"]))
+    _print_outputs(info["outputs"])
     if args.profile:
         per_layer, per_op = sess.profile_table()
         kinds = {f"{la.name} ({la.op})": la.kind for la in sess.layers}
@@ -393,16 +382,22 @@ def _kib(v):
     return f"{v / 1024:.1f} KiB" if v < 1 << 20 else f"{v / 2 ** 20:.2f} MiB"
 
 
+def _max_image(text):
+    """``--max-image W,H`` as a list of two positive integers, or None when not given."""
+    if text is None:
+        return None
+    max_image = int_list(text, "--max-image")
+    if len(max_image) != 2 or min(max_image) < 1:
+        raise LayoutError(f"--max-image = {text!r} is not allowed: it must be W,H, "
+                          "two positive integers")
+    return max_image
+
+
 def plan_cmd(args) -> int:
     from ..model import plan_model
 
     model = _load(args)
-    max_image = None
-    if args.max_image is not None:
-        max_image = int_list(args.max_image, "--max-image")
-        if len(max_image) != 2 or min(max_image) < 1:
-            raise LayoutError(f"--max-image = {args.max_image!r} is not allowed: it must be W,H, "
-                              "two positive integers")
+    max_image = _max_image(args.max_image)
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip)
