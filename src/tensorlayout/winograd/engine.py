@@ -23,6 +23,7 @@ caller recomputes such calls with im2col, whose NaN/Inf follow PyTorch's.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -122,20 +123,13 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
     if use_numba:
         from . import _kernels
 
-        import numba
-
         Gd = G.astype(w.dtype)
         U = (scratch if reuse else np.empty)((alpha * alpha, K, Cg), w.dtype)
         if not numba_pool:
             _pool.run_split(lambda k0, k1: _kernels.weight_transform(w, Gd, U, k0, k1), K, threads)
             return U.reshape(alpha * alpha, groups, K // groups, Cg)
-        saved = numba.get_num_threads()
-        try:
-            numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-            with _engine_lock():
-                _kernels.weight_transform_parallel(w, Gd, U, min(K, 4 * threads))
-        finally:
-            numba.set_num_threads(saved)
+        with on_numba_threads(threads):
+            _kernels.weight_transform_parallel(w, Gd, U, min(K, 4 * threads))
     else:
         w64 = w.astype(np.float64, copy=False)
         tmp = np.tensordot(w64, G, axes=([3], [1]))           # (K, Cg, r, b)
@@ -198,8 +192,6 @@ def uses_numba_pool(tuning, threads: int) -> bool:
 
 def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):
     """One call through the generated parallel engine (``Tuning.parallel_min_threads``)."""
-    import numba
-
     coef = ww.coef
     N, C, H, W = x.shape
     K = out_shape[1]
@@ -214,11 +206,9 @@ def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, worksp
                                     x.dtype)
     bad = np.zeros((nbuf, K), dtype=x.dtype)
     y = np.empty(out_shape, dtype=x.dtype)
-    saved = numba.get_num_threads()
+    split = 1 if sched.mode == "split" else 0
     try:
-        numba.set_num_threads(min(sched.threads, numba.config.NUMBA_NUM_THREADS))
-        split = 1 if sched.mode == "split" else 0
-        with _engine_lock(), _pool.single_threaded_blas():
+        with on_numba_threads(sched.threads):
             if ww.sgemm is not None:
                 ww.compiled(x, ww.U, y, bias, coef, padding[0], padding[1], nty, ntx, blocks,
                             sched.U2, split, V, M, bad, ww.sgemm, 16)
@@ -226,7 +216,6 @@ def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, worksp
                 ww.compiled(x, ww.packed, y, bias, coef, padding[0], padding[1], nty, ntx,
                             blocks, sched.U2, split, V, M, bad)
     finally:
-        numba.set_num_threads(saved)
         workspace.give(bufs)
     return y, not bad.any()
 
@@ -234,11 +223,25 @@ def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, worksp
 _ENGINE_LOCK = threading.Lock()
 
 
+@contextlib.contextmanager
+def on_numba_threads(threads: int):
+    """Run a parallel numba function on ``threads`` of numba's threads: the thread count set
+    and restored, the engine lock held where the threading layer needs it, and BLAS held to
+    one thread (each numba thread calls it on its own)."""
+    import numba
+
+    saved = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        with _engine_lock(), _pool.single_threaded_blas():
+            yield
+    finally:
+        numba.set_num_threads(saved)
+
+
 def _engine_lock():
     """A lock around the parallel engine unless numba's threading layer is thread-safe
     (OpenMP and TBB are; the workqueue layer is not, nor is an uninitialised one)."""
-    import contextlib
-
     import numba
 
     try:
