@@ -23,6 +23,8 @@ Public functions check their arguments once, then run unchecked internals.
 
 from __future__ import annotations
 
+import functools
+
 import re
 
 import numpy as np
@@ -38,7 +40,7 @@ from . import transfer
 from .transfer import empty_image, read_image, write_image
 
 __all__ = ["conv2d", "conv2d_direct_image", "conv2d_winograd_image", "winograd_image_shapes",
-           "WINOGRAD_TILES", "pixel_macros"]
+           "WINOGRAD_TILES", "pixel_macros", "transform_defines"]
 
 #: Output tile sizes m of F(m x m, 3 x 3) the image pipeline runs.
 WINOGRAD_TILES = (2, 4, 6)
@@ -113,17 +115,24 @@ def _kernel(cctx, name, dtype, m=None, mid_dtype=None):
 _WINO_SRC: dict = {}
 
 
+@functools.lru_cache(maxsize=None)
+def transform_defines(m: int, input_macro: str, output_macro: str) -> str:
+    """``#define WINO_M m`` and two macros of straight-line OpenCL for F(m, 3)'s input
+    transform (d -> u, Bᵀ d B) and output transform (m -> y, Aᵀ m A) on float4 arrays."""
+    from ..winograd.transforms import transforms
+
+    AT, _, BT = transforms(m, 3).as_float(np.float32)
+    inp = " \\\n    ".join(_sandwich(BT, "d", "u", "tb"))
+    outp = " \\\n    ".join(_sandwich(AT, "m", "y", "ta"))
+    return (f"#define WINO_M {m}\n#define {input_macro} \\\n    {inp}\n"
+            f"#define {output_macro} \\\n    {outp}\n")
+
+
 def _wino_source(m: int) -> str:
     got = _WINO_SRC.get(m)
     if got is None:
-        from ..winograd.transforms import transforms
-
-        AT, _, BT = transforms(m, 3).as_float(np.float32)
-        inp = " \\\n    ".join(_sandwich(BT, "d", "u", "tb"))
-        outp = " \\\n    ".join(_sandwich(AT, "m", "y", "ta"))
-        head = (f"#define WINO_M {m}\n#define TPI {_TILES_PER_ITEM}\n"
-                f"#define WINO_INPUT_TRANSFORM \\\n    {inp}\n"
-                f"#define WINO_OUTPUT_TRANSFORM \\\n    {outp}\n")
+        head = (f"#define TPI {_TILES_PER_ITEM}\n"
+                + transform_defines(m, "WINO_INPUT_TRANSFORM", "WINO_OUTPUT_TRANSFORM"))
         got = head + read_source("conv.cl")
         _WINO_SRC[m] = got
     return got

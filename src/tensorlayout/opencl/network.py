@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._checks import q as _q
 from ..errors import DeviceLimitError, LayoutError
 from ..image import image_shape
 from ._device import cl, get_context
@@ -54,10 +55,6 @@ _CPU_LOCAL = {2: (16, 4), 3: (4, 4, 4)}
 
 #: Winograd tiles tried, largest first, when a layer's images do not fit the device.
 _TILE_FALLBACK = {6: (6, 4, 2), 4: (4, 2), 2: (2,)}
-
-
-def _q(x):
-    return (x + 3) // 4
 
 
 def _err(node, why):
@@ -207,16 +204,11 @@ class OpenCLSession:
         return ("net.cl", (f"-DIMG_HALF={int(self.half)}",), None)
 
     def _wino_program(self, m):
-        from ..winograd import transforms
+        from ._device import read_source
+        from .conv import transform_defines
 
         mid_half = self.half and m != 6
-        AT, _, BT = transforms(m, 3).as_float(np.float32)
-        head = (f"#define WINO_M {m}\n#define WINO_BT \\\n    " +
-                " \\\n    ".join(_sandwich(BT, "d", "u", "tb")) +
-                "\n#define WINO_AT \\\n    " + " \\\n    ".join(_sandwich(AT, "m", "y", "ta")) + "\n")
-        from ._device import read_source
-
-        src = head + read_source("netwino.cl")
+        src = transform_defines(m, "WINO_BT", "WINO_AT") + read_source("netwino.cl")
         return (f"netwino.cl:{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
                 src)
 
@@ -970,18 +962,19 @@ class OpenCLSession:
             t = self._acts[name]
             ids = None
             if isinstance(t, _Virtual):
-                ids = t.ids
-                t = self._acts[self._source_of(ids.reshape(-1))[0]]
-                if len(self._source_of(ids.reshape(-1))) != 1:
+                sources = self._source_of(t.ids.reshape(-1))
+                if len(sources) != 1:
                     raise LayoutError(f"graph output {name!r} is a rearrangement of several tensors: "
                                       "not supported on this runtime")
+                virtual, t = t, self._acts[sources[0]]
+                ids = virtual.ids - t.base                 # positions in the source, made once
             n, c, h, w = _nchw(t.nhwc)
             host = np.empty((n, c, h, w), np.float32)
             buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(host.nbytes, 4))
             k = pcl.Kernel(prog, "download")
             k.set_args(self._images[t.slot], buf, np.int32(n), np.int32(c), np.int32(h), np.int32(w))
             shape = self.model.output_shapes[name]
-            self._downloads.append((name, host, buf, k, (_q(c), w, n * h), ids, t.base, shape))
+            self._downloads.append((name, host, buf, k, (_q(c), w, n * h), ids, shape))
 
     # ------------------------------------------------------------------ running
     def run(self, *args, profile=False, **kwargs):
@@ -1006,12 +999,12 @@ class OpenCLSession:
                 if profile:
                     events.append((layer.name, layer.op, ln.kernel, ev))
         outs = []
-        for name, host, buf, k, g, ids, base, shape in self._downloads:
+        for name, host, buf, k, g, ids, shape in self._downloads:
             ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
             if profile:
                 events.append(("(output)", "download", "download", ev))
             pcl.enqueue_copy(q, host, buf, is_blocking=True)
-            y = host if ids is None else host.reshape(-1)[ids - base]
+            y = host if ids is None else host.reshape(-1)[ids]
             outs.append(np.array(y.reshape(shape)))
         self._events, self._profile = events, None
         return outs[0] if len(outs) == 1 else outs
@@ -1073,30 +1066,3 @@ class OpenCLSession:
     def launches(self):
         """Every prepared kernel launch with its layer: (layer, launch)."""
         return [(layer, ln) for layer in self.layers for ln in layer.launches]
-
-
-def _literal(c: float) -> str:
-    return f"{float(np.float32(c)).hex()}f"
-
-
-def _product(coef, terms) -> str:
-    parts = []
-    for c, t in zip(coef, terms):
-        c = float(np.float32(c))
-        if c == 0.0:
-            continue
-        parts.append(f"+ {t}" if c == 1.0 else f"- {t}" if c == -1.0 else f"+ {_literal(c)} * {t}")
-    if not parts:
-        return "(float4)(0.0f)"
-    s = " ".join(parts)
-    return s[2:] if s.startswith("+ ") else "-" + s[2:]
-
-
-def _sandwich(L, src, dst, tmp) -> list:
-    """Straight-line OpenCL for dst = L . src . L^T on float4 arrays."""
-    rows, cols = L.shape
-    lines = [f"const float4 {tmp}_{i}_{j} = {_product(L[i], [f'{src}[{k}][{j}]' for k in range(cols)])};"
-             for i in range(rows) for j in range(cols)]
-    lines += [f"{dst}[{i}][{j}] = {_product(L[j], [f'{tmp}_{i}_{k}' for k in range(cols)])};"
-              for i in range(rows) for j in range(rows)]
-    return lines
