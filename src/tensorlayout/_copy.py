@@ -16,16 +16,16 @@ overhead costs more than it saves.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
+
+from . import _backend
 
 #: Copies smaller than this many elements use NumPy alone.
 FAST_MIN_ELEMENTS = 1 << 16
 
 
 def _fast_enabled() -> bool:
-    return os.environ.get("TENSORLAYOUT_NUMPY_COPY", "") in ("", "0")
+    return _backend.numba_for_copies() is not None
 
 
 def strided_copy(dst: np.ndarray, src: np.ndarray) -> None:

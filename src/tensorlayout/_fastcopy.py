@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _backend
+
 __all__ = ["plan_copy", "run", "available"]
 
 _OUTER = 3  # axes fused into the parallel loop
@@ -334,17 +336,12 @@ def lanes_of(plan: Plan):
     return None
 
 
-_lane_kernels: dict = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _lane_kernel(unit: int, k: int):
     """The compiled word interleave for ``k`` lanes of ``unit``-byte values (made once each;
     ``k`` and the shifts are constants of the closure, so the compiler vectorises).  The runs
     are shared out over numba's threads, as the copy kernel's steps are."""
-    key = (unit, k)
-    if key in _lane_kernels:
-        return _lane_kernels[key]
-    import numba
+    numba = _backend.numba()
 
     Wt = numba.uint32 if unit * k == 4 else numba.uint64
     Et = {1: numba.uint8, 2: numba.uint16, 4: numba.uint32}[unit]
@@ -401,7 +398,6 @@ def _lane_kernel(unit: int, k: int):
                 lo[j], hi[j] = Et(v), Et(v >> Wt(bits))
                 lo2[j], hi2[j] = Et(v >> Wt(2 * bits)), Et(v >> Wt(3 * bits))
 
-    _lane_kernels[key] = (pack, unpack)
     return pack, unpack
 
 
@@ -464,15 +460,11 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
 
 
 def _threads() -> int:
-    try:
-        import numba
-
-        return int(numba.get_num_threads())
-    except Exception:  # noqa: BLE001
-        return 1
+    nb = _backend.numba()
+    return int(nb.get_num_threads()) if nb is not None else 1
 
 
 def describe() -> str:
     """'numba (N threads)' or 'numpy'."""
-    return f"numba {__import__('numba').__version__} ({_threads()} threads)" if available() else "numpy"
+    return f"numba {_backend.numba().__version__} ({_threads()} threads)" if available() else "numpy"
 
