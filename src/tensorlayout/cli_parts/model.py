@@ -239,12 +239,7 @@ def run_cmd(args) -> int:
     if args.profile:
         _print_profile(model.last_profile)
     if args.check:
-        for c in info["check"]:
-            line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
-            if "top1" in c:
-                same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
-                line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
-            print(line)
+        _print_check(info["check"], cosine=False)
     return 0
 
 
@@ -337,14 +332,19 @@ def _run_opencl(args) -> int:
                [(op, f"{t * 1e3:.3f}", f"{t / total:.1%}") for op, t in per_op], right=(1, 2))
         print(f"total {total * 1e3:.3f} ms of device time")
     if args.check:
-        for c in info["check"]:
-            line = (f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}, "
-                    f"cosine {c['cosine']:.6f}")
-            if "top1" in c:
-                same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
-                line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
-            print(line)
+        _print_check(info["check"], cosine=True)
     return 0
+
+
+def _print_check(checks, cosine):
+    for c in checks:
+        line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
+        if cosine:
+            line += f", cosine {c['cosine']:.6f}"
+        if "top1" in c:
+            same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
+            line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
+        print(line)
 
 
 def _print_profile(prof):
