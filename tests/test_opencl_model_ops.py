@@ -82,6 +82,33 @@ def test_conv_winograd_tiles(tile, half):
     assert "WINOGRAD_FILTER" in [t for _, t, _ in layer.weights]
 
 
+@pytest.mark.parametrize("block", [(4, 1), (8, 1), (8, 2)])
+def test_winograd_gemm_blockings(block, monkeypatch):
+    # Each GEMM blocking on its own, on tiles (30 at tile 2, 12 at tile 4) and output
+    # channels (13: the last group of 4 holds one) that do not fill its blocks: rows of U
+    # past O must not reach a channel that is written.
+    from tensorlayout.opencl import network
+
+    monkeypatch.setattr(network, "_GEMM_BLOCKS", (block,))
+    for tile in (2, 4):
+        x, w, b = rnd(2, 9, 5, 9), rnd(13, 9, 3, 3), rnd(13)
+        sess = check([conv_node("x", "w", "b", "y", pads=[1, 1, 1, 1])], {"x": x}, ["y"],
+                     {"w": w, "b": b}, winograd=tile)
+        assert [ln.kernel for _, ln in sess.launches()][1] == f"wino_gemm_{block[0]}x{block[1]}"
+
+
+def test_tuner_picks_a_gemm_blocking(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORLAYOUT_CACHE", str(tmp_path))
+    x, w = rnd(1, 6, 10, 9), rnd(11, 6, 3, 3)
+    sess = check([conv_node("x", "w", None, "y", pads=[1] * 4)], {"x": x}, ["y"], {"w": w},
+                 winograd=2, tune=True)        # the chosen variant gives the same result
+    gemm = sess.launches()[1][1]
+    assert (gemm.kernel, gemm.base_gsize) in gemm.variants and len(gemm.variants) == 3
+    again = check([conv_node("x", "w", None, "y", pads=[1] * 4)], {"x": x}, ["y"], {"w": w},
+                  winograd=2, tune=True)       # read back from the cache: the same choice
+    assert again.launches()[1][1].kernel == gemm.kernel
+
+
 @pytest.mark.parametrize("C,stride,k", [(1, 1, 3), (5, 2, 3), (7, 1, 5), (12, 2, 3)])
 def test_depthwise(C, stride, k):
     x, w, b = rnd(2, C, 9, 7), rnd(C, 1, k, k), rnd(C)

@@ -52,40 +52,44 @@ __kernel void wino_in(__read_only image2d_t in, __write_only image2d_t V,
             put_mid(V, tile, (i * T + j) * qc + c4, u[i][j]);
 }
 
-/* One work-item: four tiles x four output channels of one t: M_t = U_t . V_t. */
-__kernel void wino_gemm(__read_only image2d_t V, __read_only image2d_t U,
-                        __write_only image2d_t M, int C, int O, int tiles)
-{
-    const int tile0 = 4 * get_global_id(0), y = get_global_id(1);
-    const int qc = (C + 3) / 4, qo = (O + 3) / 4;
-    if (tile0 >= tiles || y >= T * T * qo)
-        return;
-    const int t = y / qo, o4 = y - t * qo, o = 4 * o4;
-    const int uy = t * O + o;
-    /* rows of U past O belong to the next t: use zeros */
-    const int r1 = o + 1 < O, r2 = o + 2 < O, r3 = o + 3 < O;
-    float4 acc0 = (float4)(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-    for (int c4 = 0; c4 < qc; ++c4) {
-        const float4 f0 = read_imagef(U, WSMP, (int2)(c4, uy));
-        const float4 f1 = r1 ? read_imagef(U, WSMP, (int2)(c4, uy + 1)) : (float4)(0.0f);
-        const float4 f2 = r2 ? read_imagef(U, WSMP, (int2)(c4, uy + 2)) : (float4)(0.0f);
-        const float4 f3 = r3 ? read_imagef(U, WSMP, (int2)(c4, uy + 3)) : (float4)(0.0f);
-        const int vy = t * qc + c4;
-        float4 v;
-        v = read_imagef(V, WSMP, (int2)(tile0, vy));
-        acc0 += (float4)(dot(f0, v), dot(f1, v), dot(f2, v), dot(f3, v));
-        v = read_imagef(V, WSMP, (int2)(tile0 + 1, vy));
-        acc1 += (float4)(dot(f0, v), dot(f1, v), dot(f2, v), dot(f3, v));
-        v = read_imagef(V, WSMP, (int2)(tile0 + 2, vy));
-        acc2 += (float4)(dot(f0, v), dot(f1, v), dot(f2, v), dot(f3, v));
-        v = read_imagef(V, WSMP, (int2)(tile0 + 3, vy));
-        acc3 += (float4)(dot(f0, v), dot(f1, v), dot(f2, v), dot(f3, v));
-    }
-    put_mid(M, tile0, y, acc0);
-    if (tile0 + 1 < tiles) put_mid(M, tile0 + 1, y, acc1);
-    if (tile0 + 2 < tiles) put_mid(M, tile0 + 2, y, acc2);
-    if (tile0 + 3 < tiles) put_mid(M, tile0 + 3, y, acc3);
+/* One work-item: NT tiles x 4 * NO output channels of one t: M_t = U_t . V_t.  Rows of U
+ * past O (the next t's, or zeros past the image) only reach the lanes and pixels of
+ * channels >= O, which are not written here or are zeroed by wino_out's put.  Three
+ * blockings; the session picks one per layer (by timing when tuned). */
+#define WINO_GEMM(NAME, NT, NO)                                                           \
+__kernel void NAME(__read_only image2d_t V, __read_only image2d_t U,                      \
+                   __write_only image2d_t M, int C, int O, int tiles)                     \
+{                                                                                          \
+    const int tile0 = NT * get_global_id(0), y = get_global_id(1);                        \
+    const int qc = (C + 3) / 4, qo = (O + 3) / 4, qb = (qo + NO - 1) / NO;                \
+    if (tile0 >= tiles || y >= T * T * qb)                                                \
+        return;                                                                            \
+    const int t = y / qb, o4 = NO * (y - t * qb);                                         \
+    const int uy = t * O + 4 * o4;                                                        \
+    float4 acc[NO][NT];                                                                    \
+    for (int b = 0; b < NO; ++b)                                                           \
+        for (int j = 0; j < NT; ++j)                                                       \
+            acc[b][j] = (float4)(0.0f);                                                    \
+    int vy = t * qc;                                                                       \
+    for (int c4 = 0; c4 < qc; ++c4, ++vy) {                                                \
+        float4 f[4 * NO];                                                                  \
+        for (int r = 0; r < 4 * NO; ++r)                                                   \
+            f[r] = read_imagef(U, WSMP, (int2)(c4, uy + r));                               \
+        for (int j = 0; j < NT; ++j) {                                                     \
+            const float4 v = read_imagef(V, WSMP, (int2)(tile0 + j, vy));                  \
+            for (int b = 0; b < NO; ++b)                                                   \
+                acc[b][j] += (float4)(dot(f[4 * b], v), dot(f[4 * b + 1], v),              \
+                                      dot(f[4 * b + 2], v), dot(f[4 * b + 3], v));         \
+        }                                                                                  \
+    }                                                                                      \
+    for (int b = 0; b < NO && o4 + b < qo; ++b)                                            \
+        for (int j = 0; j < NT && tile0 + j < tiles; ++j)                                  \
+            put_mid(M, tile0 + j, t * qo + o4 + b, acc[b][j]);                             \
 }
+
+WINO_GEMM(wino_gemm_4x1, 4, 1)
+WINO_GEMM(wino_gemm_8x1, 8, 1)
+WINO_GEMM(wino_gemm_8x2, 8, 2)
 
 /* One work-item: one tile of four output channels -> WINO_M x WINO_M output pixels,
  * plus the bias, then the activation. */

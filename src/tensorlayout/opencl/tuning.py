@@ -2,7 +2,9 @@
 
 For each prepared launch (kernel, program options, global size) a few local sizes are
 timed with OpenCL profiling events (the best of three runs each), next to letting the
-driver choose (``None``); the fastest is kept.  Choices are stored per device in
+driver choose (``None``); the fastest is kept.  A launch with variants (the Winograd
+GEMM's three blockings) has each variant timed the same way, and the fastest variant and
+local size are kept together.  Choices are stored per device in
 ``tuning-<device>.json`` under the cache directory: ``$TENSORLAYOUT_CACHE``, else
 ``$XDG_CACHE_HOME/tensorlayout`` (``~/.cache/tensorlayout``).  A later session on the same
 device and shapes reads them instead of timing again.
@@ -16,7 +18,9 @@ device and shapes reads them instead of timing again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
 import re
 import threading
@@ -43,15 +47,26 @@ def cache_dir() -> str:
     return root
 
 
-def candidates(gsize, max_group: int) -> list:
+def candidates(gsize, max_group: int, wide: bool = False) -> list:
     """Local sizes worth timing for a global size: None (the driver's choice) first, then
-    those within ``max_group`` work-items that do not exceed the range by more than 2x."""
+    those within ``max_group`` work-items that do not exceed the range by more than 2x.
+
+    ``wide`` (GPUs, where a run takes microseconds): every power-of-two shape of 8 to
+    ``max_group`` work-items instead of the short list, as MACE's tuner tries both thin
+    and square groups; on an H100 the best local size of a Winograd GEMM was often a
+    thin one such as (2, 8) that the short list lacks.
+    """
+    if wide:
+        pw = [1 << i for i in range(9)]
+        grid = [c for c in itertools.product(pw, repeat=len(gsize)) if 8 <= math.prod(c) <= 256]
+    else:
+        grid = _CAND3 if len(gsize) == 3 else _CAND2
     out = [None]
-    for c in (_CAND3 if len(gsize) == 3 else _CAND2):
-        if int(np.prod(c)) > max_group:
+    for c in grid:
+        if math.prod(c) > max_group:
             continue
         if all(l <= max(1, 2 * g) for l, g in zip(c, gsize)):
-            out.append(c)
+            out.append(tuple(c))
     return out
 
 
@@ -76,8 +91,11 @@ def _load(path):
 def _key(cctx, ln):
     prog, opts, src = ln.program
     h = hashlib.sha256((src or "").encode()).hexdigest()[:8]
-    g = ln.base_gsize or ln.gsize
-    return f"{cctx.info.version}|{prog}|{','.join(opts)}|{h}|{ln.kernel}|{'x'.join(map(str, g))}"
+    if ln.variants:       # one key for the launch, whichever variant it holds now
+        what = "/".join(f"{k}:{'x'.join(map(str, g))}" for k, g in sorted(ln.variants))
+    else:
+        what = f"{ln.kernel}|{'x'.join(map(str, ln.base_gsize or ln.gsize))}"
+    return f"{cctx.info.version}|{prog}|{','.join(opts)}|{h}|{what}"
 
 
 def _time(queue, kobj, gsize, lsize, reps=3):
@@ -102,28 +120,49 @@ def tune_session(sess) -> int:
         changed = False
         chosen = 0
         max_dev = int(cctx.device.max_work_group_size)
+        wide = "GPU" in cctx.info.kind.split("/")
         for _, ln in sess.launches():
             key = _key(cctx, ln)
-            need = ln.base_gsize or ln.gsize
+            variants = ln.variants or ((ln.kernel, ln.base_gsize or ln.gsize),)
+            kernels = {ln.kernel: ln.kobj}
             if key in cache:
-                best = cache[key]
+                got = cache[key]
+                name, best = (got[0], got[1]) if ln.variants else (ln.kernel, got)
                 best = tuple(best) if best else None
             else:
-                limit = min(max_dev, int(ln.kobj.get_work_group_info(
-                    pcl.kernel_work_group_info.WORK_GROUP_SIZE, cctx.device)))
                 timings = []
-                for cand in candidates(need, limit):
-                    g = need if cand is None else _round(need, cand)
-                    try:
-                        t = _time(sess.queue, ln.kobj, g, cand)
-                    except pcl.Error:
-                        continue
-                    timings.append((t, cand))
-                best = min(timings, key=lambda tc: tc[0])[1] if timings else None
-                cache[key] = list(best) if best else None
+                for name, need in variants:
+                    k = kernels.get(name)
+                    if k is None:
+                        k = kernels[name] = pcl.Kernel(cctx.program(*ln.program), name)
+                        k.set_args(*ln.kargs)
+                    limit = min(max_dev, int(k.get_work_group_info(
+                        pcl.kernel_work_group_info.WORK_GROUP_SIZE, cctx.device)))
+                    for cand in candidates(need, limit, wide):
+                        g = need if cand is None else _round(need, cand)
+                        try:
+                            t = _time(sess.queue, k, g, cand)
+                        except pcl.Error:
+                            continue
+                        timings.append((t, name, cand))
+                if timings:
+                    _, name, best = min(timings, key=lambda tc: tc[0])
+                else:
+                    name, best = ln.kernel, None
+                lsize = list(best) if best else None
+                cache[key] = [name, lsize] if ln.variants else lsize
                 changed = True
+            need = dict(variants).get(name)
+            if need is None:                     # a cache entry from other kernels
+                name, need = variants[0]
+            if name != ln.kernel:
+                k = kernels.get(name)
+                if k is None:
+                    k = pcl.Kernel(cctx.program(*ln.program), name)
+                    k.set_args(*ln.kargs)
+                ln.kernel, ln.kobj, ln.base_gsize = name, k, tuple(need)
             ln.lsize = best
-            ln.gsize = need if best is None else _round(need, best)
+            ln.gsize = tuple(need) if best is None else _round(need, best)
             chosen += best is not None
         sess.queue.finish()
         if changed:
