@@ -29,7 +29,7 @@ Ratios: ``MACE/tl`` = MACE's best time / tensorlayout's best time (above 1: tens
 faster); ``cuDNN/tl`` likewise.
 
     python benchmarks/bench_mace_opencl.py [--device SPEC] [--mace DIR] [--layers all|vgg|resnet]
-        [--only TEXT] [--runs 15] [--no-torch] [--json OUT.json]
+        [--only TEXT] [--runs 15] [--no-torch] [--json OUT.json] [--any-device]
 """
 
 from __future__ import annotations
@@ -312,12 +312,18 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--no-torch", action="store_true", help="skip cuDNN")
     ap.add_argument("--json", default=None, metavar="OUT.json")
+    ap.add_argument("--any-device", action="store_true",
+                    help="run on a CPU OpenCL device too (PoCL: minutes per layer)")
     a = ap.parse_args()
 
     from tensorlayout.opencl import get_context
 
     cctx = get_context(a.device)
     info = cctx.info
+    if "GPU" not in info.kind.split("/") and not a.any_device:
+        print(f"bench_mace_opencl: {info.name} is not a GPU; this comparison is made on GPUs "
+              "(--any-device runs it anyway); skipped")
+        return 0
     cudnn_ok = False
     if not a.no_torch:
         try:
