@@ -204,13 +204,12 @@ class OpenCLSession:
         return ("net.cl", (f"-DIMG_HALF={int(self.half)}",), None)
 
     def _wino_program(self, m):
-        from ._device import read_source
-        from .conv import transform_defines
+        # conv.cl's three Winograd stages, the program that single convolutions build too
+        from .conv import _wino_source
 
         mid_half = self.half and m != 6
-        src = transform_defines(m, "WINO_BT", "WINO_AT") + read_source("netwino.cl")
-        return (f"netwino.cl:{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
-                src)
+        return (f"conv.cl:wino{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
+                _wino_source(m))
 
     def _fits(self, w, h):
         return w <= self.max_image[0] and h <= self.max_image[1]
@@ -483,13 +482,13 @@ class OpenCLSession:
         i32 = np.int32
         it = self.dtype.itemsize
         layer.launches += [
-            _Launch(prog, "wino_in", (tiles, _q(C)),
-                    [x, V, i32(H), i32(W), i32(C), i32(th), i32(tw), i32(tiles), i32(begin[0]),
+            _Launch(prog, "wino_input", (tiles, _q(C)),
+                    [x, V, i32(N), i32(H), i32(W), i32(C), i32(th), i32(tw), i32(begin[0]),
                      i32(begin[1])], nbytes=(N * H * W * C * it + tiles * T2 * C * mid.itemsize)),
-            _Launch(prog, "wino_gemm", (-(-tiles // 4), T2 * _q(O)),
+            _Launch(prog, "wino_matmul", (-(-tiles // 4), T2 * _q(O)),
                     [V, u, M, i32(C), i32(O), i32(tiles)], flops=2.0 * tiles * T2 * C * O,
                     nbytes=(tiles * T2 * (C + O)) * mid.itemsize + T2 * C * O * it),
-            _Launch(prog, "wino_out", (tiles, _q(O)),
+            _Launch(prog, "wino_output", (tiles, _q(O)),
                     [M, bias_arg, out, i32(OH), i32(OW), i32(O), i32(th), i32(tw), i32(tiles),
                      has_b, *acts], nbytes=tiles * T2 * O * mid.itemsize + N * OH * OW * O * it),
         ]
