@@ -254,6 +254,47 @@ def test_device_limits_fall_back_and_say_where():
                  max_image=(20, 20))
 
 
+def split_net(C=5, N=4, H=10):
+    """Conv + Relu, a 1x1 conv, Concat (7 + 3 channels: lanes shift), depthwise, a per-channel
+    Mul, MaxPool, GlobalAveragePool, Flatten, Gemm + bias, Softmax: (nodes, inputs, inits)."""
+    inits = {"w1": rnd(7, C, 3, 3), "b1": rnd(7), "w2": rnd(3, 7, 1, 1), "wd": rnd(10, 1, 3, 3),
+             "k": rnd(1, 10, 1, 1), "wf": rnd(10, 6), "bf": rnd(6)}
+    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+             conv_node("r1", "w2", None, "c2"),
+             helper.make_node("Concat", ["r1", "c2"], ["cat"], axis=1),
+             conv_node("cat", "wd", None, "d", pads=[1] * 4, group=10),
+             helper.make_node("Mul", ["d", "k"], ["m"]),
+             helper.make_node("MaxPool", ["m"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+    return nodes, {"x": rnd(N, C, H, H)}, inits
+
+
+@pytest.mark.parametrize("N,limit,group", [(4, 25, 2), (3, 25, 1), (4, 40, 4)])
+def test_tall_images_run_in_batch_groups(N, limit, group):
+    # a batch of N 10-row items is N * 10 rows high: past the limit, the images hold groups
+    nodes, inputs, inits = split_net(N=N)
+    sess = check(nodes, inputs, ["y", "p"], inits, max_image=(200, limit))
+    assert sess.group == group and sess.batch == N
+    if group == N:
+        assert sess.fallbacks == []
+    else:
+        assert sess.fallbacks[0].startswith(f"network: batch {N} runs as {N // group} groups of "
+                                            f"{group}")
+        split = [f for f in sess.fallbacks[1:] if "held as" in f]
+        assert split and all(f"held as {N // group} images of {group} batch item" in f for f in split)
+        assert any(f.startswith("input: 'x' ") for f in split)
+        assert any(f.startswith("Conv_0: 'r1' ") for f in split)       # fused Relu's output
+
+
+def test_too_tall_item_is_a_clear_error():
+    nodes, inputs, inits = split_net(N=2)
+    with pytest.raises(DeviceLimitError, match="even one batch item is too tall"):
+        run_both(nodes, inputs, ["y"], inits, max_image=(200, 8))
+
+
 def test_unknown_op_and_bad_device_are_clear_errors():
     from tensorlayout.opencl import OpenCLSession
 

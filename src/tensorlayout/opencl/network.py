@@ -77,6 +77,11 @@ def _nchw(shape):
     return (shape[0], shape[3], shape[1], shape[2])
 
 
+def _full_nchw(t):
+    """The NCHW shape of a device tensor over the whole batch (its image may hold a group)."""
+    return (t.shape[0],) + _nchw(t.nhwc)[1:]
+
+
 @dataclass
 class _Act:
     """A tensor on the device: the image (``slot``) and its NHWC shape."""
@@ -190,6 +195,7 @@ class OpenCLSession:
         self._slots: dict = {}          # slot -> (width, height, dtype)
         self._next_base = 0
         self._weights_bytes = 0
+        self._batch_groups()
         self._build()
         self._plan_memory()
         self._make_kernels()
@@ -211,6 +217,28 @@ class OpenCLSession:
         return (f"conv.cl:wino{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
                 _wino_source(m))
 
+    def _batch_groups(self):
+        """How many batch items each image holds: all of them, or where some activation's
+        IN_OUT_CHANNEL image [W * q(C), N * H] would be taller than the limit, the largest
+        divisor g of the batch N whose images fit.  The network then runs once per group of g
+        items, on images of g items (no op of this runtime mixes batch items)."""
+        m = self.model
+        batch = {s[0] for s in m.inputs.values()}
+        #: the batch, and the batch items each image holds (the same unless split)
+        self.batch = self.group = next(iter(batch)) if len(batch) == 1 else None
+        if len(batch) != 1 or self.batch == 1:
+            return
+        N = self.batch
+        shapes = list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        rows = max((s[2] if len(s) == 4 else 1) for s in shapes if len(s) in (2, 4) and s[0] == N)
+        if N * rows <= self.max_image[1]:
+            return
+        self.group = g = max([d for d in range(1, N + 1)
+                              if N % d == 0 and d * rows <= self.max_image[1]], default=1)
+        self.fallbacks.append(
+            f"network: batch {N} runs as {N // g} groups of {g} (images of {N} items up to "
+            f"{N * rows} rows are past the limit {list(self.max_image)}); split images:")
+
     def _fits(self, w, h):
         return w <= self.max_image[0] and h <= self.max_image[1]
 
@@ -219,7 +247,13 @@ class OpenCLSession:
             raise DeviceLimitError(
                 f"node {node.name!r} ({node.op}): the {what} image [{w}, {h}] is past the image "
                 f"limit {list(self.max_image)} and this runtime has no smaller form for it "
-                "(splitting an activation image is not implemented)")
+                f"({self._why_not_split(w, h)})")
+
+    def _why_not_split(self, w, h):
+        if h > self.max_image[1]:
+            return ("even one batch item is too tall: splitting the rows of an item is not "
+                    "implemented")
+        return "splitting the channels of this image is not implemented"
 
     def _weight(self, layer, name, array, kind, **kw):
         """The weight's image: packed on the host by the NumPy path (one program for every
@@ -248,6 +282,19 @@ class OpenCLSession:
         if nhwc is None:
             raise _err(node, f"output {name!r} has shape {list(shape)}: images hold 4-D NCHW or "
                        "2-D (N, C) tensors")
+        if self.group != self.batch:
+            if shape[0] != self.batch:
+                raise DeviceLimitError(
+                    f"node {node.name!r} ({node.op}): output {name!r} of shape {list(shape)} "
+                    f"does not lead with the batch {self.batch}, which the network's images "
+                    f"hold in groups of {self.group}")
+            nhwc = (self.group,) + nhwc[1:]
+            fw, fh = image_shape("IN_OUT_CHANNEL", _nhwc(shape))
+            if fh > self.max_image[1]:
+                where = "input" if node.op == "input" else node.name
+                self.fallbacks.append(f"{where}: {name!r} [{fw}, {fh}] held as "
+                                      f"{self.batch // self.group} images of {self.group} "
+                                      f"batch item{'s' * (self.group > 1)}")
         w, h = image_shape("IN_OUT_CHANNEL", nhwc)
         self._check_fits(node, f"output {name!r}", w, h)
         a = _Act(name, nhwc, tuple(shape), slot=("act", name))
@@ -516,7 +563,7 @@ class OpenCLSession:
         x = self._flat_source(src, K) if isinstance(src, _Virtual) else None
         if x is None:
             x = self._device(node, node.inputs[0])
-            if x.shape != (x.nhwc[0], K):
+            if len(x.shape) != 2 or x.shape[1] != K:
                 raise _err(node, f"input of shape {list(x.shape)}: a 2-D (N, {K}) input is needed")
         N, H, W, C = x.nhwc
         wt = (B.T * np.float32(alpha)).astype(np.float32).reshape(O, C, H, W)
@@ -561,7 +608,7 @@ class OpenCLSession:
         if ids.ndim != 2 or ids.shape[1] != K:
             return None
         t = self._acts[self._source_of(ids.reshape(-1)[:1])[0]]
-        n, c, h, w = _nchw(t.nhwc)
+        n, c, h, w = _full_nchw(t)
         want = t.base + np.arange(n * c * h * w).reshape(n, c * h * w)
         if ids.shape != want.shape or not np.array_equal(ids, want):
             return None
@@ -587,7 +634,7 @@ class OpenCLSession:
                 t = self._device(node, n)
                 ops.append(("act", n, t))
         shape_of = lambda o: o[2].shape if o[0] == "const" else (  # noqa: E731
-            _nchw(o[2].nhwc))
+            _full_nchw(o[2]))
         full = [shape_of(o) == tuple(out4) for o in ops]
         if not full[0] and not full[1]:
             raise _err(node, "both operands are broadcast: one must have the output's shape")
@@ -602,6 +649,11 @@ class OpenCLSession:
             raise _err(node, f"shape {list(bs)} does not broadcast to {list(out4)}")
         if b[0] == "const":
             arr = b[2]
+            if arr.shape[0] > 1 and self.group != self.batch:
+                raise DeviceLimitError(
+                    f"node {node.name!r} ({node.op}): constant {b[1]!r} has a batch dimension "
+                    f"of {arr.shape[0]}, and the network's images hold the batch in groups of "
+                    f"{self.group}")
             if arr.shape[0] == 1 and arr.shape[2] == arr.shape[3] == 1 and arr.shape[1] > 1:
                 bimg = self._weight(layer, b[1], arr.reshape(-1), "ARGUMENT")
             else:
@@ -612,6 +664,8 @@ class OpenCLSession:
         x = a[2]
         out = self._new_act(final, final_shape, node)
         layer.kind = f"eltwise {node.op}" + (" (broadcast)" if bs != tuple(out4) else "")
+        if bs[0] > 1:
+            bs = (out.nhwc[0],) + tuple(bs[1:])         # an image of the same batch group
         self._eltwise(layer, x, (bimg, bs), out, _BINARY[node.op], swap, act)
 
     def _eltwise(self, layer, x, b, out, op, swap, act):
@@ -793,8 +847,7 @@ class OpenCLSession:
             offsets[s] = acc
             acc += self._acts[s].nhwc[3]
         for s in srcs:
-            t = self._acts[s]
-            tn, th, tw, tc = t.nhwc
+            tn, _, th, tw = _full_nchw(self._acts[s])
             if (tn, th, tw) != (N, H, W):
                 return None
         # each output element must be (n, c', h, w) of its source, with c' fixed per channel
@@ -828,9 +881,10 @@ class OpenCLSession:
         imgs += [imgs[0]] * (4 - len(imgs))
         i32 = np.int32
         layer.kind = f"gather channels ({len(srcs)} source{'s' if len(srcs) > 1 else ''})"
+        NH = out.nhwc[0] * H
         layer.launches.append(_Launch(
-            self._net_program(), "gather_channels", (_q(C), W, N * H),
-            [*imgs, table, out, i32(W), i32(N * H), i32(starts[1]), i32(starts[2]),
+            self._net_program(), "gather_channels", (_q(C), W, NH),
+            [*imgs, table, out, i32(W), i32(NH), i32(starts[1]), i32(starts[2]),
              i32(starts[3]), i32(C)], nbytes=2 * N * H * W * C * self.dtype.itemsize))
         layer.tables = [table]
         self.layers.append(layer)
@@ -950,9 +1004,9 @@ class OpenCLSession:
         mf = pcl.mem_flags
         self._uploads = []
         for name, a in self._inputs.items():
-            n, c, h, w = a.shape if len(a.shape) == 4 else (a.shape[0], a.shape[1], 1, 1)
+            n, c, h, w = _nchw(a.nhwc)              # n: the items of one group
             host = np.zeros(a.shape, np.float32)
-            buf = pcl.Buffer(self.cctx.context, mf.READ_ONLY, max(host.nbytes, 4))
+            buf = pcl.Buffer(self.cctx.context, mf.READ_ONLY, max(n * c * h * w * 4, 4))
             k = pcl.Kernel(prog, "upload")
             k.set_args(buf, self._images[a.slot], np.int32(n), np.int32(c), np.int32(h), np.int32(w))
             self._uploads.append((name, host, buf, k, (_q(c), w, n * h)))
@@ -968,8 +1022,8 @@ class OpenCLSession:
                 virtual, t = t, self._acts[sources[0]]
                 ids = virtual.ids - t.base                 # positions in the source, made once
             n, c, h, w = _nchw(t.nhwc)
-            host = np.empty((n, c, h, w), np.float32)
-            buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(host.nbytes, 4))
+            host = np.empty(_full_nchw(t), np.float32)
+            buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(n * c * h * w * 4, 4))
             k = pcl.Kernel(prog, "download")
             k.set_args(self._images[t.slot], buf, np.int32(n), np.int32(c), np.int32(h), np.int32(w))
             shape = self.model.output_shapes[name]
@@ -986,23 +1040,30 @@ class OpenCLSession:
         feeds = self.model.feeds(args, kwargs)
         q = self.queue
         events = [] if profile else None
-        for name, host, buf, k, g in self._uploads:
+        for name, host, *_ in self._uploads:
             np.copyto(host, feeds[name])
-            pcl.enqueue_copy(q, buf, host, is_blocking=False)
-            ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
-            if profile:
-                events.append(("(input)", "upload", "upload", ev))
-        for layer in self.layers:
-            for ln in layer.launches:
-                ev = pcl.enqueue_nd_range_kernel(q, ln.kobj, ln.gsize, ln.lsize)
+        g = self.group
+        # the groups of batch items: all of them at once unless the images hold fewer
+        groups = [slice(None)] if g == self.batch else \
+            [slice(n0, n0 + g) for n0 in range(0, self.batch, g)]
+        for items in groups:
+            for name, host, buf, k, gs in self._uploads:
+                pcl.enqueue_copy(q, buf, host[items], is_blocking=False)
+                ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
                 if profile:
-                    events.append((layer.name, layer.op, ln.kernel, ev))
+                    events.append(("(input)", "upload", "upload", ev))
+            for layer in self.layers:
+                for ln in layer.launches:
+                    ev = pcl.enqueue_nd_range_kernel(q, ln.kobj, ln.gsize, ln.lsize)
+                    if profile:
+                        events.append((layer.name, layer.op, ln.kernel, ev))
+            for name, host, buf, k, gs, ids, shape in self._downloads:
+                ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
+                if profile:
+                    events.append(("(output)", "download", "download", ev))
+                pcl.enqueue_copy(q, host[items], buf, is_blocking=True)
         outs = []
-        for name, host, buf, k, g, ids, shape in self._downloads:
-            ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
-            if profile:
-                events.append(("(output)", "download", "download", ev))
-            pcl.enqueue_copy(q, host, buf, is_blocking=True)
+        for name, host, buf, k, gs, ids, shape in self._downloads:
             y = host if ids is None else host.reshape(-1)[ids]
             outs.append(np.array(y.reshape(shape)))
         self._events, self._profile = events, None
