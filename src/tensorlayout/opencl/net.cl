@@ -22,8 +22,10 @@
 #define ROW_PIXEL(nh, w, c4, W) PIXEL_IN_OUT_CHANNEL(0, nh, w, c4, 1, 1, W, 4)
 
 /* ------------------------------------------------------------------ host <-> image */
-/* NCHW float buffer -> IN_OUT_CHANNEL image. */
-__kernel void upload(__global const float *x, __write_only image2d_t out, int N, int C, int H, int W)
+/* NCHW float buffer of CT channels -> IN_OUT_CHANNEL image of its channels c0 .. c0 + C - 1
+ * (all of them, or one part of an image split by channels). */
+__kernel void upload(__global const float *x, __write_only image2d_t out, int N, int C, int H, int W,
+                     int c0, int CT)
 {
     const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || w >= W || nh >= N * H)
@@ -32,13 +34,14 @@ __kernel void upload(__global const float *x, __write_only image2d_t out, int N,
     float v[4];
     for (int k = 0; k < 4; ++k) {
         const int c = 4 * c4 + k;
-        v[k] = c < C ? x[((n * C + c) * H + h) * W + w] : 0.0f;
+        v[k] = c < C ? x[((n * CT + c0 + c) * H + h) * W + w] : 0.0f;
     }
     put(out, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C), (float4)(v[0], v[1], v[2], v[3]), c4, C);
 }
 
-/* IN_OUT_CHANNEL image -> NCHW float buffer. */
-__kernel void download(__read_only image2d_t in, __global float *y, int N, int C, int H, int W)
+/* IN_OUT_CHANNEL image of channels c0 .. c0 + C - 1 -> NCHW float buffer of CT channels. */
+__kernel void download(__read_only image2d_t in, __global float *y, int N, int C, int H, int W,
+                       int c0, int CT)
 {
     const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || w >= W || nh >= N * H)
@@ -47,7 +50,7 @@ __kernel void download(__read_only image2d_t in, __global float *y, int N, int C
     const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C));
     const float a[4] = {v.x, v.y, v.z, v.w};
     for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
-        y[((n * C + 4 * c4 + k) * H + h) * W + w] = a[k];
+        y[((n * CT + c0 + 4 * c4 + k) * H + h) * W + w] = a[k];
 }
 
 /* ------------------------------------------------------------------ convolutions */
@@ -63,15 +66,35 @@ __kernel void download(__read_only image2d_t in, __global float *y, int N, int C
     float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
 
 /* Direct convolution, any kernel, stride, padding, dilation; group 1.
- * One work-item: four output channels at four neighbouring output columns. */
+ * One work-item: four output channels at four neighbouring output columns.
+ * With CONV_PARTIAL (an input held as several images, one per part of its channels) the
+ * kernel runs once per part with that part's filter: it adds the float32 sums of the parts
+ * before (from_prev: the image prev) and, but for the last part, stores its sums without
+ * the activation; the first part adds the bias. */
+#ifndef CONV_PARTIAL
+#define CONV_PARTIAL 0
+#endif
 __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
                      __read_only image2d_t bias, __write_only image2d_t out,
                      int H, int W, int C, int OH, int OW, int O, int NOH,
                      int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
-                     int has_bias, int act, float a0, float a1)
+                     int has_bias, int act, float a0, float a1
+#if CONV_PARTIAL
+                     , __read_only image2d_t prev, int from_prev, int last
+#endif
+                     )
 {
     BLOCK4_START(o4, O)
     const int qc = (C + 3) / 4;
+    const int2 xy = PIXEL_IN_OUT_CHANNEL(n, oh, ow0, o4, N, OH, OW, O);
+#if CONV_PARTIAL
+    if (from_prev) {
+        acc0 += get(prev, xy);
+        acc1 += get(prev, xy + (int2)(1, 0));
+        acc2 += get(prev, xy + (int2)(2, 0));
+        acc3 += get(prev, xy + (int2)(3, 0));
+    }
+#endif
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = oh * sh - ph + kh * dh;
         if (ih < 0 || ih >= H)
@@ -94,8 +117,16 @@ __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
             }
         }
     }
-    put4(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow0, o4, N, OH, OW, O), acc0, acc1, acc2, acc3, OW - ow0,
-         o4, O, act, a0, a1);
+#if CONV_PARTIAL
+    if (!last) {
+        write_imagef(out, xy, acc0);
+        if (OW - ow0 > 1) write_imagef(out, xy + (int2)(1, 0), acc1);
+        if (OW - ow0 > 2) write_imagef(out, xy + (int2)(2, 0), acc2);
+        if (OW - ow0 > 3) write_imagef(out, xy + (int2)(3, 0), acc3);
+        return;
+    }
+#endif
+    put4(out, xy, acc0, acc1, acc2, acc3, OW - ow0, o4, O, act, a0, a1);
 }
 
 /* Grouped convolution (1 < groups < C): CONV2D_FILTER of (O, C / groups, KH, KW).
@@ -141,12 +172,14 @@ __kernel void conv2d_grouped(__read_only image2d_t in, __read_only image2d_t fil
 }
 
 /* Depthwise convolution (groups = C = O, multiplier 1): DW_CONV2D_FILTER of (C, 1, KH, KW).
- * One work-item: four channels at four neighbouring output columns. */
+ * One work-item: four channels at four neighbouring output columns.
+ * Channel offsets: the C channels are pixels ic4 .. of the input image and oc4 .. of the
+ * output image, which has OC channels (0, 0, C unless an image is split by channels). */
 __kernel void dwconv2d(__read_only image2d_t in, __read_only image2d_t filt,
                        __read_only image2d_t bias, __write_only image2d_t out,
                        int H, int W, int C, int OH, int OW, int NOH,
                        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
-                       int has_bias, int act, float a0, float a1)
+                       int has_bias, int act, float a0, float a1, int ic4, int oc4, int OC)
 {
     BLOCK4_START(c4, C)
     for (int kh = 0; kh < KH; ++kh) {
@@ -158,13 +191,13 @@ __kernel void dwconv2d(__read_only image2d_t in, __read_only image2d_t filt,
             const int4 iw = COLUMNS4(ow0 * sw - pw + kw * dw, sw);
             const int4 inside = iw >= 0 && iw < W;
 #define MAC_COLUMN(acc, k) \
-            if (inside.s##k) acc = mad(get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw.s##k, c4, N, H, W, C)), f, acc);
+            if (inside.s##k) acc = mad(get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw.s##k, c4 + ic4, N, H, W, C)), f, acc);
             MAC_COLUMN(acc0, 0) MAC_COLUMN(acc1, 1) MAC_COLUMN(acc2, 2) MAC_COLUMN(acc3, 3)
 #undef MAC_COLUMN
         }
     }
-    put4(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow0, c4, N, OH, OW, C), acc0, acc1, acc2, acc3, OW - ow0,
-         c4, C, act, a0, a1);
+    put4(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow0, c4 + oc4, N, OH, OW, OC), acc0, acc1, acc2, acc3,
+         OW - ow0, c4 + oc4, OC, act, a0, a1);
 }
 
 /* The dot products of v (four input channels at (h, w)) with the four outputs o .. o + 3 of
@@ -238,7 +271,9 @@ __kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
 /* ------------------------------------------------------------------ element-wise */
 /* out = op(a, b) then the activation; op < 0: the activation of a alone.
  * a has the output's shape; b is (BN, BH, BW, BC), each 1 or the output's extent
- * (BC == 1: one value for all channels, in lane 0).  swap: op(b, a). */
+ * (BC == 1: one value for all channels, in lane 0).  swap: op(b, a).  Channel offsets: the
+ * C channels are pixels ac4 .. of a, bc4 .. of b and oc4 .. of the output, which has OC
+ * channels (0, 0, 0, C unless an image is split by channels). */
 #define OP_ADD 0
 #define OP_SUB 1
 #define OP_MUL 2
@@ -247,12 +282,13 @@ __kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
 #define OP_MIN 5
 __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_only image2d_t out,
                       int H, int W, int C, int NH, int BN, int BH, int BW, int BC,
-                      int op, int swap, int act, float a0, float a1)
+                      int op, int swap, int act, float a0, float a1, int ac4, int bc4, int oc4,
+                      int OC)
 {
     const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || w >= W || nh >= NH)
         return;
-    float4 v = get(a, ROW_PIXEL(nh, w, c4, W));
+    float4 v = get(a, ROW_PIXEL(nh, w, c4 + ac4, W));
     if (op >= 0) {
         const int n = nh / H, h = nh - n * H;
         const int bn = BN == 1 ? 0 : n, bh = BH == 1 ? 0 : h, bw = BW == 1 ? 0 : w;
@@ -260,7 +296,7 @@ __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_
         if (BC == 1)
             u = (float4)(get(b, PIXEL_IN_OUT_CHANNEL(bn, bh, bw, 0, BN, BH, BW, 1)).x);
         else
-            u = get(b, PIXEL_IN_OUT_CHANNEL(bn, bh, bw, c4, BN, BH, BW, C));
+            u = get(b, PIXEL_IN_OUT_CHANNEL(bn, bh, bw, c4 + bc4, BN, BH, BW, C));
         float4 x = swap ? u : v, y = swap ? v : u;
         switch (op) {
         case OP_ADD: v = x + y; break;
@@ -271,17 +307,18 @@ __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_
         default: v = fmin(x, y); break;
         }
     }
-    put(out, ROW_PIXEL(nh, w, c4, W), activate(v, act, a0, a1), c4, C);
+    put(out, ROW_PIXEL(nh, w, c4 + oc4, W), activate(v, act, a0, a1), c4 + oc4, OC);
 }
 
 /* ------------------------------------------------------------------ pooling */
 /* Max or average pooling over windows clipped to the input; the output size (floor or
  * ceil mode) comes from the host.  Average: divided by the in-bounds count, or with
- * count_include_pad by the window's size inside the padded input. */
+ * count_include_pad by the window's size inside the padded input.  Channel offsets ic4,
+ * oc4 and the output's channel count OC as dwconv2d's. */
 __kernel void pool2d(__read_only image2d_t in, __write_only image2d_t out,
                      int H, int W, int C, int OH, int OW, int NOH,
                      int KH, int KW, int sh, int sw, int pt, int pl, int pb, int pr,
-                     int dh, int dw, int is_max, int count_pad)
+                     int dh, int dw, int is_max, int count_pad, int ic4, int oc4, int OC)
 {
     const int c4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || ow >= OW || nh >= NOH)
@@ -297,19 +334,20 @@ __kernel void pool2d(__read_only image2d_t in, __write_only image2d_t out,
                 ++padded;
             if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                 continue;
-            const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw, c4, N, H, W, C));
+            const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw, c4 + ic4, N, H, W, C));
             acc = is_max ? fmax(acc, v) : acc + v;
             ++count;
         }
     }
     if (!is_max)
         acc /= (float)(count_pad ? padded : count);
-    put(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, c4, N, OH, OW, C), acc, c4, C);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, c4 + oc4, N, OH, OW, OC), acc, c4 + oc4, OC);
 }
 
-/* Global average or max pooling: one work-item per (four channels, batch row). */
+/* Global average or max pooling: one work-item per (four channels, batch row).  Channel
+ * offsets ic4, oc4 and the output's channel count OC as dwconv2d's. */
 __kernel void global_pool(__read_only image2d_t in, __write_only image2d_t out,
-                          int N, int H, int W, int C, int is_max)
+                          int N, int H, int W, int C, int is_max, int ic4, int oc4, int OC)
 {
     const int c4 = get_global_id(0), n = get_global_id(1);
     if (c4 >= (C + 3) / 4 || n >= N)
@@ -317,12 +355,12 @@ __kernel void global_pool(__read_only image2d_t in, __write_only image2d_t out,
     float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
     for (int h = 0; h < H; ++h)
         for (int w = 0; w < W; ++w) {
-            const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C));
+            const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4 + ic4, N, H, W, C));
             acc = is_max ? fmax(acc, v) : acc + v;
         }
     if (!is_max)
         acc /= (float)(H * W);
-    put(out, PIXEL_IN_OUT_CHANNEL(n, 0, 0, c4, N, 1, 1, C), acc, c4, C);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, 0, 0, c4 + oc4, N, 1, 1, OC), acc, c4 + oc4, OC);
 }
 
 /* Softmax over the channels of each pixel (axis 1 of NCHW, or of a 2-D (N, C)). */

@@ -91,6 +91,11 @@ class _Act:
     shape: tuple                    # the ONNX shape
     slot: object = None             # key of its image in the memory plan
     base: int = -1                  # first id of its elements when moves are traced
+    parts: list = None              # split by channels: [(c0, c1, _Act of those channels)]
+
+    def slots(self):
+        """The keys of its images: one, or one per part."""
+        return [p.slot for _, _, p in self.parts] if self.parts else [self.slot]
 
 
 @dataclass
@@ -137,10 +142,12 @@ class OpenCLSession:
     images (CL_HALF_FLOAT) throughout, float32 arithmetic in the kernels.  ``winograd``:
     "auto" (tile 4 for 3x3 stride-1 layers with at least 16 input and output channels,
     tile 2 when the output is under 8 x 8), 0 for none, or a tile 2 / 4 / 6 for every
-    such layer.  ``max_image``: (width, height) limits instead of the device's (a layer
-    whose images would not fit falls back to a smaller Winograd tile, then the direct
-    kernel; :attr:`fallbacks` lists where).  ``tune``: pick each kernel's work-group size
-    by timing (cached per device, see :mod:`tensorlayout.opencl.tuning`).
+    such layer.  ``max_image``: (width, height) limits instead of the device's.  Where an
+    image would not fit, a Winograd layer falls back to a smaller tile, then the direct
+    kernel; activations too tall hold the batch in groups (the network runs once per group),
+    too wide are held as one image per part of their channels (:attr:`fallbacks` lists each
+    place).  ``tune``: pick each kernel's work-group size by timing (cached per device, see
+    :mod:`tensorlayout.opencl.tuning`).
 
     >>> import numpy as np
     >>> from tensorlayout.model import load, zoo
@@ -151,6 +158,15 @@ class OpenCLSession:
     >>> y = s.run(x)
     >>> y.shape, bool(np.abs(y - m.run(x)).max() < 1e-4)
     ((1, 10), True)
+
+    Under a 40-pixel width the first convolution's 16 channels at 16 columns ([64, 16]) are
+    held as two images of 8 channels:
+
+    >>> s = OpenCLSession(m, max_image=(40, 100))
+    >>> s.fallbacks[0]
+    "conv1: 'c' [64, 16] held as 2 images of 8 channels (width past the limit [40, 100])"
+    >>> bool(np.abs(s.run(x) - m.run(x)).max() < 1e-4)
+    True
     """
 
     def __init__(self, model, device=None, *, half=False, winograd="auto", max_image=None,
@@ -196,6 +212,7 @@ class OpenCLSession:
         self._next_base = 0
         self._weights_bytes = 0
         self._batch_groups()
+        self._channel_parts()
         self._build()
         self._plan_memory()
         self._make_kernels()
@@ -239,21 +256,43 @@ class OpenCLSession:
             f"network: batch {N} runs as {N // g} groups of {g} (images of {N} items up to "
             f"{N * rows} rows are past the limit {list(self.max_image)}); split images:")
 
+    def _channel_parts(self):
+        """The channels each image holds where an activation's image [W * q(C), N * H] is wider
+        than the limit: ``self.part`` channels (a multiple of 4, the same for every split
+        tensor, so that the parts of two tensors line up and lanes never shift), the most
+        that the widest such tensor's W leaves room for; 0 when no tensor needs it or none fits."""
+        m = self.model
+        shapes = list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        wide = [(s[3] if len(s) == 4 else 1) for s in shapes if len(s) in (2, 4)
+                and image_shape("IN_OUT_CHANNEL", _nhwc(s))[0] > self.max_image[0]]
+        self.part = 4 * (self.max_image[0] // max(wide)) if wide else 0
+
+    def _pieces(self, C, *acts):
+        """The channel ranges a per-channel op runs over: the parts when any of ``acts`` is split."""
+        return self._ranges(C) if any(a is not None and a.parts for a in acts) else [(0, C)]
+
+    def _ranges(self, C):
+        return [(c0, min(c0 + self.part, C)) for c0 in range(0, C, self.part)]
+
+    @staticmethod
+    def _piece(t, c0, c1):
+        """The image holding channels c0 .. c1 of ``t`` and their first pixel's c4 in it."""
+        for p0, p1, p in t.parts or ():
+            if (p0, p1) == (c0, c1):
+                return p, 0
+        return t, c0 // 4
+
     def _fits(self, w, h):
         return w <= self.max_image[0] and h <= self.max_image[1]
 
-    def _check_fits(self, node, what, w, h):
-        if not self._fits(w, h):
-            raise DeviceLimitError(
-                f"node {node.name!r} ({node.op}): the {what} image [{w}, {h}] is past the image "
-                f"limit {list(self.max_image)} and this runtime has no smaller form for it "
-                f"({self._why_not_split(w, h)})")
-
-    def _why_not_split(self, w, h):
+    def _why_not_split(self, w, h, node=None):
         if h > self.max_image[1]:
             return ("even one batch item is too tall: splitting the rows of an item is not "
                     "implemented")
-        return "splitting the channels of this image is not implemented"
+        if not self.part:
+            return "even four channels are too wide: splitting the columns is not implemented"
+        return (f"{node.op if node is not None else 'this op'} cannot write an image split by "
+                "channels")
 
     def _weight(self, layer, name, array, kind, **kw):
         """The weight's image: packed on the host by the NumPy path (one program for every
@@ -277,7 +316,7 @@ class OpenCLSession:
                 f"layer {layer.name!r} ({layer.op}): the {what} image [{w}, {h}] is past the "
                 f"image limit {list(self.max_image)}")
 
-    def _new_act(self, name, shape, node):
+    def _new_act(self, name, shape, node, split_ok=False):
         nhwc = _nhwc(shape)
         if nhwc is None:
             raise _err(node, f"output {name!r} has shape {list(shape)}: images hold 4-D NCHW or "
@@ -296,14 +335,46 @@ class OpenCLSession:
                                       f"{self.batch // self.group} images of {self.group} "
                                       f"batch item{'s' * (self.group > 1)}")
         w, h = image_shape("IN_OUT_CHANNEL", nhwc)
-        self._check_fits(node, f"output {name!r}", w, h)
         a = _Act(name, nhwc, tuple(shape), slot=("act", name))
-        self._slots[a.slot] = (w, h, self.dtype)
         self._acts[name] = a
+        if w > self.max_image[0] and h <= self.max_image[1] and self.part and split_ok:
+            N, H, W, C = nhwc
+            a.parts = []
+            for c0, c1 in self._ranges(C):
+                p = _Act(f"{name}[{c0}:{c1}]", (N, H, W, c1 - c0), tuple(shape),
+                         slot=("act", name, c0))
+                self._slots[p.slot] = (*image_shape("IN_OUT_CHANNEL", p.nhwc), self.dtype)
+                a.parts.append((c0, c1, p))
+            where = "input" if node.op == "input" else node.name
+            self.fallbacks.append(f"{where}: {name!r} [{w}, {h}] held as {len(a.parts)} images "
+                                  f"of {self.part} channels (width past the limit "
+                                  f"{list(self.max_image)})")
+            return a
+        if not self._fits(w, h):
+            raise DeviceLimitError(
+                f"node {node.name!r} ({node.op}): the {'input' if node.op == 'input' else 'output'} "
+                f"{name!r} image [{w}, {h}] is past the "
+                f"image limit {list(self.max_image)} and this runtime has no smaller form for it "
+                f"({self._why_not_split(w, h, node)})")
+        self._slots[a.slot] = (w, h, self.dtype)
         return a
 
-    def _device(self, node, name):
-        """The image tensor ``name``: a device tensor, or a traced move materialized now."""
+    def _device(self, node, name, split_ok=False):
+        """The image tensor ``name``: a device tensor, or a traced move materialized now;
+        one split by channels only where the op takes it (``split_ok``)."""
+        t = self._device_any(node, name)
+        if t.parts and not split_ok:
+            raise self._split_input(node, t)
+        return t
+
+    def _split_input(self, node, t):
+        w, h = image_shape("IN_OUT_CHANNEL", t.nhwc)
+        return DeviceLimitError(
+            f"node {node.name!r} ({node.op}): input {t.name!r} is held as {len(t.parts)} images "
+            f"split by channels (its image [{w}, {h}] is past the limit {list(self.max_image)}), "
+            f"and {node.op} cannot take a split operand on this runtime")
+
+    def _device_any(self, node, name):
         t = self._acts.get(name)
         if t is None:
             raise _err(node, f"input {name!r} is not computed on the device (a constant input "
@@ -333,7 +404,8 @@ class OpenCLSession:
         outputs = set(m.outputs)
         self._inputs = {}
         for name, shape in m.inputs.items():
-            a = self._new_act(name, shape, type("N", (), {"name": name, "op": "input"})())
+            a = self._new_act(name, shape, type("N", (), {"name": name, "op": "input"})(),
+                              split_ok=True)
             self._inputs[name] = a
         skip = set()
         self._order = []                 # (layer, reads, writes) per layer, in order
@@ -368,8 +440,8 @@ class OpenCLSession:
             elif op in _BINARY:
                 self._binary(st, layer, final, final_shape, act)
             elif op in _ACT:
-                x = self._device(node, node.inputs[0])
-                out = self._new_act(final, final_shape, node)
+                x = self._device(node, node.inputs[0], split_ok=True)
+                out = self._new_act(final, final_shape, node, split_ok=True)
                 a = self._act_params(st)
                 layer.kind = "eltwise (activation)"
                 self._eltwise(layer, x, None, out, -1, 0, a)
@@ -425,7 +497,7 @@ class OpenCLSession:
         from ..model.ops import conv_padding
 
         node = st.node
-        x = self._device(node, node.inputs[0])
+        x = self._device(node, node.inputs[0], split_ok=True)
         w = np.asarray(self.model.consts.get(node.inputs[1]), np.float32) \
             if node.inputs[1] in self.model.consts else None
         if w is None or w.ndim != 4:
@@ -442,49 +514,99 @@ class OpenCLSession:
         groups = int(node.attrs.get("group", 1))
         begin, _ = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
                                 (H, W), (KH, KW), strides, dil)
-        out = self._new_act(final, final_shape, node)
+        depthwise = groups == C == O and I == 1
+        if x.parts and groups != 1 and not depthwise:
+            raise self._split_input(node, x)
+        out = self._new_act(final, final_shape, node, split_ok=groups == 1 or depthwise)
         _, OH, OW, _ = out.nhwc
         i32, f32 = np.int32, np.float32
-        bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
-        bias_arg = bias if bias is not None else self._empty()
-        has_b = i32(bias is not None)
         acts = [i32(act[0]), f32(act[1]), f32(act[2])]
         macs = N * OH * OW * O * I * KH * KW
         io = (x.nhwc[0] * H * W * C + N * OH * OW * O) * self.dtype.itemsize
+        geo = [i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]), i32(begin[1]),
+               i32(dil[0]), i32(dil[1])]
         if groups == 1:
             tile = self._wino_tile(node, x.nhwc, O, (KH, KW), strides, dil, begin, out.nhwc)
+            if tile and (x.parts or out.parts):
+                self.fallbacks.append(f"{node.name}: Winograd tile {tile} -> direct kernel (an "
+                                      "image split by channels)")
+                tile = 0
             if tile:
-                self._winograd(st, layer, x, w, bias_arg, has_b, out, tile, begin, acts, macs)
+                bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
+                self._winograd(st, layer, x, w, bias if bias is not None else self._empty(),
+                               i32(bias is not None), out, tile, begin, acts, macs)
                 return
             layer.kind = f"conv {KH}x{KW} direct" if (KH, KW) != (1, 1) else "conv 1x1 direct"
-            filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
-            layer.launches.append(_Launch(
-                self._net_program(), "conv2d", (_q(O), -(-OW // 4), N * OH),
-                [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O),
-                 i32(N * OH), i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
-                 i32(begin[1]), i32(dil[0]), i32(dil[1]), has_b, *acts],
-                flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+            self._conv_direct(layer, node, x, w, b, out, geo, acts)
             return
-        if groups == C == O and I == 1:
+        if depthwise:
             layer.kind = f"depthwise {KH}x{KW}"
-            filt = self._weight(layer, node.inputs[1], w, "DW_CONV2D_FILTER", filter_format="C1HW")
-            layer.launches.append(_Launch(
-                self._net_program(), "dwconv2d", (_q(C), -(-OW // 4), N * OH),
-                [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH),
-                 i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
-                 i32(begin[1]), i32(dil[0]), i32(dil[1]), has_b, *acts],
-                flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+
+            def launch(c0, c1, xin, dst):
+                tag = "" if (c0, c1) == (0, C) else f"[{c0}:{c1}]"
+                bias = self._weight(layer, node.inputs[2] + tag, b[c0:c1], "ARGUMENT") \
+                    if b is not None else None
+                filt = self._weight(layer, node.inputs[1] + tag, w[c0:c1], "DW_CONV2D_FILTER",
+                                    filter_format="C1HW")
+                n = N * (c1 - c0)
+                return ((_q(c1 - c0), -(-OW // 4), N * OH),
+                        [xin, filt, bias if bias is not None else self._empty(), dst, i32(H),
+                         i32(W), i32(c1 - c0), i32(OH), i32(OW), i32(N * OH), *geo,
+                         i32(bias is not None), *acts],
+                        2.0 * n * OH * OW * KH * KW, n * (H * W + OH * OW) + (c1 - c0) * KH * KW)
+            self._per_channel(layer, "dwconv2d", x, out, launch)
             return
         if C % groups or O % groups or I != C // groups:
             raise _err(node, f"group = {groups} does not divide C = {C} and O = {O}")
         layer.kind = f"grouped conv {KH}x{KW} (group {groups})"
+        bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
         filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
         layer.launches.append(_Launch(
             self._net_program(), "conv2d_grouped", (_q(O), OW, N * OH),
-            [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O),
-             i32(N * OH), i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
-             i32(begin[1]), i32(dil[0]), i32(dil[1]), i32(groups), has_b, *acts],
+            [x, filt, bias if bias is not None else self._empty(), out, i32(H), i32(W), i32(C),
+             i32(OH), i32(OW), i32(O), i32(N * OH), *geo, i32(groups), i32(bias is not None),
+             *acts],
             flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+
+    def _conv_direct(self, layer, node, x, w, b, out, geo, acts):
+        """The direct kernel, once per output part and input part where images are split by
+        channels: each output part takes its rows of the filter, and where the input is split
+        the parts' sums run through two float32 images (the bias with the first part, the
+        activation with the last)."""
+        N, H, W, C = x.nhwc
+        _, OH, OW, O = out.nhwc
+        KH, KW = w.shape[2:]
+        i32 = np.int32
+        ins = x.parts or [(0, C, x)]
+        outs = out.parts or [(0, O, out)]
+        prog = self._net_program()
+        if len(ins) > 1:
+            prog = (prog[0], prog[1] + ("-DCONV_PARTIAL=1",), None)
+            P = [("tmp", node.name, "P", j) for j in (0, 1)]
+            for key in P:
+                self._slots[key] = (max(_q(o1 - o0) for o0, o1, _ in outs) * OW, N * OH,
+                                    np.dtype(np.float32))
+            layer.kind += f", input in {len(ins)} channel parts"
+        it = self.dtype.itemsize
+        for o0, o1, dst in outs:
+            tag = "" if (o0, o1) == (0, O) else f"[{o0}:{o1}]"
+            bias = self._weight(layer, node.inputs[2] + tag, b[o0:o1], "ARGUMENT") \
+                if b is not None else None
+            for k, (c0, c1, xin) in enumerate(ins):
+                ctag = tag if len(ins) == 1 else f"[{o0}:{o1}, {c0}:{c1}]"
+                filt = self._weight(layer, node.inputs[1] + ctag, w[o0:o1, c0:c1], "CONV2D_FILTER")
+                last = k == len(ins) - 1
+                first_bias = bias is not None and k == 0
+                args = [xin, filt, bias if first_bias else self._empty(),
+                        dst if last else P[k % 2], i32(H), i32(W), i32(c1 - c0), i32(OH), i32(OW),
+                        i32(o1 - o0), i32(N * OH), *geo, i32(first_bias), *acts]
+                if len(ins) > 1:
+                    args += [P[(k - 1) % 2] if k else self._empty(), i32(k > 0), i32(last)]
+                macs = N * OH * OW * (o1 - o0) * (c1 - c0) * KH * KW
+                layer.launches.append(_Launch(
+                    prog, "conv2d", (_q(o1 - o0), -(-OW // 4), N * OH), args, flops=2.0 * macs,
+                    nbytes=(N * H * W * (c1 - c0) + N * OH * OW * (o1 - o0)
+                            + (o1 - o0) * (c1 - c0) * KH * KW) * it))
 
     def _wino_tile(self, node, nhwc, O, k, strides, dil, begin, out_nhwc):
         N, H, W, C = nhwc
@@ -565,6 +687,8 @@ class OpenCLSession:
             x = self._device(node, node.inputs[0])
             if len(x.shape) != 2 or x.shape[1] != K:
                 raise _err(node, f"input of shape {list(x.shape)}: a 2-D (N, {K}) input is needed")
+        if x.parts:
+            raise self._split_input(node, x)
         N, H, W, C = x.nhwc
         wt = (B.T * np.float32(alpha)).astype(np.float32).reshape(O, C, H, W)
         bias = None
@@ -631,7 +755,7 @@ class OpenCLSession:
                 c4 = c if out_rank == 4 else c.reshape(c.shape + (1, 1))
                 ops.append(("const", n, c4))
             else:
-                t = self._device(node, n)
+                t = self._device(node, n, split_ok=True)
                 ops.append(("act", n, t))
         shape_of = lambda o: o[2].shape if o[0] == "const" else (  # noqa: E731
             _full_nchw(o[2]))
@@ -654,62 +778,77 @@ class OpenCLSession:
                     f"node {node.name!r} ({node.op}): constant {b[1]!r} has a batch dimension "
                     f"of {arr.shape[0]}, and the network's images hold the batch in groups of "
                     f"{self.group}")
-            if arr.shape[0] == 1 and arr.shape[2] == arr.shape[3] == 1 and arr.shape[1] > 1:
-                bimg = self._weight(layer, b[1], arr.reshape(-1), "ARGUMENT")
-            else:
+            def bimg(c0, c1, arr=arr, name=b[1]):
+                """The constant's image for the output channels c0 .. c1."""
+                if arr.shape[1] > 1 and (c0, c1) != (0, arr.shape[1]):
+                    arr, name = arr[:, c0:c1], f"{name}[{c0}:{c1}]"
+                if arr.shape[0] == 1 and arr.shape[2] == arr.shape[3] == 1 and arr.shape[1] > 1:
+                    return self._weight(layer, name, arr.reshape(-1), "ARGUMENT")
                 nhwc = np.ascontiguousarray(arr.transpose(0, 2, 3, 1))
-                bimg = self._weight(layer, b[1], nhwc, "IN_OUT_CHANNEL")
+                return self._weight(layer, name, nhwc, "IN_OUT_CHANNEL")
         else:
             bimg = b[2]
         x = a[2]
-        out = self._new_act(final, final_shape, node)
+        out = self._new_act(final, final_shape, node, split_ok=True)
         layer.kind = f"eltwise {node.op}" + (" (broadcast)" if bs != tuple(out4) else "")
         if bs[0] > 1:
             bs = (out.nhwc[0],) + tuple(bs[1:])         # an image of the same batch group
         self._eltwise(layer, x, (bimg, bs), out, _BINARY[node.op], swap, act)
 
     def _eltwise(self, layer, x, b, out, op, swap, act):
+        """``b``: None (the activation of x alone) or (its device tensor, or a function giving
+        a constant's image for a range of channels; its NCHW shape)."""
         N, H, W, C = out.nhwc
         i32, f32 = np.int32, np.float32
-        if b is None:
-            bimg, (BN, BC, BH, BW) = x, (N, C, H, W)
-        else:
-            bimg, (BN, BC, BH, BW) = b
+        src, (BN, BC, BH, BW) = (None, (N, C, H, W)) if b is None else b
         it = self.dtype.itemsize
-        layer.launches.append(_Launch(
-            self._net_program(), "eltwise", (_q(C), W, N * H),
-            [x, bimg, out, i32(H), i32(W), i32(C), i32(N * H), i32(BN), i32(BH), i32(BW), i32(BC),
-             i32(op), i32(swap), i32(act[0]), f32(act[1]), f32(act[2])],
-            flops=N * H * W * C, nbytes=(2 + (b is not None)) * N * H * W * C * it))
+        for c0, c1 in self._pieces(C, x, out, src if isinstance(src, _Act) else None):
+            xa, ac4 = self._piece(x, c0, c1)
+            dst, oc4 = self._piece(out, c0, c1)
+            if src is None:
+                bimg, bc4 = xa, ac4
+            elif not isinstance(src, _Act):
+                bimg, bc4 = src(c0, c1), 0
+            elif BC == 1:
+                bimg, bc4 = src, 0
+            else:
+                bimg, bc4 = self._piece(src, c0, c1)
+            n = N * H * W * (c1 - c0)
+            layer.launches.append(_Launch(
+                self._net_program(), "eltwise", (_q(c1 - c0), W, N * H),
+                [xa, bimg, dst, i32(H), i32(W), i32(c1 - c0), i32(N * H), i32(BN), i32(BH),
+                 i32(BW), i32(BC), i32(op), i32(swap), i32(act[0]), f32(act[1]), f32(act[2]),
+                 i32(ac4), i32(bc4), i32(oc4), i32(dst.nhwc[3])],
+                flops=n, nbytes=(2 + (b is not None)) * n * it))
 
     # ---- pooling, softmax, resize
     def _pool(self, st, layer, final, final_shape):
         from ..model.ops import conv_padding
 
         node = st.node
-        x = self._device(node, node.inputs[0])
+        x = self._device(node, node.inputs[0], split_ok=True)
         N, H, W, C = x.nhwc
         k = tuple(int(v) for v in node.attrs["kernel_shape"])
         s = tuple(node.attrs.get("strides", (1, 1)))
         d = tuple(node.attrs.get("dilations", (1, 1)))
         begin, end = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
                                   (H, W), k, s, d)
-        out = self._new_act(final, final_shape, node)
+        out = self._new_act(final, final_shape, node, split_ok=True)
         _, OH, OW, _ = out.nhwc
         is_max = node.op == "MaxPool"
         layer.kind = f"{'max' if is_max else 'average'} pool {k[0]}x{k[1]}"
         i32 = np.int32
-        layer.launches.append(_Launch(
-            self._net_program(), "pool2d", (_q(C), OW, N * OH),
-            [x, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH), i32(k[0]), i32(k[1]),
-             i32(s[0]), i32(s[1]), i32(begin[0]), i32(begin[1]), i32(end[0]), i32(end[1]),
-             i32(d[0]), i32(d[1]), i32(is_max), i32(int(node.attrs.get("count_include_pad", 0)))],
-            flops=N * OH * OW * C * k[0] * k[1],
-            nbytes=(N * H * W * C + N * OH * OW * C) * self.dtype.itemsize))
+        count_pad = int(node.attrs.get("count_include_pad", 0))
+        self._per_channel(layer, "pool2d", x, out, lambda c0, c1, xin, dst: (
+            (_q(c1 - c0), OW, N * OH),
+            [xin, dst, i32(H), i32(W), i32(c1 - c0), i32(OH), i32(OW), i32(N * OH), i32(k[0]),
+             i32(k[1]), i32(s[0]), i32(s[1]), i32(begin[0]), i32(begin[1]), i32(end[0]),
+             i32(end[1]), i32(d[0]), i32(d[1]), i32(is_max), i32(count_pad)],
+            N * (c1 - c0) * OH * OW * k[0] * k[1], N * (c1 - c0) * (H * W + OH * OW)))
 
     def _global_pool(self, st, layer, final, final_shape):
         node = st.node
-        x = self._device(node, node.inputs[0])
+        x = self._device(node, node.inputs[0], split_ok=True)
         if node.op == "ReduceMean":
             axes = node.attrs.get("axes")
             if axes is None and len(node.inputs) > 1 and node.inputs[1]:
@@ -718,14 +857,27 @@ class OpenCLSession:
             if len(x.shape) != 4 or axes != [2, 3]:
                 raise _err(node, "ReduceMean runs on images over axes (2, 3) of a 4-D tensor only")
         N, H, W, C = x.nhwc
-        out = self._new_act(final, final_shape, node)
+        out = self._new_act(final, final_shape, node, split_ok=True)
         is_max = node.op == "GlobalMaxPool"
         layer.kind = f"global {'max' if is_max else 'average'} pool"
         i32 = np.int32
-        layer.launches.append(_Launch(
-            self._net_program(), "global_pool", (_q(C), N),
-            [x, out, i32(N), i32(H), i32(W), i32(C), i32(is_max)],
-            flops=N * H * W * C, nbytes=(N * H * W * C + N * C) * self.dtype.itemsize))
+        self._per_channel(layer, "global_pool", x, out, lambda c0, c1, xin, dst: (
+            (_q(c1 - c0), N), [xin, dst, i32(N), i32(H), i32(W), i32(c1 - c0), i32(is_max)],
+            N * (c1 - c0) * H * W, N * (c1 - c0) * (H * W + 1)))
+
+    def _per_channel(self, layer, kernel, x, out, make):
+        """A per-channel kernel, launched once, or once per part where ``x`` or ``out`` is split
+        by channels: ``make(c0, c1, x's image, out's image)`` gives the launch's global size,
+        its arguments, flops and elements moved; the channels' first pixel in each image and
+        the output image's channel count follow the arguments."""
+        for c0, c1 in self._pieces(x.nhwc[3], x, out):
+            xin, ic4 = self._piece(x, c0, c1)
+            dst, oc4 = self._piece(out, c0, c1)
+            gsize, args, flops, elems = make(c0, c1, xin, dst)
+            layer.launches.append(_Launch(
+                self._net_program(), kernel, gsize,
+                [*args, np.int32(ic4), np.int32(oc4), np.int32(dst.nhwc[3])], flops=flops,
+                nbytes=elems * self.dtype.itemsize))
 
     def _softmax(self, st, layer, final, final_shape):
         node = st.node
@@ -866,10 +1018,14 @@ class OpenCLSession:
         if len(srcs) == 1 and np.array_equal(lut, np.arange(C)) and \
                 self._acts[srcs[0]].nhwc[3] == C:
             src = self._acts[srcs[0]]
-            alias = _Act(name, src.nhwc, tuple(shape), slot=src.slot, base=src.base)
+            alias = _Act(name, src.nhwc, tuple(shape), slot=src.slot, base=src.base,
+                         parts=src.parts)
             # the alias shares the image and the ids
             self._acts[name] = alias
             return alias
+        for s in srcs:
+            if self._acts[s].parts:
+                raise self._split_input(node, self._acts[s])
         layer = Layer(node.name, node.op, "gather channels")
         out = self._new_act(name, shape, node)
         # the new image is traced from now on under its own ids
@@ -908,12 +1064,15 @@ class OpenCLSession:
             t = self._acts.get(name)
             if isinstance(t, _Virtual):
                 for s in self._source_of(t.ids.reshape(-1)):
-                    last[self._acts[s].slot] = end
+                    for key in self._acts[s].slots():
+                        last[key] = end
             elif t is not None:
-                last[t.slot] = end
+                for key in t.slots():
+                    last[key] = end
         for a in self._inputs.values():
-            first[a.slot] = -1
-            last.setdefault(a.slot, -1)
+            for key in a.slots():
+                first[key] = -1
+                last.setdefault(key, -1)
         # Blocks first, images last: a tensor takes the free block of its channel type that
         # fits with the least area added (growing a block to the larger width and height),
         # unless a new block would add less; blocks are allocated at their final size.
@@ -1003,13 +1162,18 @@ class OpenCLSession:
         prog = self.cctx.program(*self._net_program())
         mf = pcl.mem_flags
         self._uploads = []
+        i32 = np.int32
         for name, a in self._inputs.items():
             n, c, h, w = _nchw(a.nhwc)              # n: the items of one group
             host = np.zeros(a.shape, np.float32)
             buf = pcl.Buffer(self.cctx.context, mf.READ_ONLY, max(n * c * h * w * 4, 4))
-            k = pcl.Kernel(prog, "upload")
-            k.set_args(buf, self._images[a.slot], np.int32(n), np.int32(c), np.int32(h), np.int32(w))
-            self._uploads.append((name, host, buf, k, (_q(c), w, n * h)))
+            kernels = []
+            for c0, c1, part in a.parts or [(0, c, a)]:
+                k = pcl.Kernel(prog, "upload")
+                k.set_args(buf, self._images[part.slot], i32(n), i32(c1 - c0), i32(h), i32(w),
+                           i32(c0), i32(c))
+                kernels.append((k, (_q(c1 - c0), w, n * h)))
+            self._uploads.append((name, host, buf, kernels))
         self._downloads = []
         for name in self.model.outputs:
             t = self._acts[name]
@@ -1024,10 +1188,14 @@ class OpenCLSession:
             n, c, h, w = _nchw(t.nhwc)
             host = np.empty(_full_nchw(t), np.float32)
             buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(n * c * h * w * 4, 4))
-            k = pcl.Kernel(prog, "download")
-            k.set_args(self._images[t.slot], buf, np.int32(n), np.int32(c), np.int32(h), np.int32(w))
+            kernels = []
+            for c0, c1, part in t.parts or [(0, c, t)]:
+                k = pcl.Kernel(prog, "download")
+                k.set_args(self._images[part.slot], buf, i32(n), i32(c1 - c0), i32(h), i32(w),
+                           i32(c0), i32(c))
+                kernels.append((k, (_q(c1 - c0), w, n * h)))
             shape = self.model.output_shapes[name]
-            self._downloads.append((name, host, buf, k, (_q(c), w, n * h), ids, shape))
+            self._downloads.append((name, host, buf, kernels, ids, shape))
 
     # ------------------------------------------------------------------ running
     def run(self, *args, profile=False, **kwargs):
@@ -1047,23 +1215,25 @@ class OpenCLSession:
         groups = [slice(None)] if g == self.batch else \
             [slice(n0, n0 + g) for n0 in range(0, self.batch, g)]
         for items in groups:
-            for name, host, buf, k, gs in self._uploads:
+            for name, host, buf, kernels in self._uploads:
                 pcl.enqueue_copy(q, buf, host[items], is_blocking=False)
-                ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
-                if profile:
-                    events.append(("(input)", "upload", "upload", ev))
+                for k, gs in kernels:
+                    ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
+                    if profile:
+                        events.append(("(input)", "upload", "upload", ev))
             for layer in self.layers:
                 for ln in layer.launches:
                     ev = pcl.enqueue_nd_range_kernel(q, ln.kobj, ln.gsize, ln.lsize)
                     if profile:
                         events.append((layer.name, layer.op, ln.kernel, ev))
-            for name, host, buf, k, gs, ids, shape in self._downloads:
-                ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
-                if profile:
-                    events.append(("(output)", "download", "download", ev))
+            for name, host, buf, kernels, ids, shape in self._downloads:
+                for k, gs in kernels:
+                    ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
+                    if profile:
+                        events.append(("(output)", "download", "download", ev))
                 pcl.enqueue_copy(q, host[items], buf, is_blocking=True)
         outs = []
-        for name, host, buf, k, gs, ids, shape in self._downloads:
+        for name, host, buf, kernels, ids, shape in self._downloads:
             y = host if ids is None else host.reshape(-1)[ids]
             outs.append(np.array(y.reshape(shape)))
         self._events, self._profile = events, None
