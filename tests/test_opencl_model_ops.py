@@ -94,7 +94,7 @@ def test_winograd_gemm_blockings(block, monkeypatch):
         x, w, b = rnd(2, 9, 5, 9), rnd(13, 9, 3, 3), rnd(13)
         sess = check([conv_node("x", "w", "b", "y", pads=[1, 1, 1, 1])], {"x": x}, ["y"],
                      {"w": w, "b": b}, winograd=tile)
-        assert [ln.kernel for _, ln in sess.launches()][1] == f"wino_gemm_{block[0]}x{block[1]}"
+        assert [ln.kernel for _, ln in sess.launches()][1] == f"wino_matmul_{block[0]}x{block[1]}"
 
 
 def test_tuner_picks_a_gemm_blocking(tmp_path, monkeypatch):
@@ -276,9 +276,110 @@ def test_device_limits_fall_back_and_say_where():
     sess = check([conv_node("x", "w", None, "y", pads=[1] * 4)], {"x": x}, ["y"], {"w": w},
                  winograd=4, max_image=(100, 100))
     assert sess.layers[0].kind == "conv 3x3 direct" and "-> direct kernel" in sess.fallbacks[0]
-    with pytest.raises(DeviceLimitError, match="past the image limit"):
+    # 8 columns of one pixel each are past a width of 5, whatever the channels
+    with pytest.raises(DeviceLimitError, match=r"past the image limit \[5, 20\] .*even four "
+                       "channels are too wide"):
         run_both([conv_node("x", "w", None, "y", pads=[1] * 4)], {"x": x}, ["y"], {"w": w},
-                 max_image=(20, 20))
+                 max_image=(5, 20))
+    # a weight past the limit has no other form
+    with pytest.raises(DeviceLimitError, match=r"CONV2D_FILTER weight w image \[16, 36\]"):
+        run_both([conv_node("x", "w", None, "y", pads=[1] * 4)], {"x": x}, ["y"], {"w": w},
+                 max_image=(100, 20), winograd=0)
+
+
+def split_net(C=5, N=4, H=10):
+    """Conv + Relu, a 1x1 conv, Concat (7 + 3 channels: lanes shift), depthwise, a per-channel
+    Mul, MaxPool, GlobalAveragePool, Flatten, Gemm + bias, Softmax: (nodes, inputs, inits)."""
+    inits = {"w1": rnd(7, C, 3, 3), "b1": rnd(7), "w2": rnd(3, 7, 1, 1), "wd": rnd(10, 1, 3, 3),
+             "k": rnd(1, 10, 1, 1), "wf": rnd(10, 6), "bf": rnd(6)}
+    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+             conv_node("r1", "w2", None, "c2"),
+             helper.make_node("Concat", ["r1", "c2"], ["cat"], axis=1),
+             conv_node("cat", "wd", None, "d", pads=[1] * 4, group=10),
+             helper.make_node("Mul", ["d", "k"], ["m"]),
+             helper.make_node("MaxPool", ["m"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+    return nodes, {"x": rnd(N, C, H, H)}, inits
+
+
+@pytest.mark.parametrize("N,limit,group", [(4, 25, 2), (3, 25, 1), (4, 40, 4)])
+def test_tall_images_run_in_batch_groups(N, limit, group):
+    # a batch of N 10-row items is N * 10 rows high: past the limit, the images hold groups
+    nodes, inputs, inits = split_net(N=N)
+    sess = check(nodes, inputs, ["y", "p"], inits, max_image=(200, limit))
+    assert sess.group == group and sess.batch == N
+    if group == N:
+        assert sess.fallbacks == []
+    else:
+        assert sess.fallbacks[0].startswith(f"network: batch {N} runs as {N // group} groups of "
+                                            f"{group}")
+        split = [f for f in sess.fallbacks[1:] if "held as" in f]
+        assert split and all(f"held as {N // group} images of {group} batch item" in f for f in split)
+        assert any(f.startswith("input: 'x' ") for f in split)
+        assert any(f.startswith("Conv_0: 'r1' ") for f in split)       # fused Relu's output
+
+
+def test_too_tall_item_is_a_clear_error():
+    nodes, inputs, inits = split_net(N=2)
+    with pytest.raises(DeviceLimitError, match="even one batch item is too tall"):
+        run_both(nodes, inputs, ["y"], inits, max_image=(200, 8))
+
+
+def wide_net(C=6, N=2, H=10):
+    """Conv 3x3 + Relu, a 1x1 conv, a residual Add, depthwise + bias, a per-channel Mul,
+    Sigmoid, MaxPool, GlobalAveragePool, Flatten, Gemm + bias, Softmax, 7 channels inside."""
+    inits = {"w1": rnd(7, C, 3, 3), "b1": rnd(7), "w2": rnd(7, 7, 1, 1), "wd": rnd(7, 1, 3, 3),
+             "bd": rnd(7), "k": rnd(1, 7, 1, 1), "wf": rnd(7, 6), "bf": rnd(6)}
+    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+             conv_node("r1", "w2", None, "c2"), helper.make_node("Add", ["c2", "r1"], ["s"]),
+             conv_node("s", "wd", "bd", "d", pads=[1] * 4, group=7),
+             helper.make_node("Mul", ["d", "k"], ["m"]), helper.make_node("Sigmoid", ["m"], ["sg"]),
+             helper.make_node("MaxPool", ["sg"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+    return nodes, {"x": rnd(N, C, H, H)}, inits
+
+
+@pytest.mark.parametrize("limit,half", [((15, 100), False), ((15, 12), False), ((15, 100), True)])
+def test_wide_images_split_by_channels(limit, half):
+    # 6 and 7 channels at W = 10 are 20 pixels wide: past 15, the images hold 4 channels each
+    nodes, inputs, inits = wide_net()
+    sess = check(nodes, inputs, ["y", "p", "s"], inits, max_image=limit, half=half, winograd=2)
+    assert sess.part == 4 and sess.group == (1 if limit[1] < 20 else 2)
+    split = [f for f in sess.fallbacks if "images of 4 channels" in f]
+    assert [f.split(":")[0] for f in split] == ["input", "Conv_0", "Conv_2", "Add_3", "Conv_4",
+                                                 "Mul_5"]
+    assert any(f.startswith("Conv_0: Winograd tile 2 -> direct kernel") for f in sess.fallbacks)
+    kinds = {la.name: (la.kind, len(la.launches)) for la in sess.layers}
+    # two input parts x two output parts, the sums of the input parts chained
+    assert kinds["Conv_0"] == ("conv 3x3 direct, input in 2 channel parts", 4)
+    assert kinds["Conv_4"] == ("depthwise 3x3", 2) and kinds["MaxPool_7"][1] == 2
+    assert kinds["GlobalAveragePool_8"][1] == 1                 # 'p' fits: one image
+
+
+def test_winograd_layer_with_a_split_input_runs_direct():
+    # V [10 tiles, 32] and U [2, 112] fit [15, 200]; x [20, 4] does not: split, so direct
+    x, w, b = rnd(2, 6, 2, 10), rnd(7, 6, 3, 3), rnd(7)
+    sess = check([conv_node("x", "w", "b", "y", pads=[1] * 4)], {"x": x}, ["y"], {"w": w, "b": b},
+                 winograd=2, max_image=(15, 200))
+    assert "Conv_0: Winograd tile 2 -> direct kernel (an image split by channels)" in sess.fallbacks
+    assert sess.layers[0].kind == "conv 3x3 direct, input in 2 channel parts"
+
+
+def test_ops_without_split_operands_are_clear_errors():
+    nodes, inputs, inits = split_net(C=6)
+    with pytest.raises(DeviceLimitError, match=r"node 'Concat_3' \(Concat\): input 'r1' is held as 2 "
+                       r"images split by channels .* cannot take a split operand"):
+        run_both(nodes, inputs, ["y"], inits, max_image=(15, 100))
+    x, wf = rnd(2, 6, 1, 12), rnd(72, 5)
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "wf"], ["y"])]
+    with pytest.raises(DeviceLimitError, match=r"\(MatMul\): input 'x' .* cannot take a split"):
+        run_both(nodes, {"x": x}, ["y"], {"wf": wf}, max_image=(15, 100))
 
 
 def test_unknown_op_and_bad_device_are_clear_errors():

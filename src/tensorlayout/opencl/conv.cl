@@ -1,4 +1,6 @@
-/* Convolution on RGBA images, the way MACE's GPU runtime lays it out.
+/* Convolution on RGBA images, the way MACE's GPU runtime lays it out: a direct kernel for
+ * single convolutions (tensorlayout.opencl.conv) and the three Winograd stages that both
+ * single convolutions and whole networks (tensorlayout.opencl.network) run.
  *
  * Images, each addressed by its PIXEL_<TYPE> macro (pixels.cl, generated from the
  * image types' rows in tensorlayout.image):
@@ -6,7 +8,8 @@
  *   filter  CONV2D_FILTER of OIHW (O, I, KH, KW)
  *   bias    ARGUMENT of (O,)
  *   output  IN_OUT_CHANNEL of NHWC (N, OH, OW, O)
- *   Winograd, T = M + 2, tiles = N * th * tw:
+ *   Winograd F(WINO_M x WINO_M, 3 x 3), T = WINO_M + 2, tiles = N * th * tw, numbered
+ *   tile = (n * th + ty) * tw + tx:
  *   V       IN_OUT_HEIGHT of NHWC (T*T, C, tiles, 1)
  *   U       WINOGRAD_FILTER of (T*T, O, I)
  *   Mt      IN_OUT_HEIGHT of NHWC (T*T, O, tiles, 1)
@@ -16,29 +19,16 @@
  * straight-line code generated on the host from the exact matrices.
  */
 
-#ifndef IMG_HALF
-#define IMG_HALF 0      /* output image is CL_HALF_FLOAT */
-#endif
 #ifndef MID_HALF
 #define MID_HALF 0      /* the Winograd V and M images are CL_HALF_FLOAT */
 #endif
 
-__constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
-
-#include "half.cl"
-#include "pixels.cl"
+/* the sampler, IMG_HALF (the output image is CL_HALF_FLOAT), pixels.cl, activations */
+#include "net_common.cl"
 
 inline void store(__write_only image2d_t img, int2 xy, float4 v)
 {
 #if IMG_HALF
-    v = half_rte4(v);
-#endif
-    write_imagef(img, xy, v);
-}
-
-inline void store_mid(__write_only image2d_t img, int2 xy, float4 v)
-{
-#if MID_HALF
     v = half_rte4(v);
 #endif
     write_imagef(img, xy, v);
@@ -84,92 +74,115 @@ __kernel void conv2d_direct(__read_only image2d_t in, __read_only image2d_t filt
 #ifdef WINO_M
 #define T (WINO_M + 2)
 
+inline void put_mid(__write_only image2d_t img, int2 xy, float4 v)
+{
+#if MID_HALF
+    v = half_rte4(v);
+#endif
+    write_imagef(img, xy, v);
+}
+
+/* (n, ty, tx) of a tile number: its batch item, tile row and tile column. */
+inline int3 wino_tile(int tile, int th, int tw)
+{
+    const int n = tile / (th * tw), r = tile - n * th * tw;
+    const int ty = r / tw;
+    return (int3)(n, ty, r - ty * tw);
+}
+
 /* One work-item: one tile of four input channels -> T*T pixels of V. */
 __kernel void wino_input(__read_only image2d_t in, __write_only image2d_t V,
                          int N, int H, int W, int C, int th, int tw, int pt, int pl)
 {
     const int tile = get_global_id(0), c4 = get_global_id(1);
-    const int qc = (C + 3) / 4;
-    if (tile >= N * th * tw || c4 >= qc)
+    const int qc = (C + 3) / 4, tiles = N * th * tw;
+    if (tile >= tiles || c4 >= qc)
         return;
-    const int n = tile / (th * tw), r = tile - n * th * tw;
-    const int ty = r / tw, tx = r - ty * tw;
-    const int h0 = ty * WINO_M - pt, w0 = tx * WINO_M - pl;
+    const int3 at = wino_tile(tile, th, tw);
+    const int h0 = at.y * WINO_M - pt, w0 = at.z * WINO_M - pl;
     float4 d[T][T];
     for (int i = 0; i < T; ++i) {
         const int h = h0 + i;
         for (int j = 0; j < T; ++j) {
             const int w = w0 + j;
             d[i][j] = (h >= 0 && h < H && w >= 0 && w < W)
-                ? read_imagef(in, SMP, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C)) : (float4)(0.0f);
+                ? read_imagef(in, SMP, PIXEL_IN_OUT_CHANNEL(at.x, h, w, c4, N, H, W, C)) : (float4)(0.0f);
         }
     }
     float4 u[T][T];
     WINO_INPUT_TRANSFORM
     for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j)
-            store_mid(V, PIXEL_IN_OUT_HEIGHT(i * T + j, c4, tile, 0, T * T, C, N * th * tw, 1), u[i][j]);
+            put_mid(V, PIXEL_IN_OUT_HEIGHT(i * T + j, c4, tile, 0, T * T, C, tiles, 1), u[i][j]);
 }
 
-/* One work-item: TPI tiles x four output channels for one t: Mt = U_t . V_t. */
-#ifndef TPI
-#define TPI 4
-#endif
-__kernel void wino_matmul(__read_only image2d_t V, __read_only image2d_t U,
-                          __write_only image2d_t Mt, int C, int O, int tiles)
-{
-    const int tile0 = get_global_id(0) * TPI, y = get_global_id(1);
-    const int qc = (C + 3) / 4, qo = (O + 3) / 4;
-    if (tile0 >= tiles || y >= T * T * qo)
-        return;
-    const int t = y / qo, o4 = y - t * qo;
-    const int o = o4 * 4;
-    float4 acc[TPI];
-    for (int k = 0; k < TPI; ++k)
-        acc[k] = (float4)(0.0f);
-    for (int c4 = 0; c4 < qc; ++c4) {
-        /* rows past O would belong to the next t: read them as 0 */
-        const float4 f0 = read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o, c4, T * T, O, C));
-        const float4 f1 = o + 1 < O ? read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o + 1, c4, T * T, O, C)) : (float4)(0.0f);
-        const float4 f2 = o + 2 < O ? read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o + 2, c4, T * T, O, C)) : (float4)(0.0f);
-        const float4 f3 = o + 3 < O ? read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, o + 3, c4, T * T, O, C)) : (float4)(0.0f);
-        for (int k = 0; k < TPI; ++k) {
-            const float4 v = read_imagef(V, SMP, PIXEL_IN_OUT_HEIGHT(t, c4, tile0 + k, 0, T * T, C, tiles, 1));
-            acc[k] += (float4)(dot(f0, v), dot(f1, v), dot(f2, v), dot(f3, v));
-        }
-    }
-    for (int k = 0; k < TPI; ++k)
-        if (tile0 + k < tiles)
-            store_mid(Mt, PIXEL_IN_OUT_HEIGHT(t, o4, tile0 + k, 0, T * T, O, tiles, 1), acc[k]);
+/* One work-item: NT tiles x NO groups of four output channels for one t: Mt = U_t . V_t.
+ * The filter rows are read without a test: rows past O (the next t's, or past the image,
+ * read as 0) reach only lanes and groups of channels >= O, which are not stored or are
+ * zeroed by wino_output's put.  Three blockings: more tiles per work-item read fewer
+ * pixels per multiply-add (large layers), fewer leave more work-items (small ones). */
+#define WINO_MATMUL(NAME, NT, NO)                                                                 \
+__kernel void NAME(__read_only image2d_t V, __read_only image2d_t U,                             \
+                   __write_only image2d_t Mt, int C, int O, int tiles)                            \
+{                                                                                                 \
+    const int tile0 = get_global_id(0) * NT, y = get_global_id(1);                               \
+    const int qc = (C + 3) / 4, qo = (O + 3) / 4, qb = (qo + NO - 1) / NO;                       \
+    if (tile0 >= tiles || y >= T * T * qb)                                                       \
+        return;                                                                                   \
+    const int t = y / qb, o4 = (y - t * qb) * NO;                                                \
+    float4 acc[NO][NT];                                                                           \
+    for (int b = 0; b < NO; ++b)                                                                  \
+        for (int k = 0; k < NT; ++k)                                                              \
+            acc[b][k] = (float4)(0.0f);                                                           \
+    for (int c4 = 0; c4 < qc; ++c4) {                                                             \
+        float4 f[4 * NO];                                                                         \
+        for (int r = 0; r < 4 * NO; ++r)                                                          \
+            f[r] = read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, 4 * o4 + r, c4, T * T, O, C));    \
+        for (int k = 0; k < NT; ++k) {                                                            \
+            const float4 v = read_imagef(V, SMP, PIXEL_IN_OUT_HEIGHT(t, c4, tile0 + k, 0, T * T, C, tiles, 1)); \
+            for (int b = 0; b < NO; ++b)                                                          \
+                acc[b][k] += (float4)(dot(f[4 * b], v), dot(f[4 * b + 1], v),                     \
+                                      dot(f[4 * b + 2], v), dot(f[4 * b + 3], v));                \
+        }                                                                                         \
+    }                                                                                             \
+    for (int b = 0; b < NO && o4 + b < qo; ++b)                                                   \
+        for (int k = 0; k < NT && tile0 + k < tiles; ++k)                                         \
+            put_mid(Mt, PIXEL_IN_OUT_HEIGHT(t, o4 + b, tile0 + k, 0, T * T, O, tiles, 1), acc[b][k]); \
 }
 
-/* One work-item: one tile of four output channels -> M x M output pixels (+ bias). */
+WINO_MATMUL(wino_matmul_4x1, 4, 1)
+WINO_MATMUL(wino_matmul_8x1, 8, 1)
+WINO_MATMUL(wino_matmul_8x2, 8, 2)
+
+/* One work-item: one tile of four output channels -> WINO_M x WINO_M output pixels,
+ * plus the bias, then the activation (act, a0, a1 as net_common.cl's activate). */
 __kernel void wino_output(__read_only image2d_t Mt, __read_only image2d_t bias,
-                          __write_only image2d_t out, int N, int OH, int OW, int O,
-                          int th, int tw, int has_bias)
+                          __write_only image2d_t out, int OH, int OW, int O,
+                          int th, int tw, int tiles, int has_bias, int act, float a0, float a1)
 {
     const int tile = get_global_id(0), o4 = get_global_id(1);
     const int qo = (O + 3) / 4;
-    if (tile >= N * th * tw || o4 >= qo)
+    if (tile >= tiles || o4 >= qo)
         return;
-    const int n = tile / (th * tw), r = tile - n * th * tw;
-    const int ty = r / tw, tx = r - ty * tw;
+    const int3 at = wino_tile(tile, th, tw);
+    const int N = tiles / (th * tw);
     float4 m[T][T];
     for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j)
-            m[i][j] = read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(i * T + j, o4, tile, 0, T * T, O, N * th * tw, 1));
+            m[i][j] = read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(i * T + j, o4, tile, 0, T * T, O, tiles, 1));
     float4 y[WINO_M][WINO_M];
     WINO_OUTPUT_TRANSFORM
     const float4 b = has_bias ? read_imagef(bias, SMP, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
     for (int i = 0; i < WINO_M; ++i) {
-        const int oh = ty * WINO_M + i;
+        const int oh = at.y * WINO_M + i;
         if (oh >= OH)
             break;
         for (int j = 0; j < WINO_M; ++j) {
-            const int ow = tx * WINO_M + j;
+            const int ow = at.z * WINO_M + j;
             if (ow >= OW)
                 break;
-            store(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, o4, N, OH, OW, O), y[i][j] + b);
+            put(out, PIXEL_IN_OUT_CHANNEL(at.x, oh, ow, o4, N, OH, OW, O),
+                activate(y[i][j] + b, act, a0, a1), o4, O);
         }
     }
 }

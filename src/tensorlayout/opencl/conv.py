@@ -131,8 +131,7 @@ def transform_defines(m: int, input_macro: str, output_macro: str) -> str:
 def _wino_source(m: int) -> str:
     got = _WINO_SRC.get(m)
     if got is None:
-        head = (f"#define TPI {_TILES_PER_ITEM}\n"
-                + transform_defines(m, "WINO_INPUT_TRANSFORM", "WINO_OUTPUT_TRANSFORM"))
+        head = transform_defines(m, "WINO_INPUT_TRANSFORM", "WINO_OUTPUT_TRANSFORM")
         got = head + read_source("conv.cl")
         _WINO_SRC[m] = got
     return got
@@ -338,10 +337,11 @@ def _winograd(cctx, queue, image, shape, filter_image, O, bias, tile, pad, sizes
     kern = lambda name: _kernel(cctx, name, dt, tile, mid)  # noqa: E731
     _launch(queue, kern("wino_input"), tiles, q(C), image, V, i32(N), i32(H), i32(W), i32(C),
             i32(th), i32(tw), i32(ph), i32(pw), local=(16, 1))
-    _launch(queue, kern("wino_matmul"), -(-tiles // _TILES_PER_ITEM), T2 * q(O), V, filter_image, M,
+    _launch(queue, kern(f"wino_matmul_{_TILES_PER_ITEM}x1"), -(-tiles // _TILES_PER_ITEM), T2 * q(O), V, filter_image, M,
             i32(C), i32(O), i32(tiles), local=(8, 4))
-    _launch(queue, kern("wino_output"), tiles, q(O), M, bias_img, out, i32(N), i32(OH), i32(OW),
-            i32(O), i32(th), i32(tw), has_bias, local=(16, 1))
+    _launch(queue, kern("wino_output"), tiles, q(O), M, bias_img, out, i32(OH), i32(OW), i32(O),
+            i32(th), i32(tw), i32(tiles), has_bias, i32(0), np.float32(0), np.float32(0),
+            local=(16, 1))
     return out, (N, OH, OW, O)
 
 

@@ -1,13 +1,15 @@
 /* The kernels of a whole network kept in RGBA images (tensorlayout.opencl.network).
  *
- * Every activation is an IN_OUT_CHANNEL image of an NHWC tensor (N, H, W, C):
- * pixel (c4 * W + w, n * H + h) holds channels 4 * c4 .. 4 * c4 + 3 in its four lanes
- * (q(C) = (C + 3) / 4).  A 2-D tensor (N, C) is the image of (N, 1, 1, C).
- * Weights (pixel of element):
- *   CONV2D_FILTER    OIHW (O, I, KH, KW)  [I, KH*KW*q(O)]     (i, o4*KH*KW + kh*KW + kw), lane o % 4
- *   DW_CONV2D_FILTER (C, 1, KH, KW)       [KH*KW, q(C)]        (kh*KW + kw, c4),          lane c % 4
- *   WEIGHT_WIDTH     OIHW (O, C, H, W)    [q(C)*H*W, O]        ((h*W + w)*q(C) + c4, o),  lane c % 4
- *   ARGUMENT         (L,)                 [q(L), 1]            (l4, 0),                   lane l % 4
+ * Every activation is an IN_OUT_CHANNEL image of an NHWC tensor (N, H, W, C), whose pixel
+ * holds channels 4 * c4 .. 4 * c4 + 3 in its four lanes (q(C) = (C + 3) / 4).  A 2-D
+ * tensor (N, C) is the image of (N, 1, 1, C).  The image of (N, H, W, C) is also that of
+ * (1, N * H, W, C): kernels that run over the rows nh = n * H + h address it so.
+ * Weights (lane: the dimension grouped by four):
+ *   CONV2D_FILTER    OIHW (O, I, KH, KW)  [I, KH*KW*q(O)]     lane o % 4
+ *   DW_CONV2D_FILTER (C, 1, KH, KW)       [KH*KW, q(C)]        lane c % 4
+ *   WEIGHT_WIDTH     OIHW (O, C, H, W)    [q(C)*H*W, O]        lane c % 4
+ *   ARGUMENT         (L,)                 [q(L), 1]            lane l % 4
+ * Every pixel is addressed through its type's PIXEL_<TYPE> macro (pixels.cl).
  * Work-items mostly run over (c4, w or a block of 4 w, n * H + h), as MACE's kernels do.
  * Reads outside an image give the border colour 0 (CLK_ADDRESS_CLAMP).  Lanes past the
  * channel count are written as 0, so that no later kernel meets a stray NaN there.
@@ -16,9 +18,14 @@
 
 #include "net_common.cl"
 
+/* The pixel of channels 4 * c4 .. at column w of row nh of an IN_OUT_CHANNEL image W wide. */
+#define ROW_PIXEL(nh, w, c4, W) PIXEL_IN_OUT_CHANNEL(0, nh, w, c4, 1, 1, W, 4)
+
 /* ------------------------------------------------------------------ host <-> image */
-/* NCHW float buffer -> IN_OUT_CHANNEL image. */
-__kernel void upload(__global const float *x, __write_only image2d_t out, int N, int C, int H, int W)
+/* NCHW float buffer of CT channels -> IN_OUT_CHANNEL image of its channels c0 .. c0 + C - 1
+ * (all of them, or one part of an image split by channels). */
+__kernel void upload(__global const float *x, __write_only image2d_t out, int N, int C, int H, int W,
+                     int c0, int CT)
 {
     const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || w >= W || nh >= N * H)
@@ -27,72 +34,99 @@ __kernel void upload(__global const float *x, __write_only image2d_t out, int N,
     float v[4];
     for (int k = 0; k < 4; ++k) {
         const int c = 4 * c4 + k;
-        v[k] = c < C ? x[((n * C + c) * H + h) * W + w] : 0.0f;
+        v[k] = c < C ? x[((n * CT + c0 + c) * H + h) * W + w] : 0.0f;
     }
-    put(out, c4 * W + w, nh, (float4)(v[0], v[1], v[2], v[3]), c4, C);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C), (float4)(v[0], v[1], v[2], v[3]), c4, C);
 }
 
-/* IN_OUT_CHANNEL image -> NCHW float buffer. */
-__kernel void download(__read_only image2d_t in, __global float *y, int N, int C, int H, int W)
+/* IN_OUT_CHANNEL image of channels c0 .. c0 + C - 1 -> NCHW float buffer of CT channels. */
+__kernel void download(__read_only image2d_t in, __global float *y, int N, int C, int H, int W,
+                       int c0, int CT)
 {
     const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || w >= W || nh >= N * H)
         return;
     const int n = nh / H, h = nh - n * H;
-    const float4 v = get(in, c4 * W + w, nh);
+    const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C));
     const float a[4] = {v.x, v.y, v.z, v.w};
     for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
-        y[((n * C + 4 * c4 + k) * H + h) * W + w] = a[k];
+        y[((n * CT + c0 + 4 * c4 + k) * H + h) * W + w] = a[k];
 }
 
 /* ------------------------------------------------------------------ convolutions */
+/* The start of a kernel whose work-item is four channels x4 of X at a block of four
+ * neighbouring output columns ow0 .. ow0 + 3 of the output row nh = n * OH + oh: it returns
+ * past the output, and starts the four columns' accumulators at the bias. */
+#define BLOCK4_START(x4, X) \
+    const int x4 = get_global_id(0), wb = get_global_id(1), nh = get_global_id(2); \
+    if (x4 >= (X + 3) / 4 || 4 * wb >= OW || nh >= NOH) \
+        return; \
+    const int n = nh / OH, oh = nh - n * OH, ow0 = 4 * wb, N = NOH / OH; \
+    const float4 b = has_bias ? get(bias, PIXEL_ARGUMENT(x4, X)) : (float4)(0.0f); \
+    float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
+
 /* Direct convolution, any kernel, stride, padding, dilation; group 1.
- * One work-item: four output channels at four neighbouring output columns. */
+ * One work-item: four output channels at four neighbouring output columns.
+ * With CONV_PARTIAL (an input held as several images, one per part of its channels) the
+ * kernel runs once per part with that part's filter: it adds the float32 sums of the parts
+ * before (from_prev: the image prev) and, but for the last part, stores its sums without
+ * the activation; the first part adds the bias. */
+#ifndef CONV_PARTIAL
+#define CONV_PARTIAL 0
+#endif
 __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
                      __read_only image2d_t bias, __write_only image2d_t out,
                      int H, int W, int C, int OH, int OW, int O, int NOH,
                      int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
-                     int has_bias, int act, float a0, float a1)
+                     int has_bias, int act, float a0, float a1
+#if CONV_PARTIAL
+                     , __read_only image2d_t prev, int from_prev, int last
+#endif
+                     )
 {
-    const int o4 = get_global_id(0), wb = get_global_id(1), nh = get_global_id(2);
-    if (o4 >= (O + 3) / 4 || 4 * wb >= OW || nh >= NOH)
-        return;
-    const int n = nh / OH, oh = nh - n * OH, ow0 = 4 * wb;
+    BLOCK4_START(o4, O)
     const int qc = (C + 3) / 4;
-    const float4 b = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
-    float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
+    const int2 xy = PIXEL_IN_OUT_CHANNEL(n, oh, ow0, o4, N, OH, OW, O);
+#if CONV_PARTIAL
+    if (from_prev) {
+        acc0 += get(prev, xy);
+        acc1 += get(prev, xy + (int2)(1, 0));
+        acc2 += get(prev, xy + (int2)(2, 0));
+        acc3 += get(prev, xy + (int2)(3, 0));
+    }
+#endif
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = oh * sh - ph + kh * dh;
         if (ih < 0 || ih >= H)
             continue;
-        const int iy = n * H + ih;
         for (int kw = 0; kw < KW; ++kw) {
-            const int fy = (o4 * KH + kh) * KW + kw;
-            const int iw0 = ow0 * sw - pw + kw * dw;
-            const int iw1 = iw0 + sw, iw2 = iw1 + sw, iw3 = iw2 + sw;
-            const int in0 = iw0 >= 0 && iw0 < W, in1 = iw1 >= 0 && iw1 < W;
-            const int in2 = iw2 >= 0 && iw2 < W, in3 = iw3 >= 0 && iw3 < W;
+            const int4 iw = COLUMNS4(ow0 * sw - pw + kw * dw, sw);
+            const int4 inside = iw >= 0 && iw < W;
             for (int c4 = 0; c4 < qc; ++c4) {
-                const int i = 4 * c4, xb = c4 * W;
-                const float4 f0 = get(filt, i, fy), f1 = get(filt, i + 1, fy);
-                const float4 f2 = get(filt, i + 2, fy), f3 = get(filt, i + 3, fy);
-                float4 v;
-                v = in0 ? get(in, xb + iw0, iy) : (float4)(0.0f);
-                acc0 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc0))));
-                v = in1 ? get(in, xb + iw1, iy) : (float4)(0.0f);
-                acc1 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc1))));
-                v = in2 ? get(in, xb + iw2, iy) : (float4)(0.0f);
-                acc2 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc2))));
-                v = in3 ? get(in, xb + iw3, iy) : (float4)(0.0f);
-                acc3 = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc3))));
+                const int i = 4 * c4;
+                const float4 f0 = get(filt, PIXEL_CONV2D_FILTER(o4, i, kh, kw, O, C, KH, KW));
+                const float4 f1 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 1, kh, kw, O, C, KH, KW));
+                const float4 f2 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 2, kh, kw, O, C, KH, KW));
+                const float4 f3 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 3, kh, kw, O, C, KH, KW));
+#define MAC_COLUMN(acc, k) { \
+                    const float4 v = inside.s##k ? get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw.s##k, c4, N, H, W, C)) \
+                                                 : (float4)(0.0f); \
+                    acc = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc)))); }
+                MAC_COLUMN(acc0, 0) MAC_COLUMN(acc1, 1) MAC_COLUMN(acc2, 2) MAC_COLUMN(acc3, 3)
+#undef MAC_COLUMN
             }
         }
     }
-    const int xo = o4 * OW + ow0;
-    put(out, xo, nh, activate(acc0, act, a0, a1), o4, O);
-    if (ow0 + 1 < OW) put(out, xo + 1, nh, activate(acc1, act, a0, a1), o4, O);
-    if (ow0 + 2 < OW) put(out, xo + 2, nh, activate(acc2, act, a0, a1), o4, O);
-    if (ow0 + 3 < OW) put(out, xo + 3, nh, activate(acc3, act, a0, a1), o4, O);
+#if CONV_PARTIAL
+    if (!last) {
+        write_imagef(out, xy, acc0);
+        if (OW - ow0 > 1) write_imagef(out, xy + (int2)(1, 0), acc1);
+        if (OW - ow0 > 2) write_imagef(out, xy + (int2)(2, 0), acc2);
+        if (OW - ow0 > 3) write_imagef(out, xy + (int2)(3, 0), acc3);
+        return;
+    }
+#endif
+    put4(out, xy, acc0, acc1, acc2, acc3, OW - ow0, o4, O, act, a0, a1);
 }
 
 /* Grouped convolution (1 < groups < C): CONV2D_FILTER of (O, C / groups, KH, KW).
@@ -107,10 +141,10 @@ __kernel void conv2d_grouped(__read_only image2d_t in, __read_only image2d_t fil
     const int o4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
     if (o4 >= (O + 3) / 4 || ow >= OW || nh >= NOH)
         return;
-    const int n = nh / OH, oh = nh - n * OH;
+    const int n = nh / OH, oh = nh - n * OH, N = NOH / OH;
     const int cg = C / groups, og = O / groups;
     float acc[4];
-    const float4 b = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    const float4 b = has_bias ? get(bias, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
     acc[0] = b.x; acc[1] = b.y; acc[2] = b.z; acc[3] = b.w;
     for (int k = 0; k < 4; ++k) {
         const int o = 4 * o4 + k;
@@ -125,53 +159,56 @@ __kernel void conv2d_grouped(__read_only image2d_t in, __read_only image2d_t fil
                 const int iw = ow * sw - pw + kw * dw;
                 if (iw < 0 || iw >= W)
                     continue;
-                const int fy = (o4 * KH + kh) * KW + kw;
                 for (int i = 0; i < cg; ++i) {
                     const int c = c0 + i;
-                    const float v = lane(get(in, (c / 4) * W + iw, n * H + ih), c % 4);
-                    acc[k] = mad(v, lane(get(filt, i, fy), k), acc[k]);
+                    const float v = lane(get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw, c / 4, N, H, W, C)), c % 4);
+                    acc[k] = mad(v, lane(get(filt, PIXEL_CONV2D_FILTER(o4, i, kh, kw, O, cg, KH, KW)), k), acc[k]);
                 }
             }
         }
     }
-    put(out, o4 * OW + ow, nh, activate((float4)(acc[0], acc[1], acc[2], acc[3]), act, a0, a1), o4, O);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, o4, N, OH, OW, O),
+        activate((float4)(acc[0], acc[1], acc[2], acc[3]), act, a0, a1), o4, O);
 }
 
 /* Depthwise convolution (groups = C = O, multiplier 1): DW_CONV2D_FILTER of (C, 1, KH, KW).
- * One work-item: four channels at four neighbouring output columns. */
+ * One work-item: four channels at four neighbouring output columns.
+ * Channel offsets: the C channels are pixels ic4 .. of the input image and oc4 .. of the
+ * output image, which has OC channels (0, 0, C unless an image is split by channels). */
 __kernel void dwconv2d(__read_only image2d_t in, __read_only image2d_t filt,
                        __read_only image2d_t bias, __write_only image2d_t out,
                        int H, int W, int C, int OH, int OW, int NOH,
                        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
-                       int has_bias, int act, float a0, float a1)
+                       int has_bias, int act, float a0, float a1, int ic4, int oc4, int OC)
 {
-    const int c4 = get_global_id(0), wb = get_global_id(1), nh = get_global_id(2);
-    if (c4 >= (C + 3) / 4 || 4 * wb >= OW || nh >= NOH)
-        return;
-    const int n = nh / OH, oh = nh - n * OH, ow0 = 4 * wb;
-    const float4 b = has_bias ? get(bias, c4, 0) : (float4)(0.0f);
-    float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
-    const int xb = c4 * W;
+    BLOCK4_START(c4, C)
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = oh * sh - ph + kh * dh;
         if (ih < 0 || ih >= H)
             continue;
-        const int iy = n * H + ih;
         for (int kw = 0; kw < KW; ++kw) {
-            const float4 f = get(filt, kh * KW + kw, c4);
-            const int iw0 = ow0 * sw - pw + kw * dw;
-            const int iw1 = iw0 + sw, iw2 = iw1 + sw, iw3 = iw2 + sw;
-            if (iw0 >= 0 && iw0 < W) acc0 = mad(get(in, xb + iw0, iy), f, acc0);
-            if (iw1 >= 0 && iw1 < W) acc1 = mad(get(in, xb + iw1, iy), f, acc1);
-            if (iw2 >= 0 && iw2 < W) acc2 = mad(get(in, xb + iw2, iy), f, acc2);
-            if (iw3 >= 0 && iw3 < W) acc3 = mad(get(in, xb + iw3, iy), f, acc3);
+            const float4 f = get(filt, PIXEL_DW_CONV2D_FILTER(0, c4, kh, kw, 1, C, KH, KW));
+            const int4 iw = COLUMNS4(ow0 * sw - pw + kw * dw, sw);
+            const int4 inside = iw >= 0 && iw < W;
+#define MAC_COLUMN(acc, k) \
+            if (inside.s##k) acc = mad(get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw.s##k, c4 + ic4, N, H, W, C)), f, acc);
+            MAC_COLUMN(acc0, 0) MAC_COLUMN(acc1, 1) MAC_COLUMN(acc2, 2) MAC_COLUMN(acc3, 3)
+#undef MAC_COLUMN
         }
     }
-    const int xo = c4 * OW + ow0;
-    put(out, xo, nh, activate(acc0, act, a0, a1), c4, C);
-    if (ow0 + 1 < OW) put(out, xo + 1, nh, activate(acc1, act, a0, a1), c4, C);
-    if (ow0 + 2 < OW) put(out, xo + 2, nh, activate(acc2, act, a0, a1), c4, C);
-    if (ow0 + 3 < OW) put(out, xo + 3, nh, activate(acc3, act, a0, a1), c4, C);
+    put4(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow0, c4 + oc4, N, OH, OW, OC), acc0, acc1, acc2, acc3,
+         OW - ow0, c4 + oc4, OC, act, a0, a1);
+}
+
+/* The dot products of v (four input channels at (h, w)) with the four outputs o .. o + 3 of
+ * a WEIGHT_WIDTH image of (O, C, H, W). */
+inline float4 dot4(float4 v, __read_only image2d_t wt, int c4, int h, int w, int o, int O, int C,
+                   int H, int W)
+{
+    return (float4)(dot(v, get(wt, PIXEL_WEIGHT_WIDTH(o, c4, h, w, O, C, H, W))),
+                    dot(v, get(wt, PIXEL_WEIGHT_WIDTH(o + 1, c4, h, w, O, C, H, W))),
+                    dot(v, get(wt, PIXEL_WEIGHT_WIDTH(o + 2, c4, h, w, O, C, H, W))),
+                    dot(v, get(wt, PIXEL_WEIGHT_WIDTH(o + 3, c4, h, w, O, C, H, W))));
 }
 
 /* Fully connected: y[n, o] = sum over (c, h, w) of x[n, c, h, w] * Wt[o, c, h, w] + b[o].
@@ -187,18 +224,12 @@ __kernel void fully_connected(__read_only image2d_t in, __read_only image2d_t wt
     if (o4 >= (O + 3) / 4 || n >= N)
         return;
     const int qc = (C + 3) / 4, o = 4 * o4;
-    float4 acc = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
-    for (int h = 0; h < H; ++h) {
-        for (int w = 0; w < W; ++w) {
-            const int xw = (h * W + w) * qc;
-            for (int c4 = 0; c4 < qc; ++c4) {
-                const float4 v = get(in, c4 * W + w, n * H + h);
-                acc += (float4)(dot(v, get(wt, xw + c4, o)), dot(v, get(wt, xw + c4, o + 1)),
-                                dot(v, get(wt, xw + c4, o + 2)), dot(v, get(wt, xw + c4, o + 3)));
-            }
-        }
-    }
-    put(out, o4, n, activate(acc, act, a0, a1), o4, O);
+    float4 acc = has_bias ? get(bias, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
+    for (int h = 0; h < H; ++h)
+        for (int w = 0; w < W; ++w)
+            for (int c4 = 0; c4 < qc; ++c4)
+                acc += dot4(get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C)), wt, c4, h, w, o, O, C, H, W);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, 0, 0, o4, N, 1, 1, O), activate(acc, act, a0, a1), o4, O);
 }
 
 /* The same, split over the input: work-item (o4, n * S + s) sums the input pixels
@@ -219,11 +250,9 @@ __kernel void fc_partial(__read_only image2d_t in, __read_only image2d_t wt,
     for (int p = p0; p < p1; ++p) {
         const int hw = p / qc, c4 = p - hw * qc;
         const int h = hw / W, w = hw - h * W;
-        const float4 v = get(in, c4 * W + w, n * H + h);
-        acc += (float4)(dot(v, get(wt, p, o)), dot(v, get(wt, p, o + 1)),
-                        dot(v, get(wt, p, o + 2)), dot(v, get(wt, p, o + 3)));
+        acc += dot4(get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4, N, H, W, C)), wt, c4, h, w, o, O, C, H, W);
     }
-    write_imagef(part, (int2)(o4, ns), acc);
+    write_imagef(part, PIXEL_IN_OUT_CHANNEL(ns, 0, 0, o4, N * S, 1, 1, O), acc);
 }
 
 __kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
@@ -233,16 +262,18 @@ __kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
     const int o4 = get_global_id(0), n = get_global_id(1);
     if (o4 >= (O + 3) / 4 || n >= N)
         return;
-    float4 acc = has_bias ? get(bias, o4, 0) : (float4)(0.0f);
+    float4 acc = has_bias ? get(bias, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
     for (int s = 0; s < S; ++s)
-        acc += get(part, o4, n * S + s);
-    put(out, o4, n, activate(acc, act, a0, a1), o4, O);
+        acc += get(part, PIXEL_IN_OUT_CHANNEL(n * S + s, 0, 0, o4, N * S, 1, 1, O));
+    put(out, PIXEL_IN_OUT_CHANNEL(n, 0, 0, o4, N, 1, 1, O), activate(acc, act, a0, a1), o4, O);
 }
 
 /* ------------------------------------------------------------------ element-wise */
 /* out = op(a, b) then the activation; op < 0: the activation of a alone.
  * a has the output's shape; b is (BN, BH, BW, BC), each 1 or the output's extent
- * (BC == 1: one value for all channels, in lane 0).  swap: op(b, a). */
+ * (BC == 1: one value for all channels, in lane 0).  swap: op(b, a).  Channel offsets: the
+ * C channels are pixels ac4 .. of a, bc4 .. of b and oc4 .. of the output, which has OC
+ * channels (0, 0, 0, C unless an image is split by channels). */
 #define OP_ADD 0
 #define OP_SUB 1
 #define OP_MUL 2
@@ -251,20 +282,21 @@ __kernel void fc_reduce(__read_only image2d_t part, __read_only image2d_t bias,
 #define OP_MIN 5
 __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_only image2d_t out,
                       int H, int W, int C, int NH, int BN, int BH, int BW, int BC,
-                      int op, int swap, int act, float a0, float a1)
+                      int op, int swap, int act, float a0, float a1, int ac4, int bc4, int oc4,
+                      int OC)
 {
     const int c4 = get_global_id(0), w = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || w >= W || nh >= NH)
         return;
-    float4 v = get(a, c4 * W + w, nh);
+    float4 v = get(a, ROW_PIXEL(nh, w, c4 + ac4, W));
     if (op >= 0) {
         const int n = nh / H, h = nh - n * H;
         const int bn = BN == 1 ? 0 : n, bh = BH == 1 ? 0 : h, bw = BW == 1 ? 0 : w;
         float4 u;
         if (BC == 1)
-            u = (float4)(get(b, bw, bn * BH + bh).x);
+            u = (float4)(get(b, PIXEL_IN_OUT_CHANNEL(bn, bh, bw, 0, BN, BH, BW, 1)).x);
         else
-            u = get(b, c4 * BW + bw, bn * BH + bh);
+            u = get(b, PIXEL_IN_OUT_CHANNEL(bn, bh, bw, c4 + bc4, BN, BH, BW, C));
         float4 x = swap ? u : v, y = swap ? v : u;
         switch (op) {
         case OP_ADD: v = x + y; break;
@@ -275,22 +307,23 @@ __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_
         default: v = fmin(x, y); break;
         }
     }
-    put(out, c4 * W + w, nh, activate(v, act, a0, a1), c4, C);
+    put(out, ROW_PIXEL(nh, w, c4 + oc4, W), activate(v, act, a0, a1), c4 + oc4, OC);
 }
 
 /* ------------------------------------------------------------------ pooling */
 /* Max or average pooling over windows clipped to the input; the output size (floor or
  * ceil mode) comes from the host.  Average: divided by the in-bounds count, or with
- * count_include_pad by the window's size inside the padded input. */
+ * count_include_pad by the window's size inside the padded input.  Channel offsets ic4,
+ * oc4 and the output's channel count OC as dwconv2d's. */
 __kernel void pool2d(__read_only image2d_t in, __write_only image2d_t out,
                      int H, int W, int C, int OH, int OW, int NOH,
                      int KH, int KW, int sh, int sw, int pt, int pl, int pb, int pr,
-                     int dh, int dw, int is_max, int count_pad)
+                     int dh, int dw, int is_max, int count_pad, int ic4, int oc4, int OC)
 {
     const int c4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || ow >= OW || nh >= NOH)
         return;
-    const int n = nh / OH, oh = nh - n * OH;
+    const int n = nh / OH, oh = nh - n * OH, N = NOH / OH;
     float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
     int count = 0, padded = 0;
     for (int kh = 0; kh < KH; ++kh) {
@@ -301,19 +334,20 @@ __kernel void pool2d(__read_only image2d_t in, __write_only image2d_t out,
                 ++padded;
             if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                 continue;
-            const float4 v = get(in, c4 * W + iw, n * H + ih);
+            const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw, c4 + ic4, N, H, W, C));
             acc = is_max ? fmax(acc, v) : acc + v;
             ++count;
         }
     }
     if (!is_max)
         acc /= (float)(count_pad ? padded : count);
-    put(out, c4 * OW + ow, nh, acc, c4, C);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, c4 + oc4, N, OH, OW, OC), acc, c4 + oc4, OC);
 }
 
-/* Global average or max pooling: one work-item per (four channels, batch row). */
+/* Global average or max pooling: one work-item per (four channels, batch row).  Channel
+ * offsets ic4, oc4 and the output's channel count OC as dwconv2d's. */
 __kernel void global_pool(__read_only image2d_t in, __write_only image2d_t out,
-                          int N, int H, int W, int C, int is_max)
+                          int N, int H, int W, int C, int is_max, int ic4, int oc4, int OC)
 {
     const int c4 = get_global_id(0), n = get_global_id(1);
     if (c4 >= (C + 3) / 4 || n >= N)
@@ -321,12 +355,12 @@ __kernel void global_pool(__read_only image2d_t in, __write_only image2d_t out,
     float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
     for (int h = 0; h < H; ++h)
         for (int w = 0; w < W; ++w) {
-            const float4 v = get(in, c4 * W + w, n * H + h);
+            const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4 + ic4, N, H, W, C));
             acc = is_max ? fmax(acc, v) : acc + v;
         }
     if (!is_max)
         acc /= (float)(H * W);
-    put(out, c4, n, acc, c4, C);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, 0, 0, c4 + oc4, N, 1, 1, OC), acc, c4 + oc4, OC);
 }
 
 /* Softmax over the channels of each pixel (axis 1 of NCHW, or of a 2-D (N, C)). */
@@ -339,19 +373,19 @@ __kernel void softmax_channels(__read_only image2d_t in, __write_only image2d_t 
     const int qc = (C + 3) / 4;
     float m = -INFINITY;
     for (int c4 = 0; c4 < qc; ++c4) {
-        const float4 v = get(in, c4 * W + w, nh);
+        const float4 v = get(in, ROW_PIXEL(nh, w, c4, W));
         for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
             m = fmax(m, lane(v, k));
     }
     float s = 0.0f;
     for (int c4 = 0; c4 < qc; ++c4) {
-        const float4 v = get(in, c4 * W + w, nh);
+        const float4 v = get(in, ROW_PIXEL(nh, w, c4, W));
         for (int k = 0; k < 4 && 4 * c4 + k < C; ++k)
             s += exp(lane(v, k) - m);
     }
     for (int c4 = 0; c4 < qc; ++c4) {
-        const float4 v = get(in, c4 * W + w, nh);
-        put(out, c4 * W + w, nh, exp(v - (float4)(m)) / s, c4, C);
+        const float4 v = get(in, ROW_PIXEL(nh, w, c4, W));
+        put(out, ROW_PIXEL(nh, w, c4, W), exp(v - (float4)(m)) / s, c4, C);
     }
 }
 
@@ -362,7 +396,7 @@ __kernel void softmax_channels(__read_only image2d_t in, __write_only image2d_t 
  * counts need not be multiples of 4 (each lane is picked out of its source pixel). */
 inline float pick(__read_only image2d_t img, int s, int W, int w, int nh)
 {
-    return lane(get(img, (s / 4) * W + w, nh), s % 4);
+    return lane(get(img, ROW_PIXEL(nh, w, s / 4, W)), s % 4);
 }
 
 __kernel void gather_channels(__read_only image2d_t a, __read_only image2d_t b,
@@ -388,7 +422,7 @@ __kernel void gather_channels(__read_only image2d_t a, __read_only image2d_t b,
         else
             v[k] = pick(d, s - S3, W, w, nh);
     }
-    put(out, c4 * W + w, nh, (float4)(v[0], v[1], v[2], v[3]), c4, C);
+    put(out, ROW_PIXEL(nh, w, c4, W), (float4)(v[0], v[1], v[2], v[3]), c4, C);
 }
 
 /* Resize (nearest or bilinear) with the source coordinate sy = (oy + 0.5) / scale - 0.5
@@ -401,7 +435,7 @@ __kernel void resize2d(__read_only image2d_t in, __write_only image2d_t out,
     const int c4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
     if (c4 >= (C + 3) / 4 || ow >= OW || nh >= NOH)
         return;
-    const int n = nh / OH, oh = nh - n * OH;
+    const int n = nh / OH, oh = nh - n * OH, N = NOH / OH;
     float sy = half_pixel ? (oh + 0.5f) / scale_h - 0.5f : oh / scale_h;
     float sx = half_pixel ? (ow + 0.5f) / scale_w - 0.5f : ow / scale_w;
     float4 v;
@@ -410,16 +444,18 @@ __kernel void resize2d(__read_only image2d_t in, __write_only image2d_t out,
         int ix = half_pixel ? (int)ceil(sx - 0.5f) : (int)floor(sx);
         iy = clamp(iy, 0, H - 1);
         ix = clamp(ix, 0, W - 1);
-        v = get(in, c4 * W + ix, n * H + iy);
+        v = get(in, PIXEL_IN_OUT_CHANNEL(n, iy, ix, c4, N, H, W, C));
     } else {
         sy = clamp(sy, 0.0f, (float)(H - 1));
         sx = clamp(sx, 0.0f, (float)(W - 1));
         const int y0 = (int)floor(sy), x0 = (int)floor(sx);
         const int y1 = min(y0 + 1, H - 1), x1 = min(x0 + 1, W - 1);
         const float fy = sy - y0, fx = sx - x0;
-        const float4 p00 = get(in, c4 * W + x0, n * H + y0), p01 = get(in, c4 * W + x1, n * H + y0);
-        const float4 p10 = get(in, c4 * W + x0, n * H + y1), p11 = get(in, c4 * W + x1, n * H + y1);
+        const float4 p00 = get(in, PIXEL_IN_OUT_CHANNEL(n, y0, x0, c4, N, H, W, C));
+        const float4 p01 = get(in, PIXEL_IN_OUT_CHANNEL(n, y0, x1, c4, N, H, W, C));
+        const float4 p10 = get(in, PIXEL_IN_OUT_CHANNEL(n, y1, x0, c4, N, H, W, C));
+        const float4 p11 = get(in, PIXEL_IN_OUT_CHANNEL(n, y1, x1, c4, N, H, W, C));
         v = (p00 * (1.0f - fx) + p01 * fx) * (1.0f - fy) + (p10 * (1.0f - fx) + p11 * fx) * fy;
     }
-    put(out, c4 * OW + ow, nh, v, c4, C);
+    put(out, PIXEL_IN_OUT_CHANNEL(n, oh, ow, c4, N, OH, OW, C), v, c4, C);
 }

@@ -1,5 +1,5 @@
-/* Shared by net.cl and netwino.cl: the sampler, activations, and the store that
- * zeroes lanes past the channel count (and rounds to half with IMG_HALF). */
+/* Shared by net.cl and conv.cl: the sampler, the pixel macros, activations, and the
+ * store that zeroes lanes past the channel count (and rounds to half with IMG_HALF). */
 
 #ifndef IMG_HALF
 #define IMG_HALF 0
@@ -8,6 +8,7 @@
 __constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 
 #include "half.cl"
+#include "pixels.cl"
 
 /* Activation codes, fused into the kernel that produces a tensor. */
 #define ACT_NONE 0
@@ -33,8 +34,8 @@ inline float4 activate(float4 v, int act, float a0, float a1)
     }
 }
 
-/* Store four channels starting at channel 4 * c4; lanes at or past C become 0. */
-inline void put(__write_only image2d_t img, int x, int y, float4 v, int c4, int C)
+/* Store four channels starting at channel 4 * c4 at pixel xy; lanes at or past C become 0. */
+inline void put(__write_only image2d_t img, int2 xy, float4 v, int c4, int C)
 {
     const int left = C - 4 * c4;
     if (left < 4) {
@@ -45,12 +46,26 @@ inline void put(__write_only image2d_t img, int x, int y, float4 v, int c4, int 
 #if IMG_HALF
     v = half_rte4(v);
 #endif
-    write_imagef(img, (int2)(x, y), v);
+    write_imagef(img, xy, v);
 }
 
-inline float4 get(__read_only image2d_t img, int x, int y)
+inline float4 get(__read_only image2d_t img, int2 xy)
 {
-    return read_imagef(img, SMP, (int2)(x, y));
+    return read_imagef(img, SMP, xy);
+}
+
+/* The input columns x0, x0 + step, x0 + 2 step, x0 + 3 step of four neighbouring outputs. */
+#define COLUMNS4(x0, step) ((int4)(x0) + (int4)(0, 1, 2, 3) * (step))
+
+/* The activated results of four neighbouring output columns, from pixel xy on; only the
+ * `left` columns still inside the output are stored. */
+inline void put4(__write_only image2d_t img, int2 xy, float4 v0, float4 v1, float4 v2, float4 v3,
+                 int left, int c4, int C, int act, float a0, float a1)
+{
+    put(img, xy, activate(v0, act, a0, a1), c4, C);
+    if (left > 1) put(img, xy + (int2)(1, 0), activate(v1, act, a0, a1), c4, C);
+    if (left > 2) put(img, xy + (int2)(2, 0), activate(v2, act, a0, a1), c4, C);
+    if (left > 3) put(img, xy + (int2)(3, 0), activate(v3, act, a0, a1), c4, C);
 }
 
 inline float lane(float4 v, int k)

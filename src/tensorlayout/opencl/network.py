@@ -53,7 +53,7 @@ NETWORK_OPS = tuple(sorted(set(_ACT) | set(_BINARY) | _MOVES | _COMPUTE))
 
 #: Work-group sizes on CPU devices, by the launch's number of dimensions.
 _CPU_LOCAL = {2: (16, 4), 3: (4, 4, 4)}
-_GEMM_BLOCKS = ((4, 1), (8, 1), (8, 2))      # netwino.cl's wino_gemm_{tiles}x{channel groups}
+_GEMM_BLOCKS = ((4, 1), (8, 1), (8, 2))      # conv.cl's wino_matmul_{tiles}x{channel groups}
 
 #: Winograd tiles tried, largest first, when a layer's images do not fit the device.
 _TILE_FALLBACK = {6: (6, 4, 2), 4: (4, 2), 2: (2,)}
@@ -79,6 +79,11 @@ def _nchw(shape):
     return (shape[0], shape[3], shape[1], shape[2])
 
 
+def _full_nchw(t):
+    """The NCHW shape of a device tensor over the whole batch (its image may hold a group)."""
+    return (t.shape[0],) + _nchw(t.nhwc)[1:]
+
+
 @dataclass
 class _Act:
     """A tensor on the device: the image (``slot``) and its NHWC shape."""
@@ -88,6 +93,11 @@ class _Act:
     shape: tuple                    # the ONNX shape
     slot: object = None             # key of its image in the memory plan
     base: int = -1                  # first id of its elements when moves are traced
+    parts: list = None              # split by channels: [(c0, c1, _Act of those channels)]
+
+    def slots(self):
+        """The keys of its images: one, or one per part."""
+        return [p.slot for _, _, p in self.parts] if self.parts else [self.slot]
 
 
 @dataclass
@@ -136,10 +146,12 @@ class OpenCLSession:
     images (CL_HALF_FLOAT) throughout, float32 arithmetic in the kernels.  ``winograd``:
     "auto" (tile 4 for 3x3 stride-1 layers with at least 16 input and output channels,
     tile 2 when the output is under 8 x 8), 0 for none, or a tile 2 / 4 / 6 for every
-    such layer.  ``max_image``: (width, height) limits instead of the device's (a layer
-    whose images would not fit falls back to a smaller Winograd tile, then the direct
-    kernel; :attr:`fallbacks` lists where).  ``tune``: pick each kernel's work-group size
-    by timing (cached per device, see :mod:`tensorlayout.opencl.tuning`).
+    such layer.  ``max_image``: (width, height) limits instead of the device's.  Where an
+    image would not fit, a Winograd layer falls back to a smaller tile, then the direct
+    kernel; activations too tall hold the batch in groups (the network runs once per group),
+    too wide are held as one image per part of their channels (:attr:`fallbacks` lists each
+    place).  ``tune``: pick each kernel's work-group size by timing (cached per device, see
+    :mod:`tensorlayout.opencl.tuning`).
 
     >>> import numpy as np
     >>> from tensorlayout.model import load, zoo
@@ -150,6 +162,15 @@ class OpenCLSession:
     >>> y = s.run(x)
     >>> y.shape, bool(np.abs(y - m.run(x)).max() < 1e-4)
     ((1, 10), True)
+
+    Under a 40-pixel width the first convolution's 16 channels at 16 columns ([64, 16]) are
+    held as two images of 8 channels:
+
+    >>> s = OpenCLSession(m, max_image=(40, 100))
+    >>> s.fallbacks[0]
+    "conv1: 'c' [64, 16] held as 2 images of 8 channels (width past the limit [40, 100])"
+    >>> bool(np.abs(s.run(x) - m.run(x)).max() < 1e-4)
+    True
     """
 
     def __init__(self, model, device=None, *, half=False, winograd="auto", max_image=None,
@@ -198,6 +219,8 @@ class OpenCLSession:
         self._next_base = 0
         self._weights_bytes = 0
         self._pins: list = []           # page-locked buffers behind the input/output arrays
+        self._batch_groups()
+        self._channel_parts()
         self._build()
         self._plan_memory()
         self._make_kernels()
@@ -212,23 +235,72 @@ class OpenCLSession:
         return ("net.cl", (f"-DIMG_HALF={int(self.half)}",), None)
 
     def _wino_program(self, m):
-        from ._device import read_source
-        from .conv import transform_defines
+        # conv.cl's three Winograd stages, the program that single convolutions build too
+        from .conv import _wino_source
 
         mid_half = self.half and m != 6
-        src = transform_defines(m, "WINO_BT", "WINO_AT") + read_source("netwino.cl")
-        return (f"netwino.cl:{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
-                src)
+        return (f"conv.cl:wino{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
+                _wino_source(m))
+
+    def _batch_groups(self):
+        """How many batch items each image holds: all of them, or where some activation's
+        IN_OUT_CHANNEL image [W * q(C), N * H] would be taller than the limit, the largest
+        divisor g of the batch N whose images fit.  The network then runs once per group of g
+        items, on images of g items (no op of this runtime mixes batch items)."""
+        m = self.model
+        batch = {s[0] for s in m.inputs.values()}
+        #: the batch, and the batch items each image holds (the same unless split)
+        self.batch = self.group = next(iter(batch)) if len(batch) == 1 else None
+        if len(batch) != 1 or self.batch == 1:
+            return
+        N = self.batch
+        shapes = list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        rows = max((s[2] if len(s) == 4 else 1) for s in shapes if len(s) in (2, 4) and s[0] == N)
+        if N * rows <= self.max_image[1]:
+            return
+        self.group = g = max([d for d in range(1, N + 1)
+                              if N % d == 0 and d * rows <= self.max_image[1]], default=1)
+        self.fallbacks.append(
+            f"network: batch {N} runs as {N // g} groups of {g} (images of {N} items up to "
+            f"{N * rows} rows are past the limit {list(self.max_image)}); split images:")
+
+    def _channel_parts(self):
+        """The channels each image holds where an activation's image [W * q(C), N * H] is wider
+        than the limit: ``self.part`` channels (a multiple of 4, the same for every split
+        tensor, so that the parts of two tensors line up and lanes never shift), the most
+        that the widest such tensor's W leaves room for; 0 when no tensor needs it or none fits."""
+        m = self.model
+        shapes = list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        wide = [(s[3] if len(s) == 4 else 1) for s in shapes if len(s) in (2, 4)
+                and image_shape("IN_OUT_CHANNEL", _nhwc(s))[0] > self.max_image[0]]
+        self.part = 4 * (self.max_image[0] // max(wide)) if wide else 0
+
+    def _pieces(self, C, *acts):
+        """The channel ranges a per-channel op runs over: the parts when any of ``acts`` is split."""
+        return self._ranges(C) if any(a is not None and a.parts for a in acts) else [(0, C)]
+
+    def _ranges(self, C):
+        return [(c0, min(c0 + self.part, C)) for c0 in range(0, C, self.part)]
+
+    @staticmethod
+    def _piece(t, c0, c1):
+        """The image holding channels c0 .. c1 of ``t`` and their first pixel's c4 in it."""
+        for p0, p1, p in t.parts or ():
+            if (p0, p1) == (c0, c1):
+                return p, 0
+        return t, c0 // 4
 
     def _fits(self, w, h):
         return w <= self.max_image[0] and h <= self.max_image[1]
 
-    def _check_fits(self, node, what, w, h):
-        if not self._fits(w, h):
-            raise DeviceLimitError(
-                f"node {node.name!r} ({node.op}): the {what} image [{w}, {h}] is past the image "
-                f"limit {list(self.max_image)} and this runtime has no smaller form for it "
-                "(splitting an activation image is not implemented)")
+    def _why_not_split(self, w, h, node=None):
+        if h > self.max_image[1]:
+            return ("even one batch item is too tall: splitting the rows of an item is not "
+                    "implemented")
+        if not self.part:
+            return "even four channels are too wide: splitting the columns is not implemented"
+        return (f"{node.op if node is not None else 'this op'} cannot write an image split by "
+                "channels")
 
     def _weight(self, layer, name, array, kind, **kw):
         """The weight's image: packed on the host by the NumPy path (one program for every
@@ -252,20 +324,65 @@ class OpenCLSession:
                 f"layer {layer.name!r} ({layer.op}): the {what} image [{w}, {h}] is past the "
                 f"image limit {list(self.max_image)}")
 
-    def _new_act(self, name, shape, node):
+    def _new_act(self, name, shape, node, split_ok=False):
         nhwc = _nhwc(shape)
         if nhwc is None:
             raise _err(node, f"output {name!r} has shape {list(shape)}: images hold 4-D NCHW or "
                        "2-D (N, C) tensors")
+        if self.group != self.batch:
+            if shape[0] != self.batch:
+                raise DeviceLimitError(
+                    f"node {node.name!r} ({node.op}): output {name!r} of shape {list(shape)} "
+                    f"does not lead with the batch {self.batch}, which the network's images "
+                    f"hold in groups of {self.group}")
+            nhwc = (self.group,) + nhwc[1:]
+            fw, fh = image_shape("IN_OUT_CHANNEL", _nhwc(shape))
+            if fh > self.max_image[1]:
+                where = "input" if node.op == "input" else node.name
+                self.fallbacks.append(f"{where}: {name!r} [{fw}, {fh}] held as "
+                                      f"{self.batch // self.group} images of {self.group} "
+                                      f"batch item{'s' * (self.group > 1)}")
         w, h = image_shape("IN_OUT_CHANNEL", nhwc)
-        self._check_fits(node, f"output {name!r}", w, h)
         a = _Act(name, nhwc, tuple(shape), slot=("act", name))
-        self._slots[a.slot] = (w, h, self.dtype)
         self._acts[name] = a
+        if w > self.max_image[0] and h <= self.max_image[1] and self.part and split_ok:
+            N, H, W, C = nhwc
+            a.parts = []
+            for c0, c1 in self._ranges(C):
+                p = _Act(f"{name}[{c0}:{c1}]", (N, H, W, c1 - c0), tuple(shape),
+                         slot=("act", name, c0))
+                self._slots[p.slot] = (*image_shape("IN_OUT_CHANNEL", p.nhwc), self.dtype)
+                a.parts.append((c0, c1, p))
+            where = "input" if node.op == "input" else node.name
+            self.fallbacks.append(f"{where}: {name!r} [{w}, {h}] held as {len(a.parts)} images "
+                                  f"of {self.part} channels (width past the limit "
+                                  f"{list(self.max_image)})")
+            return a
+        if not self._fits(w, h):
+            raise DeviceLimitError(
+                f"node {node.name!r} ({node.op}): the {'input' if node.op == 'input' else 'output'} "
+                f"{name!r} image [{w}, {h}] is past the "
+                f"image limit {list(self.max_image)} and this runtime has no smaller form for it "
+                f"({self._why_not_split(w, h, node)})")
+        self._slots[a.slot] = (w, h, self.dtype)
         return a
 
-    def _device(self, node, name):
-        """The image tensor ``name``: a device tensor, or a traced move materialized now."""
+    def _device(self, node, name, split_ok=False):
+        """The image tensor ``name``: a device tensor, or a traced move materialized now;
+        one split by channels only where the op takes it (``split_ok``)."""
+        t = self._device_any(node, name)
+        if t.parts and not split_ok:
+            raise self._split_input(node, t)
+        return t
+
+    def _split_input(self, node, t):
+        w, h = image_shape("IN_OUT_CHANNEL", t.nhwc)
+        return DeviceLimitError(
+            f"node {node.name!r} ({node.op}): input {t.name!r} is held as {len(t.parts)} images "
+            f"split by channels (its image [{w}, {h}] is past the limit {list(self.max_image)}), "
+            f"and {node.op} cannot take a split operand on this runtime")
+
+    def _device_any(self, node, name):
         t = self._acts.get(name)
         if t is None:
             raise _err(node, f"input {name!r} is not computed on the device (a constant input "
@@ -295,7 +412,8 @@ class OpenCLSession:
         outputs = set(m.outputs)
         self._inputs = {}
         for name, shape in m.inputs.items():
-            a = self._new_act(name, shape, type("N", (), {"name": name, "op": "input"})())
+            a = self._new_act(name, shape, type("N", (), {"name": name, "op": "input"})(),
+                              split_ok=True)
             self._inputs[name] = a
         skip = set()
         self._order = []                 # (layer, reads, writes) per layer, in order
@@ -330,8 +448,8 @@ class OpenCLSession:
             elif op in _BINARY:
                 self._binary(st, layer, final, final_shape, act)
             elif op in _ACT:
-                x = self._device(node, node.inputs[0])
-                out = self._new_act(final, final_shape, node)
+                x = self._device(node, node.inputs[0], split_ok=True)
+                out = self._new_act(final, final_shape, node, split_ok=True)
                 a = self._act_params(st)
                 layer.kind = "eltwise (activation)"
                 self._eltwise(layer, x, None, out, -1, 0, a)
@@ -387,7 +505,7 @@ class OpenCLSession:
         from ..model.ops import conv_padding
 
         node = st.node
-        x = self._device(node, node.inputs[0])
+        x = self._device(node, node.inputs[0], split_ok=True)
         w = np.asarray(self.model.consts.get(node.inputs[1]), np.float32) \
             if node.inputs[1] in self.model.consts else None
         if w is None or w.ndim != 4:
@@ -404,49 +522,99 @@ class OpenCLSession:
         groups = int(node.attrs.get("group", 1))
         begin, _ = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
                                 (H, W), (KH, KW), strides, dil)
-        out = self._new_act(final, final_shape, node)
+        depthwise = groups == C == O and I == 1
+        if x.parts and groups != 1 and not depthwise:
+            raise self._split_input(node, x)
+        out = self._new_act(final, final_shape, node, split_ok=groups == 1 or depthwise)
         _, OH, OW, _ = out.nhwc
         i32, f32 = np.int32, np.float32
-        bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
-        bias_arg = bias if bias is not None else self._empty()
-        has_b = i32(bias is not None)
         acts = [i32(act[0]), f32(act[1]), f32(act[2])]
         macs = N * OH * OW * O * I * KH * KW
         io = (x.nhwc[0] * H * W * C + N * OH * OW * O) * self.dtype.itemsize
+        geo = [i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]), i32(begin[1]),
+               i32(dil[0]), i32(dil[1])]
         if groups == 1:
             tile = self._wino_tile(node, x.nhwc, O, (KH, KW), strides, dil, begin, out.nhwc)
+            if tile and (x.parts or out.parts):
+                self.fallbacks.append(f"{node.name}: Winograd tile {tile} -> direct kernel (an "
+                                      "image split by channels)")
+                tile = 0
             if tile:
-                self._winograd(st, layer, x, w, bias_arg, has_b, out, tile, begin, acts, macs)
+                bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
+                self._winograd(st, layer, x, w, bias if bias is not None else self._empty(),
+                               i32(bias is not None), out, tile, begin, acts, macs)
                 return
             layer.kind = f"conv {KH}x{KW} direct" if (KH, KW) != (1, 1) else "conv 1x1 direct"
-            filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
-            layer.launches.append(_Launch(
-                self._net_program(), "conv2d", (_q(O), -(-OW // 4), N * OH),
-                [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O),
-                 i32(N * OH), i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
-                 i32(begin[1]), i32(dil[0]), i32(dil[1]), has_b, *acts],
-                flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+            self._conv_direct(layer, node, x, w, b, out, geo, acts)
             return
-        if groups == C == O and I == 1:
+        if depthwise:
             layer.kind = f"depthwise {KH}x{KW}"
-            filt = self._weight(layer, node.inputs[1], w, "DW_CONV2D_FILTER", filter_format="C1HW")
-            layer.launches.append(_Launch(
-                self._net_program(), "dwconv2d", (_q(C), -(-OW // 4), N * OH),
-                [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH),
-                 i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
-                 i32(begin[1]), i32(dil[0]), i32(dil[1]), has_b, *acts],
-                flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+
+            def launch(c0, c1, xin, dst):
+                tag = "" if (c0, c1) == (0, C) else f"[{c0}:{c1}]"
+                bias = self._weight(layer, node.inputs[2] + tag, b[c0:c1], "ARGUMENT") \
+                    if b is not None else None
+                filt = self._weight(layer, node.inputs[1] + tag, w[c0:c1], "DW_CONV2D_FILTER",
+                                    filter_format="C1HW")
+                n = N * (c1 - c0)
+                return ((_q(c1 - c0), -(-OW // 4), N * OH),
+                        [xin, filt, bias if bias is not None else self._empty(), dst, i32(H),
+                         i32(W), i32(c1 - c0), i32(OH), i32(OW), i32(N * OH), *geo,
+                         i32(bias is not None), *acts],
+                        2.0 * n * OH * OW * KH * KW, n * (H * W + OH * OW) + (c1 - c0) * KH * KW)
+            self._per_channel(layer, "dwconv2d", x, out, launch)
             return
         if C % groups or O % groups or I != C // groups:
             raise _err(node, f"group = {groups} does not divide C = {C} and O = {O}")
         layer.kind = f"grouped conv {KH}x{KW} (group {groups})"
+        bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
         filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
         layer.launches.append(_Launch(
             self._net_program(), "conv2d_grouped", (_q(O), OW, N * OH),
-            [x, filt, bias_arg, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O),
-             i32(N * OH), i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]),
-             i32(begin[1]), i32(dil[0]), i32(dil[1]), i32(groups), has_b, *acts],
+            [x, filt, bias if bias is not None else self._empty(), out, i32(H), i32(W), i32(C),
+             i32(OH), i32(OW), i32(O), i32(N * OH), *geo, i32(groups), i32(bias is not None),
+             *acts],
             flops=2.0 * macs, nbytes=io + w.size * self.dtype.itemsize))
+
+    def _conv_direct(self, layer, node, x, w, b, out, geo, acts):
+        """The direct kernel, once per output part and input part where images are split by
+        channels: each output part takes its rows of the filter, and where the input is split
+        the parts' sums run through two float32 images (the bias with the first part, the
+        activation with the last)."""
+        N, H, W, C = x.nhwc
+        _, OH, OW, O = out.nhwc
+        KH, KW = w.shape[2:]
+        i32 = np.int32
+        ins = x.parts or [(0, C, x)]
+        outs = out.parts or [(0, O, out)]
+        prog = self._net_program()
+        if len(ins) > 1:
+            prog = (prog[0], prog[1] + ("-DCONV_PARTIAL=1",), None)
+            P = [("tmp", node.name, "P", j) for j in (0, 1)]
+            for key in P:
+                self._slots[key] = (max(_q(o1 - o0) for o0, o1, _ in outs) * OW, N * OH,
+                                    np.dtype(np.float32))
+            layer.kind += f", input in {len(ins)} channel parts"
+        it = self.dtype.itemsize
+        for o0, o1, dst in outs:
+            tag = "" if (o0, o1) == (0, O) else f"[{o0}:{o1}]"
+            bias = self._weight(layer, node.inputs[2] + tag, b[o0:o1], "ARGUMENT") \
+                if b is not None else None
+            for k, (c0, c1, xin) in enumerate(ins):
+                ctag = tag if len(ins) == 1 else f"[{o0}:{o1}, {c0}:{c1}]"
+                filt = self._weight(layer, node.inputs[1] + ctag, w[o0:o1, c0:c1], "CONV2D_FILTER")
+                last = k == len(ins) - 1
+                first_bias = bias is not None and k == 0
+                args = [xin, filt, bias if first_bias else self._empty(),
+                        dst if last else P[k % 2], i32(H), i32(W), i32(c1 - c0), i32(OH), i32(OW),
+                        i32(o1 - o0), i32(N * OH), *geo, i32(first_bias), *acts]
+                if len(ins) > 1:
+                    args += [P[(k - 1) % 2] if k else self._empty(), i32(k > 0), i32(last)]
+                macs = N * OH * OW * (o1 - o0) * (c1 - c0) * KH * KW
+                layer.launches.append(_Launch(
+                    prog, "conv2d", (_q(o1 - o0), -(-OW // 4), N * OH), args, flops=2.0 * macs,
+                    nbytes=(N * H * W * (c1 - c0) + N * OH * OW * (o1 - o0)
+                            + (o1 - o0) * (c1 - c0) * KH * KW) * it))
 
     def _wino_tile(self, node, nhwc, O, k, strides, dil, begin, out_nhwc):
         N, H, W, C = nhwc
@@ -493,20 +661,20 @@ class OpenCLSession:
         # default first: 8 tiles where that still leaves 40k work-items (measured on an
         # H100: 10-20% faster on VGG's large layers, slower on small ones); the tuner times
         # all three.
-        gemm = [(f"wino_gemm_{nt}x{no}", (-(-tiles // nt), T2 * -(-_q(O) // no)))
+        gemm = [(f"wino_matmul_{nt}x{no}", (-(-tiles // nt), T2 * -(-_q(O) // no)))
                 for nt, no in _GEMM_BLOCKS]
         if len(gemm) > 1 and math.prod(gemm[1][1]) >= 40_000:
             gemm[0], gemm[1] = gemm[1], gemm[0]
         it = self.dtype.itemsize
         layer.launches += [
-            _Launch(prog, "wino_in", (tiles, _q(C)),
-                    [x, V, i32(H), i32(W), i32(C), i32(th), i32(tw), i32(tiles), i32(begin[0]),
+            _Launch(prog, "wino_input", (tiles, _q(C)),
+                    [x, V, i32(N), i32(H), i32(W), i32(C), i32(th), i32(tw), i32(begin[0]),
                      i32(begin[1])], nbytes=(N * H * W * C * it + tiles * T2 * C * mid.itemsize)),
             _Launch(prog, *gemm[0], [V, u, M, i32(C), i32(O), i32(tiles)],
                     flops=2.0 * tiles * T2 * C * O,
                     nbytes=(tiles * T2 * (C + O)) * mid.itemsize + T2 * C * O * it,
                     variants=tuple(gemm)),
-            _Launch(prog, "wino_out", (tiles, _q(O)),
+            _Launch(prog, "wino_output", (tiles, _q(O)),
                     [M, bias_arg, out, i32(OH), i32(OW), i32(O), i32(th), i32(tw), i32(tiles),
                      has_b, *acts], nbytes=tiles * T2 * O * mid.itemsize + N * OH * OW * O * it),
         ]
@@ -534,8 +702,10 @@ class OpenCLSession:
         x = self._flat_source(src, K) if isinstance(src, _Virtual) else None
         if x is None:
             x = self._device(node, node.inputs[0])
-            if x.shape != (x.nhwc[0], K):
+            if len(x.shape) != 2 or x.shape[1] != K:
                 raise _err(node, f"input of shape {list(x.shape)}: a 2-D (N, {K}) input is needed")
+        if x.parts:
+            raise self._split_input(node, x)
         N, H, W, C = x.nhwc
         wt = (B.T * np.float32(alpha)).astype(np.float32).reshape(O, C, H, W)
         bias = None
@@ -579,7 +749,7 @@ class OpenCLSession:
         if ids.ndim != 2 or ids.shape[1] != K:
             return None
         t = self._acts[self._source_of(ids.reshape(-1)[:1])[0]]
-        n, c, h, w = _nchw(t.nhwc)
+        n, c, h, w = _full_nchw(t)
         want = t.base + np.arange(n * c * h * w).reshape(n, c * h * w)
         if ids.shape != want.shape or not np.array_equal(ids, want):
             return None
@@ -602,10 +772,10 @@ class OpenCLSession:
                 c4 = c if out_rank == 4 else c.reshape(c.shape + (1, 1))
                 ops.append(("const", n, c4))
             else:
-                t = self._device(node, n)
+                t = self._device(node, n, split_ok=True)
                 ops.append(("act", n, t))
         shape_of = lambda o: o[2].shape if o[0] == "const" else (  # noqa: E731
-            _nchw(o[2].nhwc))
+            _full_nchw(o[2]))
         full = [shape_of(o) == tuple(out4) for o in ops]
         if not full[0] and not full[1]:
             raise _err(node, "both operands are broadcast: one must have the output's shape")
@@ -620,60 +790,82 @@ class OpenCLSession:
             raise _err(node, f"shape {list(bs)} does not broadcast to {list(out4)}")
         if b[0] == "const":
             arr = b[2]
-            if arr.shape[0] == 1 and arr.shape[2] == arr.shape[3] == 1 and arr.shape[1] > 1:
-                bimg = self._weight(layer, b[1], arr.reshape(-1), "ARGUMENT")
-            else:
+            if arr.shape[0] > 1 and self.group != self.batch:
+                raise DeviceLimitError(
+                    f"node {node.name!r} ({node.op}): constant {b[1]!r} has a batch dimension "
+                    f"of {arr.shape[0]}, and the network's images hold the batch in groups of "
+                    f"{self.group}")
+            def bimg(c0, c1, arr=arr, name=b[1]):
+                """The constant's image for the output channels c0 .. c1."""
+                if arr.shape[1] > 1 and (c0, c1) != (0, arr.shape[1]):
+                    arr, name = arr[:, c0:c1], f"{name}[{c0}:{c1}]"
+                if arr.shape[0] == 1 and arr.shape[2] == arr.shape[3] == 1 and arr.shape[1] > 1:
+                    return self._weight(layer, name, arr.reshape(-1), "ARGUMENT")
                 nhwc = np.ascontiguousarray(arr.transpose(0, 2, 3, 1))
-                bimg = self._weight(layer, b[1], nhwc, "IN_OUT_CHANNEL")
+                return self._weight(layer, name, nhwc, "IN_OUT_CHANNEL")
         else:
             bimg = b[2]
         x = a[2]
-        out = self._new_act(final, final_shape, node)
+        out = self._new_act(final, final_shape, node, split_ok=True)
         layer.kind = f"eltwise {node.op}" + (" (broadcast)" if bs != tuple(out4) else "")
+        if bs[0] > 1:
+            bs = (out.nhwc[0],) + tuple(bs[1:])         # an image of the same batch group
         self._eltwise(layer, x, (bimg, bs), out, _BINARY[node.op], swap, act)
 
     def _eltwise(self, layer, x, b, out, op, swap, act):
+        """``b``: None (the activation of x alone) or (its device tensor, or a function giving
+        a constant's image for a range of channels; its NCHW shape)."""
         N, H, W, C = out.nhwc
         i32, f32 = np.int32, np.float32
-        if b is None:
-            bimg, (BN, BC, BH, BW) = x, (N, C, H, W)
-        else:
-            bimg, (BN, BC, BH, BW) = b
+        src, (BN, BC, BH, BW) = (None, (N, C, H, W)) if b is None else b
         it = self.dtype.itemsize
-        layer.launches.append(_Launch(
-            self._net_program(), "eltwise", (_q(C), W, N * H),
-            [x, bimg, out, i32(H), i32(W), i32(C), i32(N * H), i32(BN), i32(BH), i32(BW), i32(BC),
-             i32(op), i32(swap), i32(act[0]), f32(act[1]), f32(act[2])],
-            flops=N * H * W * C, nbytes=(2 + (b is not None)) * N * H * W * C * it))
+        for c0, c1 in self._pieces(C, x, out, src if isinstance(src, _Act) else None):
+            xa, ac4 = self._piece(x, c0, c1)
+            dst, oc4 = self._piece(out, c0, c1)
+            if src is None:
+                bimg, bc4 = xa, ac4
+            elif not isinstance(src, _Act):
+                bimg, bc4 = src(c0, c1), 0
+            elif BC == 1:
+                bimg, bc4 = src, 0
+            else:
+                bimg, bc4 = self._piece(src, c0, c1)
+            n = N * H * W * (c1 - c0)
+            layer.launches.append(_Launch(
+                self._net_program(), "eltwise", (_q(c1 - c0), W, N * H),
+                [xa, bimg, dst, i32(H), i32(W), i32(c1 - c0), i32(N * H), i32(BN), i32(BH),
+                 i32(BW), i32(BC), i32(op), i32(swap), i32(act[0]), f32(act[1]), f32(act[2]),
+                 i32(ac4), i32(bc4), i32(oc4), i32(dst.nhwc[3])],
+                flops=n, nbytes=(2 + (b is not None)) * n * it))
 
     # ---- pooling, softmax, resize
     def _pool(self, st, layer, final, final_shape):
         from ..model.ops import conv_padding
 
         node = st.node
-        x = self._device(node, node.inputs[0])
+        x = self._device(node, node.inputs[0], split_ok=True)
         N, H, W, C = x.nhwc
         k = tuple(int(v) for v in node.attrs["kernel_shape"])
         s = tuple(node.attrs.get("strides", (1, 1)))
         d = tuple(node.attrs.get("dilations", (1, 1)))
         begin, end = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
                                   (H, W), k, s, d)
-        out = self._new_act(final, final_shape, node)
+        out = self._new_act(final, final_shape, node, split_ok=True)
         _, OH, OW, _ = out.nhwc
         is_max = node.op == "MaxPool"
         layer.kind = f"{'max' if is_max else 'average'} pool {k[0]}x{k[1]}"
         i32 = np.int32
-        layer.launches.append(_Launch(
-            self._net_program(), "pool2d", (_q(C), OW, N * OH),
-            [x, out, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(N * OH), i32(k[0]), i32(k[1]),
-             i32(s[0]), i32(s[1]), i32(begin[0]), i32(begin[1]), i32(end[0]), i32(end[1]),
-             i32(d[0]), i32(d[1]), i32(is_max), i32(int(node.attrs.get("count_include_pad", 0)))],
-            flops=N * OH * OW * C * k[0] * k[1],
-            nbytes=(N * H * W * C + N * OH * OW * C) * self.dtype.itemsize))
+        count_pad = int(node.attrs.get("count_include_pad", 0))
+        self._per_channel(layer, "pool2d", x, out, lambda c0, c1, xin, dst: (
+            (_q(c1 - c0), OW, N * OH),
+            [xin, dst, i32(H), i32(W), i32(c1 - c0), i32(OH), i32(OW), i32(N * OH), i32(k[0]),
+             i32(k[1]), i32(s[0]), i32(s[1]), i32(begin[0]), i32(begin[1]), i32(end[0]),
+             i32(end[1]), i32(d[0]), i32(d[1]), i32(is_max), i32(count_pad)],
+            N * (c1 - c0) * OH * OW * k[0] * k[1], N * (c1 - c0) * (H * W + OH * OW)))
 
     def _global_pool(self, st, layer, final, final_shape):
         node = st.node
-        x = self._device(node, node.inputs[0])
+        x = self._device(node, node.inputs[0], split_ok=True)
         if node.op == "ReduceMean":
             axes = node.attrs.get("axes")
             if axes is None and len(node.inputs) > 1 and node.inputs[1]:
@@ -682,14 +874,27 @@ class OpenCLSession:
             if len(x.shape) != 4 or axes != [2, 3]:
                 raise _err(node, "ReduceMean runs on images over axes (2, 3) of a 4-D tensor only")
         N, H, W, C = x.nhwc
-        out = self._new_act(final, final_shape, node)
+        out = self._new_act(final, final_shape, node, split_ok=True)
         is_max = node.op == "GlobalMaxPool"
         layer.kind = f"global {'max' if is_max else 'average'} pool"
         i32 = np.int32
-        layer.launches.append(_Launch(
-            self._net_program(), "global_pool", (_q(C), N),
-            [x, out, i32(N), i32(H), i32(W), i32(C), i32(is_max)],
-            flops=N * H * W * C, nbytes=(N * H * W * C + N * C) * self.dtype.itemsize))
+        self._per_channel(layer, "global_pool", x, out, lambda c0, c1, xin, dst: (
+            (_q(c1 - c0), N), [xin, dst, i32(N), i32(H), i32(W), i32(c1 - c0), i32(is_max)],
+            N * (c1 - c0) * H * W, N * (c1 - c0) * (H * W + 1)))
+
+    def _per_channel(self, layer, kernel, x, out, make):
+        """A per-channel kernel, launched once, or once per part where ``x`` or ``out`` is split
+        by channels: ``make(c0, c1, x's image, out's image)`` gives the launch's global size,
+        its arguments, flops and elements moved; the channels' first pixel in each image and
+        the output image's channel count follow the arguments."""
+        for c0, c1 in self._pieces(x.nhwc[3], x, out):
+            xin, ic4 = self._piece(x, c0, c1)
+            dst, oc4 = self._piece(out, c0, c1)
+            gsize, args, flops, elems = make(c0, c1, xin, dst)
+            layer.launches.append(_Launch(
+                self._net_program(), kernel, gsize,
+                [*args, np.int32(ic4), np.int32(oc4), np.int32(dst.nhwc[3])], flops=flops,
+                nbytes=elems * self.dtype.itemsize))
 
     def _softmax(self, st, layer, final, final_shape):
         node = st.node
@@ -811,8 +1016,7 @@ class OpenCLSession:
             offsets[s] = acc
             acc += self._acts[s].nhwc[3]
         for s in srcs:
-            t = self._acts[s]
-            tn, th, tw, tc = t.nhwc
+            tn, _, th, tw = _full_nchw(self._acts[s])
             if (tn, th, tw) != (N, H, W):
                 return None
         # each output element must be (n, c', h, w) of its source, with c' fixed per channel
@@ -831,10 +1035,14 @@ class OpenCLSession:
         if len(srcs) == 1 and np.array_equal(lut, np.arange(C)) and \
                 self._acts[srcs[0]].nhwc[3] == C:
             src = self._acts[srcs[0]]
-            alias = _Act(name, src.nhwc, tuple(shape), slot=src.slot, base=src.base)
+            alias = _Act(name, src.nhwc, tuple(shape), slot=src.slot, base=src.base,
+                         parts=src.parts)
             # the alias shares the image and the ids
             self._acts[name] = alias
             return alias
+        for s in srcs:
+            if self._acts[s].parts:
+                raise self._split_input(node, self._acts[s])
         layer = Layer(node.name, node.op, "gather channels")
         out = self._new_act(name, shape, node)
         # the new image is traced from now on under its own ids
@@ -846,9 +1054,10 @@ class OpenCLSession:
         imgs += [imgs[0]] * (4 - len(imgs))
         i32 = np.int32
         layer.kind = f"gather channels ({len(srcs)} source{'s' if len(srcs) > 1 else ''})"
+        NH = out.nhwc[0] * H
         layer.launches.append(_Launch(
-            self._net_program(), "gather_channels", (_q(C), W, N * H),
-            [*imgs, table, out, i32(W), i32(N * H), i32(starts[1]), i32(starts[2]),
+            self._net_program(), "gather_channels", (_q(C), W, NH),
+            [*imgs, table, out, i32(W), i32(NH), i32(starts[1]), i32(starts[2]),
              i32(starts[3]), i32(C)], nbytes=2 * N * H * W * C * self.dtype.itemsize))
         layer.tables = [table]
         self.layers.append(layer)
@@ -872,12 +1081,15 @@ class OpenCLSession:
             t = self._acts.get(name)
             if isinstance(t, _Virtual):
                 for s in self._source_of(t.ids.reshape(-1)):
-                    last[self._acts[s].slot] = end
+                    for key in self._acts[s].slots():
+                        last[key] = end
             elif t is not None:
-                last[t.slot] = end
+                for key in t.slots():
+                    last[key] = end
         for a in self._inputs.values():
-            first[a.slot] = -1
-            last.setdefault(a.slot, -1)
+            for key in a.slots():
+                first[key] = -1
+                last.setdefault(key, -1)
         # Blocks first, images last: a tensor takes the free block of its channel type that
         # fits with the least area added (growing a block to the larger width and height),
         # unless a new block would add less; blocks are allocated at their final size.
@@ -967,14 +1179,19 @@ class OpenCLSession:
         prog = self.cctx.program(*self._net_program())
         mf = pcl.mem_flags
         self._uploads = []
+        i32 = np.int32
         for name, a in self._inputs.items():
-            n, c, h, w = a.shape if len(a.shape) == 4 else (a.shape[0], a.shape[1], 1, 1)
+            n, c, h, w = _nchw(a.nhwc)              # n: the items of one group
             host = self._pinned(a.shape)
             host[...] = 0
-            buf = pcl.Buffer(self.cctx.context, mf.READ_ONLY, max(host.nbytes, 4))
-            k = pcl.Kernel(prog, "upload")
-            k.set_args(buf, self._images[a.slot], np.int32(n), np.int32(c), np.int32(h), np.int32(w))
-            self._uploads.append((name, host, buf, k, (_q(c), w, n * h)))
+            buf = pcl.Buffer(self.cctx.context, mf.READ_ONLY, max(n * c * h * w * 4, 4))
+            kernels = []
+            for c0, c1, part in a.parts or [(0, c, a)]:
+                k = pcl.Kernel(prog, "upload")
+                k.set_args(buf, self._images[part.slot], i32(n), i32(c1 - c0), i32(h), i32(w),
+                           i32(c0), i32(c))
+                kernels.append((k, (_q(c1 - c0), w, n * h)))
+            self._uploads.append((name, host, buf, kernels))
         self._downloads = []
         for name in self.model.outputs:
             t = self._acts[name]
@@ -987,12 +1204,16 @@ class OpenCLSession:
                 virtual, t = t, self._acts[sources[0]]
                 ids = virtual.ids - t.base                 # positions in the source, made once
             n, c, h, w = _nchw(t.nhwc)
-            host = self._pinned((n, c, h, w))
-            buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(host.nbytes, 4))
-            k = pcl.Kernel(prog, "download")
-            k.set_args(self._images[t.slot], buf, np.int32(n), np.int32(c), np.int32(h), np.int32(w))
+            host = self._pinned(_full_nchw(t))
+            buf = pcl.Buffer(self.cctx.context, mf.WRITE_ONLY, max(n * c * h * w * 4, 4))
+            kernels = []
+            for c0, c1, part in t.parts or [(0, c, t)]:
+                k = pcl.Kernel(prog, "download")
+                k.set_args(self._images[part.slot], buf, i32(n), i32(c1 - c0), i32(h), i32(w),
+                           i32(c0), i32(c))
+                kernels.append((k, (_q(c1 - c0), w, n * h)))
             shape = self.model.output_shapes[name]
-            self._downloads.append((name, host, buf, k, (_q(c), w, n * h), ids, shape))
+            self._downloads.append((name, host, buf, kernels, ids, shape))
 
     def _pinned(self, shape):
         """A float32 host array in page-locked memory (a mapped ALLOC_HOST_PTR buffer, kept
@@ -1018,23 +1239,32 @@ class OpenCLSession:
         feeds = self.model.feeds(args, kwargs)
         q = self.queue if profile else self.run_queue
         events = [] if profile else None
-        for name, host, buf, k, g in self._uploads:
+        for name, host, *_ in self._uploads:
             np.copyto(host, feeds[name])
-            pcl.enqueue_copy(q, buf, host, is_blocking=False)
-            ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
-            if profile:
-                events.append(("(input)", "upload", "upload", ev))
-        for layer in self.layers:
-            for ln in layer.launches:
-                ev = pcl.enqueue_nd_range_kernel(q, ln.kobj, ln.gsize, ln.lsize)
-                if profile:
-                    events.append((layer.name, layer.op, ln.kernel, ev))
+        g = self.group
+        # the groups of batch items: all of them at once unless the images hold fewer
+        groups = [slice(None)] if g == self.batch else \
+            [slice(n0, n0 + g) for n0 in range(0, self.batch, g)]
+        for items in groups:
+            for name, host, buf, kernels in self._uploads:
+                pcl.enqueue_copy(q, buf, host[items], is_blocking=False)
+                for k, gs in kernels:
+                    ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
+                    if profile:
+                        events.append(("(input)", "upload", "upload", ev))
+            for layer in self.layers:
+                for ln in layer.launches:
+                    ev = pcl.enqueue_nd_range_kernel(q, ln.kobj, ln.gsize, ln.lsize)
+                    if profile:
+                        events.append((layer.name, layer.op, ln.kernel, ev))
+            for name, host, buf, kernels, ids, shape in self._downloads:
+                for k, gs in kernels:
+                    ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
+                    if profile:
+                        events.append(("(output)", "download", "download", ev))
+                pcl.enqueue_copy(q, host[items], buf, is_blocking=True)
         outs = []
-        for name, host, buf, k, g, ids, shape in self._downloads:
-            ev = pcl.enqueue_nd_range_kernel(q, k, g, None)
-            if profile:
-                events.append(("(output)", "download", "download", ev))
-            pcl.enqueue_copy(q, host, buf, is_blocking=True)
+        for name, host, buf, kernels, ids, shape in self._downloads:
             y = host if ids is None else host.reshape(-1)[ids]
             outs.append(np.array(y.reshape(shape)))
         self._events, self._profile = events, None
