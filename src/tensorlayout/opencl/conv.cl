@@ -100,13 +100,17 @@ __kernel void wino_input(__read_only image2d_t in, __write_only image2d_t V,
         return;
     const int3 at = wino_tile(tile, th, tw);
     const int h0 = at.y * WINO_M - pt, w0 = at.z * WINO_M - pl;
+    /* Padding without a branch: a position outside the tensor reads pixel -1, outside the
+     * image, which the clamping sampler returns as 0. */
     float4 d[T][T];
     for (int i = 0; i < T; ++i) {
         const int h = h0 + i;
+        const int hin = h >= 0 && h < H;
         for (int j = 0; j < T; ++j) {
             const int w = w0 + j;
-            d[i][j] = (h >= 0 && h < H && w >= 0 && w < W)
-                ? read_imagef(in, SMP, PIXEL_IN_OUT_CHANNEL(at.x, h, w, c4, N, H, W, C)) : (float4)(0.0f);
+            int2 p = PIXEL_IN_OUT_CHANNEL(at.x, h, w, c4, N, H, W, C);
+            p.x = select(-1, p.x, hin && w >= 0 && w < W);
+            d[i][j] = read_imagef(in, SMP, p);
         }
     }
     float4 u[T][T];
