@@ -97,6 +97,24 @@ def test_winograd_gemm_blockings(block, monkeypatch):
         assert [ln.kernel for _, ln in sess.launches()][1] == f"wino_matmul_{block[0]}x{block[1]}"
 
 
+@pytest.mark.parametrize("C,O,k,stride,act", [(67, 13, 3, 2, "Relu"), (40, 9, 1, 1, None),
+                                              (33, 4, 3, 1, "Relu")])
+def test_direct_conv_split_over_input_channels(C, O, k, stride, act, monkeypatch):
+    # As a GPU splits small layers: slices of the input channel blocks (17, 10 and 9 blocks,
+    # in 4, 2 and 2 uneven slices), their float32 sums added with the bias, then the activation.
+    from tensorlayout.opencl import network
+
+    monkeypatch.setitem(network._SPLIT_ITEMS, "CPU", 16384)
+    x, w, b = rnd(2, C, 9, 11), rnd(O, C, k, k), rnd(O)
+    nodes = [conv_node("x", "w", "b", "c" if act else "y", strides=[stride] * 2,
+                       pads=[k // 2] * 4)]
+    if act:
+        nodes.append(helper.make_node(act, ["c"], ["y"]))
+    sess = check(nodes, {"x": x}, ["y"], {"w": w, "b": b}, winograd=0)
+    assert [ln.kernel for _, ln in sess.launches()] == ["conv2d_split", "conv2d_sum"]
+    assert "channel slices" in sess.layers[0].kind
+
+
 def test_tuner_picks_a_gemm_blocking(tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORLAYOUT_CACHE", str(tmp_path))
     x, w = rnd(1, 6, 10, 9), rnd(11, 6, 3, 3)

@@ -65,6 +65,31 @@ __kernel void download(__read_only image2d_t in, __global float *y, int N, int C
     const float4 b = has_bias ? get(bias, PIXEL_ARGUMENT(x4, X)) : (float4)(0.0f); \
     float4 acc0 = b, acc1 = b, acc2 = b, acc3 = b;
 
+/* The direct convolution's sums over input channel blocks [c4a, c4b) of every tap, into
+ * acc0..acc3 (four output columns from ow0, output channels 4 * o4 .. 4 * o4 + 3). */
+#define CONV_MACS(c4a, c4b) \
+    for (int kh = 0; kh < KH; ++kh) { \
+        const int ih = oh * sh - ph + kh * dh; \
+        if (ih < 0 || ih >= H) \
+            continue; \
+        for (int kw = 0; kw < KW; ++kw) { \
+            const int4 iw = COLUMNS4(ow0 * sw - pw + kw * dw, sw); \
+            const int4 inside = iw >= 0 && iw < W; \
+            for (int c4 = (c4a); c4 < (c4b); ++c4) { \
+                const int i = 4 * c4; \
+                const float4 f0 = get(filt, PIXEL_CONV2D_FILTER(o4, i, kh, kw, O, C, KH, KW)); \
+                const float4 f1 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 1, kh, kw, O, C, KH, KW)); \
+                const float4 f2 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 2, kh, kw, O, C, KH, KW)); \
+                const float4 f3 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 3, kh, kw, O, C, KH, KW)); \
+                CONV_COLUMN(acc0, 0) CONV_COLUMN(acc1, 1) CONV_COLUMN(acc2, 2) CONV_COLUMN(acc3, 3) \
+            } \
+        } \
+    }
+#define CONV_COLUMN(acc, k) { \
+    const float4 v = inside.s##k ? get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw.s##k, c4, N, H, W, C)) \
+                                 : (float4)(0.0f); \
+    acc = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc)))); }
+
 /* Direct convolution, any kernel, stride, padding, dilation; group 1.
  * One work-item: four output channels at four neighbouring output columns.
  * With CONV_PARTIAL (an input held as several images, one per part of its channels) the
@@ -95,28 +120,7 @@ __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
         acc3 += get(prev, xy + (int2)(3, 0));
     }
 #endif
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = oh * sh - ph + kh * dh;
-        if (ih < 0 || ih >= H)
-            continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int4 iw = COLUMNS4(ow0 * sw - pw + kw * dw, sw);
-            const int4 inside = iw >= 0 && iw < W;
-            for (int c4 = 0; c4 < qc; ++c4) {
-                const int i = 4 * c4;
-                const float4 f0 = get(filt, PIXEL_CONV2D_FILTER(o4, i, kh, kw, O, C, KH, KW));
-                const float4 f1 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 1, kh, kw, O, C, KH, KW));
-                const float4 f2 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 2, kh, kw, O, C, KH, KW));
-                const float4 f3 = get(filt, PIXEL_CONV2D_FILTER(o4, i + 3, kh, kw, O, C, KH, KW));
-#define MAC_COLUMN(acc, k) { \
-                    const float4 v = inside.s##k ? get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw.s##k, c4, N, H, W, C)) \
-                                                 : (float4)(0.0f); \
-                    acc = mad((float4)(v.x), f0, mad((float4)(v.y), f1, mad((float4)(v.z), f2, mad((float4)(v.w), f3, acc)))); }
-                MAC_COLUMN(acc0, 0) MAC_COLUMN(acc1, 1) MAC_COLUMN(acc2, 2) MAC_COLUMN(acc3, 3)
-#undef MAC_COLUMN
-            }
-        }
-    }
+    CONV_MACS(0, qc)
 #if CONV_PARTIAL
     if (!last) {
         write_imagef(out, xy, acc0);
@@ -127,6 +131,45 @@ __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
     }
 #endif
     put4(out, xy, acc0, acc1, acc2, acc3, OW - ow0, o4, O, act, a0, a1);
+}
+
+/* The direct convolution split over its input channels, for layers with few output
+ * blocks and long sums (ResNet's stride-2 layers, 1x1 layers at 7x7): slice s of S sums
+ * channel blocks [s * qc / S, (s + 1) * qc / S) and stores its float32 sums at rows
+ * s * NOH of P; conv2d_sum adds the slices, the bias and the activation. */
+__kernel void conv2d_split(__read_only image2d_t in, __read_only image2d_t filt,
+                           __write_only image2d_t P,
+                           int H, int W, int C, int OH, int OW, int O, int NOH,
+                           int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int S)
+{
+    const int o4 = get_global_id(0), wb = get_global_id(1), g = get_global_id(2);
+    if (o4 >= (O + 3) / 4 || 4 * wb >= OW || g >= NOH * S)
+        return;
+    const int s = g / NOH, nh = g - s * NOH;
+    const int n = nh / OH, oh = nh - n * OH, ow0 = 4 * wb, N = NOH / OH;
+    const int qc = (C + 3) / 4;
+    float4 acc0 = (float4)(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    CONV_MACS(s * qc / S, (s + 1) * qc / S)
+    const int2 xy = PIXEL_IN_OUT_CHANNEL(n, oh, ow0, o4, N, OH, OW, O) + (int2)(0, s * NOH);
+    write_imagef(P, xy, acc0);
+    if (OW - ow0 > 1) write_imagef(P, xy + (int2)(1, 0), acc1);
+    if (OW - ow0 > 2) write_imagef(P, xy + (int2)(2, 0), acc2);
+    if (OW - ow0 > 3) write_imagef(P, xy + (int2)(3, 0), acc3);
+}
+
+__kernel void conv2d_sum(__read_only image2d_t P, __read_only image2d_t bias,
+                         __write_only image2d_t out, int OH, int OW, int O, int NOH, int S,
+                         int has_bias, int act, float a0, float a1)
+{
+    const int o4 = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
+    if (o4 >= (O + 3) / 4 || ow >= OW || nh >= NOH)
+        return;
+    const int n = nh / OH, oh = nh - n * OH, N = NOH / OH;
+    const int2 xy = PIXEL_IN_OUT_CHANNEL(n, oh, ow, o4, N, OH, OW, O);
+    float4 acc = has_bias ? get(bias, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
+    for (int s = 0; s < S; ++s)
+        acc += read_imagef(P, SMP, xy + (int2)(0, s * NOH));
+    put(out, xy, activate(acc, act, a0, a1), o4, O);
 }
 
 /* Grouped convolution (1 < groups < C): CONV2D_FILTER of (O, C / groups, KH, KW).

@@ -53,6 +53,11 @@ NETWORK_OPS = tuple(sorted(set(_ACT) | set(_BINARY) | _MOVES | _COMPUTE))
 
 #: Work-group sizes on CPU devices, by the launch's number of dimensions.
 _CPU_LOCAL = {2: (16, 4), 3: (4, 4, 4)}
+# A direct convolution with fewer work-items than this splits its sums over slices of its
+# input channels (conv2d_split + conv2d_sum), each slice at least 4 channel blocks long: on
+# an H100 ResNet's stride-2 3x3 layers (256 -> 512 at 7x7: 1792 work-items of 2304 taps)
+# left most of the GPU idle.  CPU devices have cores enough at any size: no split.
+_SPLIT_ITEMS = {"GPU": 16384, "CPU": 0}
 _GEMM_BLOCKS = ((4, 1), (8, 1), (8, 2))      # conv.cl's wino_matmul_{tiles}x{channel groups}
 
 #: Winograd tiles tried, largest first, when a layer's images do not fit the device.
@@ -600,6 +605,10 @@ class OpenCLSession:
             tag = "" if (o0, o1) == (0, O) else f"[{o0}:{o1}]"
             bias = self._weight(layer, node.inputs[2] + tag, b[o0:o1], "ARGUMENT") \
                 if b is not None else None
+            S = self._slices(_q(o1 - o0) * -(-OW // 4) * N * OH, _q(C)) if len(ins) == 1 else 1
+            if S > 1:
+                self._conv_split(layer, node, x, w[o0:o1], bias, dst, geo, acts, S, tag)
+                continue
             for k, (c0, c1, xin) in enumerate(ins):
                 ctag = tag if len(ins) == 1 else f"[{o0}:{o1}, {c0}:{c1}]"
                 filt = self._weight(layer, node.inputs[1] + ctag, w[o0:o1, c0:c1], "CONV2D_FILTER")
@@ -615,6 +624,40 @@ class OpenCLSession:
                     prog, "conv2d", (_q(o1 - o0), -(-OW // 4), N * OH), args, flops=2.0 * macs,
                     nbytes=(N * H * W * (c1 - c0) + N * OH * OW * (o1 - o0)
                             + (o1 - o0) * (c1 - c0) * KH * KW) * it))
+
+    def _slices(self, items, qc):
+        """How many slices of its input channels a direct convolution of ``items`` work-items
+        and ``qc`` channel blocks splits its sums over (1: none)."""
+        target = _SPLIT_ITEMS["GPU" if "GPU" in self.cctx.info.kind.split("/") else "CPU"]
+        if items * 2 > target or qc < 8:
+            return 1
+        return max(1, min(qc // 4, -(-target // items)))
+
+    def _conv_split(self, layer, node, x, w, bias, out, geo, acts, S, tag):
+        """The direct convolution as S slices of its input channels, each storing float32
+        sums in a temporary image S times as tall, and one kernel adding them, the bias and
+        the activation."""
+        N, H, W, C = x.nhwc
+        _, OH, OW, O = out.nhwc
+        KH, KW = w.shape[2:]
+        i32 = np.int32
+        prog = self._net_program()
+        filt = self._weight(layer, node.inputs[1] + tag, w, "CONV2D_FILTER")
+        P = ("tmp", node.name, "S" + tag)
+        self._slots[P] = (_q(O) * OW, S * N * OH, np.dtype(np.float32))
+        layer.kind += f", sums split over {S} channel slices"
+        it = self.dtype.itemsize
+        macs = N * OH * OW * O * C * KH * KW
+        layer.launches += [
+            _Launch(prog, "conv2d_split", (_q(O), -(-OW // 4), S * N * OH),
+                    [x, filt, P, i32(H), i32(W), i32(C), i32(OH), i32(OW), i32(O), i32(N * OH),
+                     *geo, i32(S)], flops=2.0 * macs,
+                    nbytes=(N * H * W * C + O * C * KH * KW) * it + S * N * OH * OW * O * 4),
+            _Launch(prog, "conv2d_sum", (_q(O), OW, N * OH),
+                    [P, bias if bias is not None else self._empty(), out, i32(OH), i32(OW), i32(O),
+                     i32(N * OH), i32(S), i32(bias is not None), *acts],
+                    nbytes=S * N * OH * OW * O * 4 + N * OH * OW * O * it),
+        ]
 
     def _wino_tile(self, node, nhwc, O, k, strides, dil, begin, out_nhwc):
         N, H, W, C = nhwc
