@@ -305,22 +305,30 @@ def test_device_limits_fall_back_and_say_where():
                  max_image=(100, 20), winograd=0)
 
 
+def with_head(nodes, inits, src, C):
+    """``nodes`` then MaxPool 2x2 ('p'), GlobalAveragePool, Flatten, Gemm + bias and Softmax
+    ('y') on the C channels of ``src``."""
+    inits.update(wf=rnd(C, 6), bf=rnd(6))
+    return nodes + [
+        helper.make_node("MaxPool", [src], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["z"]),
+        helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+
+
 def split_net(C=5, N=4, H=10):
     """Conv + Relu, a 1x1 conv, Concat (7 + 3 channels: lanes shift), depthwise, a per-channel
-    Mul, MaxPool, GlobalAveragePool, Flatten, Gemm + bias, Softmax: (nodes, inputs, inits)."""
+    Mul, then the head of with_head: (nodes, inputs, inits)."""
     inits = {"w1": rnd(7, C, 3, 3), "b1": rnd(7), "w2": rnd(3, 7, 1, 1), "wd": rnd(10, 1, 3, 3),
-             "k": rnd(1, 10, 1, 1), "wf": rnd(10, 6), "bf": rnd(6)}
-    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+             "k": rnd(1, 10, 1, 1)}
+    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"]),
              conv_node("r1", "w2", None, "c2"),
              helper.make_node("Concat", ["r1", "c2"], ["cat"], axis=1),
              conv_node("cat", "wd", None, "d", pads=[1] * 4, group=10),
-             helper.make_node("Mul", ["d", "k"], ["m"]),
-             helper.make_node("MaxPool", ["m"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "wf", "bf"], ["z"]),
-             helper.make_node("Softmax", ["z"], ["y"], axis=1)]
-    return nodes, {"x": rnd(N, C, H, H)}, inits
+             helper.make_node("Mul", ["d", "k"], ["m"])]
+    return with_head(nodes, inits, "m", 10), {"x": rnd(N, C, H, H)}, inits
 
 
 @pytest.mark.parametrize("N,limit,group", [(4, 25, 2), (3, 25, 1), (4, 40, 4)])
@@ -335,7 +343,8 @@ def test_tall_images_run_in_batch_groups(N, limit, group):
         assert sess.fallbacks[0].startswith(f"network: batch {N} runs as {N // group} groups of "
                                             f"{group}")
         split = [f for f in sess.fallbacks[1:] if "held as" in f]
-        assert split and all(f"held as {N // group} images of {group} batch item" in f for f in split)
+        assert split and all(f"held as {N // group} images of {group} batch item" in f
+                             for f in split)
         assert any(f.startswith("input: 'x' ") for f in split)
         assert any(f.startswith("Conv_0: 'r1' ") for f in split)       # fused Relu's output
 
@@ -348,19 +357,15 @@ def test_too_tall_item_is_a_clear_error():
 
 def wide_net(C=6, N=2, H=10):
     """Conv 3x3 + Relu, a 1x1 conv, a residual Add, depthwise + bias, a per-channel Mul,
-    Sigmoid, MaxPool, GlobalAveragePool, Flatten, Gemm + bias, Softmax, 7 channels inside."""
+    Sigmoid, then the head of with_head; 7 channels inside."""
     inits = {"w1": rnd(7, C, 3, 3), "b1": rnd(7), "w2": rnd(7, 7, 1, 1), "wd": rnd(7, 1, 3, 3),
-             "bd": rnd(7), "k": rnd(1, 7, 1, 1), "wf": rnd(7, 6), "bf": rnd(6)}
-    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+             "bd": rnd(7), "k": rnd(1, 7, 1, 1)}
+    nodes = [conv_node("x", "w1", "b1", "c1", pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"]),
              conv_node("r1", "w2", None, "c2"), helper.make_node("Add", ["c2", "r1"], ["s"]),
              conv_node("s", "wd", "bd", "d", pads=[1] * 4, group=7),
-             helper.make_node("Mul", ["d", "k"], ["m"]), helper.make_node("Sigmoid", ["m"], ["sg"]),
-             helper.make_node("MaxPool", ["sg"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "wf", "bf"], ["z"]),
-             helper.make_node("Softmax", ["z"], ["y"], axis=1)]
-    return nodes, {"x": rnd(N, C, H, H)}, inits
+             helper.make_node("Mul", ["d", "k"], ["m"]), helper.make_node("Sigmoid", ["m"], ["sg"])]
+    return with_head(nodes, inits, "sg", 7), {"x": rnd(N, C, H, H)}, inits
 
 
 @pytest.mark.parametrize("limit,half", [((15, 100), False), ((15, 12), False), ((15, 100), True)])
@@ -391,11 +396,12 @@ def test_winograd_layer_with_a_split_input_runs_direct():
 
 def test_ops_without_split_operands_are_clear_errors():
     nodes, inputs, inits = split_net(C=6)
-    with pytest.raises(DeviceLimitError, match=r"node 'Concat_3' \(Concat\): input 'r1' is held as 2 "
-                       r"images split by channels .* cannot take a split operand"):
+    with pytest.raises(DeviceLimitError, match=r"node 'Concat_3' \(Concat\): input 'r1' is held "
+                       r"as 2 images split by channels .* cannot take a split operand"):
         run_both(nodes, inputs, ["y"], inits, max_image=(15, 100))
     x, wf = rnd(2, 6, 1, 12), rnd(72, 5)
-    nodes = [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "wf"], ["y"])]
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]),
+             helper.make_node("MatMul", ["f", "wf"], ["y"])]
     with pytest.raises(DeviceLimitError, match=r"\(MatMul\): input 'x' .* cannot take a split"):
         run_both(nodes, {"x": x}, ["y"], {"wf": wf}, max_image=(15, 100))
 

@@ -240,12 +240,15 @@ class OpenCLSession:
         return ("net.cl", (f"-DIMG_HALF={int(self.half)}",), None)
 
     def _wino_program(self, m):
-        # conv.cl's three Winograd stages, the program that single convolutions build too
-        from .conv import _wino_source
+        # conv.cl's three Winograd stages, which single convolutions run too
+        from ._device import read_source
+        from .conv import transform_defines
 
         mid_half = self.half and m != 6
+        src = (transform_defines(m, "WINO_INPUT_TRANSFORM", "WINO_OUTPUT_TRANSFORM")
+               + read_source("conv.cl"))
         return (f"conv.cl:wino{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
-                _wino_source(m))
+                src)
 
     def _batch_groups(self):
         """How many batch items each image holds: all of them, or where some activation's
