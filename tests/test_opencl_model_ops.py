@@ -97,11 +97,12 @@ def test_winograd_gemm_blockings(block, monkeypatch):
         assert [ln.kernel for _, ln in sess.launches()][1] == f"wino_matmul_{block[0]}x{block[1]}"
 
 
-@pytest.mark.parametrize("C,O,k,stride,act", [(67, 13, 3, 2, "Relu"), (40, 9, 1, 1, None),
-                                              (33, 4, 3, 1, "Relu")])
+@pytest.mark.parametrize("C,O,k,stride,act", [(67, 13, 3, 2, "Relu"), (400, 9, 1, 1, None),
+                                              (45, 4, 3, 1, "Relu")])
 def test_direct_conv_split_over_input_channels(C, O, k, stride, act, monkeypatch):
-    # As a GPU splits small layers: slices of the input channel blocks (17, 10 and 9 blocks,
-    # in 4, 2 and 2 uneven slices), their float32 sums added with the bias, then the activation.
+    # As a GPU splits small layers with long sums: slices of the input channel blocks (17,
+    # 100 and 12 blocks, in 4, 25 and 3 slices, the first uneven), their float32 sums added
+    # with the bias, then the activation.
     from tensorlayout.opencl import network
 
     monkeypatch.setitem(network._SPLIT_ITEMS, "CPU", 16384)
