@@ -2,8 +2,8 @@
 
 For each prepared launch (kernel, program options, global size) a few local sizes are
 timed with OpenCL profiling events (the best of three runs each), next to letting the
-driver choose (``None``); the four fastest are timed again in turns (seven runs each) and
-the one with the lowest median is kept.  A launch with variants (the Winograd
+driver choose (``None``); the four fastest, and the fastest of each variant, are timed
+again in turns (seven runs each) and the one with the lowest median is kept.  A launch with variants (the Winograd
 GEMM's three blockings) has each variant timed the same way, and the fastest variant and
 local size are kept together.  Choices are stored per device in
 ``tuning-<device>.json`` under the cache directory: ``$TENSORLAYOUT_CACHE``, else
@@ -111,14 +111,19 @@ def _time(queue, kobj, gsize, lsize, reps=3):
 
 
 def _final(queue, kernels, variants, timings, top=4, rounds=7):
-    """The winner among the ``top`` fastest of a first pass (best of three runs each), timed
-    again in turns, ``rounds`` runs each, by median: one early run of a few microseconds
+    """The winner among the ``top`` fastest of a first pass (best of three runs each) and
+    the best of each variant, timed again in turns, ``rounds`` runs each, by median: one early run of a few microseconds
     can be fast or slow by chance (on an H100 the first pass alone sometimes kept a GEMM
     blocking 15% slower than another)."""
     if len(timings) <= 1:
         return min(timings, key=lambda tc: tc[0])
     pcl = cl()
-    shortlist = sorted(timings, key=lambda tc: tc[0])[:top]
+    ranked = sorted(timings, key=lambda tc: tc[0])
+    shortlist = ranked[:top]
+    for name, _ in variants:          # and each variant's best, whatever the first pass said
+        mine = next((tc for tc in ranked if tc[1] == name), None)
+        if mine is not None and mine not in shortlist:
+            shortlist.append(mine)
     need = dict(variants)
     runs = {i: [] for i in range(len(shortlist))}
     for _ in range(rounds):
