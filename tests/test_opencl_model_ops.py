@@ -116,6 +116,21 @@ def test_direct_conv_split_over_input_channels(C, O, k, stride, act, monkeypatch
     assert "channel slices" in sess.layers[0].kind
 
 
+@pytest.mark.parametrize("block", [(4, 1), (8, 2)])
+def test_winograd_gemm_split_over_input_channels(block, monkeypatch):
+    # As a GPU runs small layers: the GEMM's sums in slices of the input channel blocks (70
+    # channels: 18 blocks in 2 slices of 9), each in its own rows of M, added by the output
+    # stage before the bias and the activation.
+    from tensorlayout.opencl import network
+
+    monkeypatch.setitem(network._GEMM_SPLIT_ITEMS, "CPU", 10**6)
+    monkeypatch.setattr(network, "_GEMM_BLOCKS", (block,))
+    x, w, b = rnd(2, 70, 6, 7), rnd(13, 70, 3, 3), rnd(13)
+    sess = check([conv_node("x", "w", "b", "c", pads=[1] * 4), helper.make_node("Relu", ["c"], ["y"])],
+                 {"x": x}, ["y"], {"w": w, "b": b}, winograd=2)
+    assert "GEMM over 2 channel slices" in sess.layers[0].kind
+
+
 def test_tuner_picks_a_gemm_blocking(tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORLAYOUT_CACHE", str(tmp_path))
     x, w = rnd(1, 6, 10, 9), rnd(11, 6, 3, 3)

@@ -120,25 +120,29 @@ __kernel void wino_input(__read_only image2d_t in, __write_only image2d_t V,
             put_mid(V, PIXEL_IN_OUT_HEIGHT(i * T + j, c4, tile, 0, T * T, C, tiles, 1), u[i][j]);
 }
 
-/* One work-item: NT tiles x NO groups of four output channels for one t: Mt = U_t . V_t.
+/* One work-item: NT tiles x NO groups of four output channels for one t: Mt = U_t . V_t,
+ * over slice s of S of the input channel blocks (S > 1 where a layer has too few
+ * work-items: each slice stores its sums at rows s * T*T * q(O) of Mt, and wino_output
+ * adds them).
  * The filter rows are read without a test: rows past O (the next t's, or past the image,
  * read as 0) reach only lanes and groups of channels >= O, which are not stored or are
  * zeroed by wino_output's put.  Three blockings: more tiles per work-item read fewer
  * pixels per multiply-add (large layers), fewer leave more work-items (small ones). */
 #define WINO_MATMUL(NAME, NT, NO)                                                                 \
 __kernel void NAME(__read_only image2d_t V, __read_only image2d_t U,                             \
-                   __write_only image2d_t Mt, int C, int O, int tiles)                            \
+                   __write_only image2d_t Mt, int C, int O, int tiles, int S)                     \
 {                                                                                                 \
-    const int tile0 = get_global_id(0) * NT, y = get_global_id(1);                               \
+    const int tile0 = get_global_id(0) * NT, g = get_global_id(1);                               \
     const int qc = (C + 3) / 4, qo = (O + 3) / 4, qb = (qo + NO - 1) / NO;                       \
-    if (tile0 >= tiles || y >= T * T * qb)                                                       \
+    if (tile0 >= tiles || g >= T * T * qb * S)                                                   \
         return;                                                                                   \
+    const int s = g / (T * T * qb), y = g - s * T * T * qb;                                      \
     const int t = y / qb, o4 = (y - t * qb) * NO;                                                \
     float4 acc[NO][NT];                                                                           \
     for (int b = 0; b < NO; ++b)                                                                  \
         for (int k = 0; k < NT; ++k)                                                              \
             acc[b][k] = (float4)(0.0f);                                                           \
-    for (int c4 = 0; c4 < qc; ++c4) {                                                             \
+    for (int c4 = s * qc / S; c4 < (s + 1) * qc / S; ++c4) {                                     \
         float4 f[4 * NO];                                                                         \
         for (int r = 0; r < 4 * NO; ++r)                                                          \
             f[r] = read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, 4 * o4 + r, c4, T * T, O, C));    \
@@ -151,7 +155,8 @@ __kernel void NAME(__read_only image2d_t V, __read_only image2d_t U,            
     }                                                                                             \
     for (int b = 0; b < NO && o4 + b < qo; ++b)                                                   \
         for (int k = 0; k < NT && tile0 + k < tiles; ++k)                                         \
-            put_mid(Mt, PIXEL_IN_OUT_HEIGHT(t, o4 + b, tile0 + k, 0, T * T, O, tiles, 1), acc[b][k]); \
+            put_mid(Mt, PIXEL_IN_OUT_HEIGHT(s * T * T + t, o4 + b, tile0 + k, 0, S * T * T, O, tiles, 1), \
+                    acc[b][k]);                                                                   \
 }
 
 WINO_MATMUL(wino_matmul_4x1, 4, 1)
@@ -162,7 +167,7 @@ WINO_MATMUL(wino_matmul_8x2, 8, 2)
  * plus the bias, then the activation (act, a0, a1 as net_common.cl's activate). */
 __kernel void wino_output(__read_only image2d_t Mt, __read_only image2d_t bias,
                           __write_only image2d_t out, int OH, int OW, int O,
-                          int th, int tw, int tiles, int has_bias, int act, float a0, float a1)
+                          int th, int tw, int tiles, int S, int has_bias, int act, float a0, float a1)
 {
     const int tile = get_global_id(0), o4 = get_global_id(1);
     const int qo = (O + 3) / 4;
@@ -172,8 +177,12 @@ __kernel void wino_output(__read_only image2d_t Mt, __read_only image2d_t bias,
     const int N = tiles / (th * tw);
     float4 m[T][T];
     for (int i = 0; i < T; ++i)
-        for (int j = 0; j < T; ++j)
-            m[i][j] = read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(i * T + j, o4, tile, 0, T * T, O, tiles, 1));
+        for (int j = 0; j < T; ++j) {
+            m[i][j] = read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(i * T + j, o4, tile, 0, S * T * T, O, tiles, 1));
+            for (int s = 1; s < S; ++s)          /* the other slices' sums, if any */
+                m[i][j] += read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(s * T * T + i * T + j, o4, tile, 0,
+                                                                    S * T * T, O, tiles, 1));
+        }
     float4 y[WINO_M][WINO_M];
     WINO_OUTPUT_TRANSFORM
     const float4 b = has_bias ? read_imagef(bias, SMP, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);

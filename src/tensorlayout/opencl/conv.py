@@ -338,9 +338,9 @@ def _winograd(cctx, queue, image, shape, filter_image, O, bias, tile, pad, sizes
     _launch(queue, kern("wino_input"), tiles, q(C), image, V, i32(N), i32(H), i32(W), i32(C),
             i32(th), i32(tw), i32(ph), i32(pw), local=(16, 1))
     _launch(queue, kern(f"wino_matmul_{_TILES_PER_ITEM}x1"), -(-tiles // _TILES_PER_ITEM), T2 * q(O), V, filter_image, M,
-            i32(C), i32(O), i32(tiles), local=(8, 4))
+            i32(C), i32(O), i32(tiles), i32(1), local=(8, 4))
     _launch(queue, kern("wino_output"), tiles, q(O), M, bias_img, out, i32(OH), i32(OW), i32(O),
-            i32(th), i32(tw), i32(tiles), has_bias, i32(0), np.float32(0), np.float32(0),
+            i32(th), i32(tw), i32(tiles), i32(1), has_bias, i32(0), np.float32(0), np.float32(0),
             local=(16, 1))
     return out, (N, OH, OW, O)
 

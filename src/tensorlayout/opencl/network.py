@@ -59,6 +59,9 @@ _CPU_LOCAL = {2: (16, 4), 3: (4, 4, 4)}
 # left most of the GPU idle.  CPU devices have cores enough at any size: no split.
 _SPLIT_ITEMS = {"GPU": 16384, "CPU": 0}
 _GEMM_BLOCKS = ((4, 1), (8, 1), (8, 2))      # conv.cl's wino_matmul_{tiles}x{channel groups}
+# A Winograd GEMM with fewer work-items than this (at 4 tiles each) splits its sums over
+# slices of the input channels, each at least 8 channel blocks long (GPUs only, as above).
+_GEMM_SPLIT_ITEMS = {"GPU": 32768, "CPU": 0}
 
 #: Winograd tiles tried, largest first, when a layer's images do not fit the device.
 _TILE_FALLBACK = {6: (6, 4, 2), 4: (4, 2), 2: (2,)}
@@ -702,16 +705,27 @@ class OpenCLSession:
         layer.kind = f"conv 3x3 Winograd F({tile},3)"
         u = self._weight(layer, node.inputs[1], w, "WINOGRAD_FILTER", tile=tile)
         mid = np.dtype(np.float16 if (self.half and tile != 6) else np.float32)
+        # Slices of the input channels for the GEMM where the layer has few work-items
+        # (ResNet's 512-channel layers at 7x7: 8192 at 4 tiles each): each slice stores its
+        # sums in its own rows of M, and wino_output adds them.
+        kind = "GPU" if "GPU" in self.cctx.info.kind.split("/") else "CPU"
+        items = -(-tiles // 4) * T2 * _q(O)
+        S = 1
+        if items < _GEMM_SPLIT_ITEMS[kind]:
+            S = max(1, min(-(-_GEMM_SPLIT_ITEMS[kind] // items), _q(C) // 8,
+                           self.max_image[1] // (T2 * _q(O))))
+        if S > 1:
+            layer.kind += f", GEMM over {S} channel slices"
         V, M = ("tmp", node.name, "V"), ("tmp", node.name, "M")
         self._slots[V] = (tiles, T2 * _q(C), mid)
-        self._slots[M] = (tiles, T2 * _q(O), mid)
+        self._slots[M] = (tiles, S * T2 * _q(O), mid)
         prog = self._wino_program(tile)
         i32 = np.int32
         # The GEMM's blockings (tiles x groups of 4 output channels per work-item), the
         # default first: 8 tiles where that still leaves 40k work-items (measured on an
         # H100: 10-20% faster on VGG's large layers, slower on small ones); the tuner times
         # all three.
-        gemm = [(f"wino_matmul_{nt}x{no}", (-(-tiles // nt), T2 * -(-_q(O) // no)))
+        gemm = [(f"wino_matmul_{nt}x{no}", (-(-tiles // nt), S * T2 * -(-_q(O) // no)))
                 for nt, no in _GEMM_BLOCKS]
         if len(gemm) > 1 and math.prod(gemm[1][1]) >= 40_000:
             gemm[0], gemm[1] = gemm[1], gemm[0]
@@ -720,13 +734,14 @@ class OpenCLSession:
             _Launch(prog, "wino_input", (tiles, _q(C)),
                     [x, V, i32(N), i32(H), i32(W), i32(C), i32(th), i32(tw), i32(begin[0]),
                      i32(begin[1])], nbytes=(N * H * W * C * it + tiles * T2 * C * mid.itemsize)),
-            _Launch(prog, *gemm[0], [V, u, M, i32(C), i32(O), i32(tiles)],
+            _Launch(prog, *gemm[0], [V, u, M, i32(C), i32(O), i32(tiles), i32(S)],
                     flops=2.0 * tiles * T2 * C * O,
                     nbytes=(tiles * T2 * (C + O)) * mid.itemsize + T2 * C * O * it,
                     variants=tuple(gemm)),
             _Launch(prog, "wino_output", (tiles, _q(O)),
                     [M, bias_arg, out, i32(OH), i32(OW), i32(O), i32(th), i32(tw), i32(tiles),
-                     has_b, *acts], nbytes=tiles * T2 * O * mid.itemsize + N * OH * OW * O * it),
+                     i32(S), has_b, *acts],
+                    nbytes=S * tiles * T2 * O * mid.itemsize + N * OH * OW * O * it),
         ]
         layer.temps = [V, M]
 
