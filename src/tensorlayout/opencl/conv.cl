@@ -176,13 +176,20 @@ __kernel void wino_output(__read_only image2d_t Mt, __read_only image2d_t bias,
     const int3 at = wino_tile(tile, th, tw);
     const int N = tiles / (th * tw);
     float4 m[T][T];
+#pragma unroll
     for (int i = 0; i < T; ++i)
-        for (int j = 0; j < T; ++j) {
+#pragma unroll
+        for (int j = 0; j < T; ++j)
             m[i][j] = read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(i * T + j, o4, tile, 0, S * T * T, O, tiles, 1));
-            for (int s = 1; s < S; ++s)          /* the other slices' sums, if any */
+    /* the other slices' sums, if the GEMM was split (the slice loop outermost, so that
+     * m stays in registers) */
+    for (int s = 1; s < S; ++s)
+#pragma unroll
+        for (int i = 0; i < T; ++i)
+#pragma unroll
+            for (int j = 0; j < T; ++j)
                 m[i][j] += read_imagef(Mt, SMP, PIXEL_IN_OUT_HEIGHT(s * T * T + i * T + j, o4, tile, 0,
                                                                     S * T * T, O, tiles, 1));
-        }
     float4 y[WINO_M][WINO_M];
     WINO_OUTPUT_TRANSFORM
     const float4 b = has_bias ? read_imagef(bias, SMP, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
