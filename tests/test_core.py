@@ -669,3 +669,19 @@ def test_the_axes_a_layout_hands_the_engine_are_merged(data, to_physical):
         order = sorted(step.axes, key=lambda a: (-abs(a[1]), -abs(a[2])))
         assert _copy.merge_runs(order) == order
         assert math.prod(a[0] for a in step.axes) == math.prod(step.shape)
+
+
+def test_a_kernel_that_ran_still_waits_for_a_background_compile(kernel_everywhere, monkeypatch):
+    """While another kernel compiles in the background, copies take NumPy (numba's lock, and
+    threading layers that cannot run two parallel kernels at once), kernel run before or not."""
+    from tensorlayout import _jit
+    lay = Layout("rgba", ("h", "w", "c"), (6, 40, 8), (6, 80, 4),
+                 {"h": 320, "w": 4, "c": [(4, 1), (None, 160)]})
+    x = np.random.default_rng(4).standard_normal(lay.shape).astype(np.float32)
+    first = lay.pack(x)
+    assert kernel_everywhere and all(kernel_everywhere)
+    monkeypatch.setenv("TENSORLAYOUT_COMPILE", "background")
+    monkeypatch.setattr(_jit, "busy", lambda: True)
+    kernel_everywhere.clear()
+    np.testing.assert_array_equal(lay.pack(x), first)
+    assert kernel_everywhere and not any(kernel_everywhere)

@@ -467,38 +467,39 @@ def run(dst: np.ndarray, src: np.ndarray) -> bool:
     return execute(plan, dst, 0, src, 0)
 
 
-# The kernels found ready once (compiled in this process): later copies call them directly.
+# The kernels that have run in this process: later copies need not ask whether they compile.
 _READY: set = set()
 
 
-def _ready_copy() -> bool:
-    if "copy" in _READY:
-        return True
+def _ready(key, dispatchers, warm) -> bool:
+    """:func:`tensorlayout._jit.ready` for a kernel not yet run here; for one that has, only
+    whether a background compile is running (then NumPy copies, as every caller does)."""
     from . import _jit
 
-    return _jit.ready("copy", [_kernel], _warm_kernel)
+    if key in _READY:
+        return _jit.mode() == "wait" or not _jit.busy()
+    return _jit.ready(key, dispatchers(), warm)
+
+
+def _ready_copy() -> bool:
+    return _ready("copy", lambda: [_kernel], _warm_kernel)
 
 
 def execute(plan: Plan, dst, d_ptr: int, src, s_ptr: int) -> bool:
     """Run ``plan`` between the memory of ``dst`` and ``src`` (the objects keep it alive),
     with the plan's bases counted from ``d_ptr`` and ``s_ptr``; False, with nothing written,
-    while the kernel it needs is still compiling (NumPy copies meanwhile).
+    while a kernel is compiling (NumPy copies meanwhile).
 
-    Whether a kernel is ready is asked of :mod:`tensorlayout._jit` until a copy has run with
-    it; from then on it is called straight away."""
+    The plan holds every choice (word size, loops, streaming, ``plan.lanes``); whether the
+    kernel it needs is compiled is asked until a copy has run with it."""
     kernel = _get_kernel()
     if kernel is None or not _ready_copy():
         return False
     d_base, s_base = d_ptr + plan.dst_base, s_ptr + plan.src_base
     if plan.lanes is not None:
-        key = ("copy-lanes", plan.unit, plan.lanes[1])
-        if key in _READY:
-            _run_lanes(dst, d_base, src, s_base, plan)
-            return True
-        from . import _jit
-
-        unit, k = key[1:]
-        if _jit.ready(key, list(_lane_kernel(unit, k)), functools.partial(_warm_lanes, unit, k)):
+        unit, k = plan.unit, plan.lanes[1]
+        key = ("copy-lanes", unit, k)
+        if _ready(key, lambda: list(_lane_kernel(unit, k)), functools.partial(_warm_lanes, unit, k)):
             _run_lanes(dst, d_base, src, s_base, plan)
             _READY.add(key)
             return True
