@@ -22,8 +22,10 @@ From the description follow, with no per-layout code: the physical size,
 :meth:`Layout.locate` (element to location), :meth:`Layout.element_at`
 (location to element or padding), :meth:`Layout.pack` and
 :meth:`Layout.unpack`.  Pack and unpack cut the valid range of every
-dimension into a few rectangular boxes in digit space and run one strided copy
-per box through :func:`tensorlayout._copy.strided_copy`.
+dimension of the coalesced layout into a few rectangular boxes in digit space
+and run one strided copy per box: the boxes, their merged axes and the copy
+engine's plans are made once per layout value (a copy program), and a call
+only runs them (:mod:`tensorlayout._copy`).
 
 Example, the seed's channel-major image of an NHWC tensor (1, 2, 3, 5)::
 
