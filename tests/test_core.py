@@ -599,6 +599,9 @@ def test_layout_copies_through_the_kernel_equal_a_per_element_loop(kernel_everyw
     back = np.zeros(lay.shape[::-1], dtype).T
     lay.unpack(got, out=back)
     np.testing.assert_array_equal(back, src)
+    flipped = np.ascontiguousarray(src[::-1])[::-1]     # negative strides, the same values
+    np.testing.assert_array_equal(lay.pack(flipped, out=np.full(lay.physical_shape, 99, dtype),
+                                           fill_padding=fill), expect.reshape(lay.physical_shape))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
