@@ -649,7 +649,7 @@ def test_a_planned_copy_is_not_planned_again(kernel_everywhere, monkeypatch):
     first = lay.pack(x)
     same = Layout("again", ("a", "b", "c"), (6, 40, 8), (6, 80, 4),
                   {"a": 320, "b": 4, "c": [(4, 1), (None, 160)]})    # an equal value
-    for name, mod in (("schedule", _fastcopy), ("_plan_cached", _fastcopy), ("lanes_of", _fastcopy),
+    for name, mod in (("schedule", _fastcopy), ("_plan_cached", _fastcopy), ("_lanes", _fastcopy),
                       ("ready", _jit), ("_plan", core)):
         monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("planned again"))
     monkeypatch.setattr(core, "_view", lambda *a, **k: pytest.fail("a NumPy view of a box"))

@@ -96,7 +96,7 @@ class Plan:
     src_off: int
     streaming: bool = False  # whole cache lines written in order: store past the cache
     arrays: tuple | None = None  # (dst strides, src strides, shape) as the kernels take them
-    lanes: tuple | None = None  # ('pack' or 'unpack', k) for the word interleave (:func:`lanes_of`)
+    lanes: tuple | None = None  # ('pack' or 'unpack', k) for the word interleave (:func:`_lanes`)
     lane_arrays: tuple | None = None  # :attr:`arrays` with the word side counted in words
 
 
@@ -337,17 +337,11 @@ def _warm_kernel():
         kernel(d, 0, strides, s, 0, strides, shape, False)
 
 
-def lanes_of(plan: Plan):
+def _lanes(plan: Plan, d_addr: int, s_addr: int):
     """``('pack', k)`` when the plan writes ``k`` lanes of small values into words (an NPU's
     4N/2N/2IC unit, ``k * unit`` = 4 or 8 bytes), ``('unpack', k)`` when it reads them back,
-    else None.  Such a copy moves whole words with shifts instead of single values.  A plan
-    from :func:`plan_copy` or :func:`schedule` carries the answer already (``plan.lanes``)."""
-    return _lanes(plan, plan.dst_base, plan.src_base)
-
-
-def _lanes(plan: Plan, d_addr: int, s_addr: int):
-    """:func:`lanes_of` for a plan whose lowest addresses are ``d_addr`` and ``s_addr``
-    (modulo 8 is enough: a word is 4 or 8 bytes)."""
+    else None; ``d_addr`` and ``s_addr`` are the lowest addresses (modulo 8 is enough).  Such
+    a copy moves whole words with shifts instead of single values.  Decided with the plan."""
     k_out, k_in = plan.shape[-1], plan.shape[-2]
     d, s = plan.dst_strides, plan.src_strides
     if (plan.unit < 4 and k_out in (2, 4) and plan.unit * k_out in (4, 8) and d[-1] == 1
@@ -459,12 +453,10 @@ def _warm_lanes(unit: int, k: int):
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
     """Copy with the compiled kernel; False (nothing written) when it cannot take this copy
     (or when the kernel is not compiled yet: it then compiles in the background)."""
-    if _get_kernel() is None or not _ready_copy():
+    if _get_kernel() is None:
         return False
     plan = plan_copy(dst, src)
-    if plan is None:
-        return False
-    return execute(plan, dst, 0, src, 0)
+    return plan is not None and execute(plan, dst, 0, src, 0)   # plan_copy's bases are addresses
 
 
 # The kernels that have run in this process: later copies need not ask whether they compile.
