@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensorlayout import _copy, errors
@@ -549,3 +549,142 @@ def test_convert_between_an_image_and_npu_memory():
     t.elements.pack(x, out=want)
     np.testing.assert_array_equal(local, want)
     np.testing.assert_array_equal(convert(t.elements, img, local), pixels)
+
+
+# --------------------------------------------------------------------------- layouts into the engine
+@pytest.fixture
+def kernel_everywhere(monkeypatch):
+    """Every copy step of a layout, however small, planned for the compiled kernel, and the
+    kernel compiled in the caller rather than in the background (so it surely runs)."""
+    from tensorlayout import core
+    fast = _compiled_or_skip()
+    monkeypatch.setattr(_copy, "FAST_MIN_ELEMENTS", 1)
+    monkeypatch.setenv("TENSORLAYOUT_COMPILE", "wait")
+    monkeypatch.delenv("TENSORLAYOUT_NUMPY_COPY", raising=False)
+    ran = []
+    execute = fast.execute
+
+    def counted(*args):
+        done = execute(*args)
+        ran.append(done)
+        return done
+
+    monkeypatch.setattr(fast, "execute", counted)
+    core._copy_program.cache_clear()
+    core._convert_program.cache_clear()
+    yield ran
+    core._copy_program.cache_clear()
+    core._convert_program.cache_clear()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), dtype=st.sampled_from([np.uint8, np.float16, np.float32, np.int64]),
+       fill=st.booleans())
+def test_layout_copies_through_the_kernel_equal_a_per_element_loop(kernel_everywhere, data, dtype, fill):
+    lay, digits = draw_layout(data, max_rank=4)
+    offsets = dict(zip(lay.dims, lay.offsets))
+    src = np.arange(1, lay.count + 1).astype(dtype).reshape(lay.shape)
+    got = lay.pack(src, out=np.full(lay.physical_shape, 99, dtype), fill_padding=fill)
+    expect = np.full(lay.physical_size, 99, dtype)
+    if fill:                            # owned padding: the slots NumPy's copy writes as 0
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("TENSORLAYOUT_NUMPY_COPY", "1")
+            np_run = lay.pack(src, out=np.full(lay.physical_shape, 99, dtype))
+        expect[np_run == 0] = 0
+    for idx in itertools.product(*(range(s) for s in lay.shape)):
+        expect[ref_locate(lay.shape, digits, offsets, lay.base, idx, lay.dims)] = src[idx]
+    np.testing.assert_array_equal(got, expect)
+    np.testing.assert_array_equal(lay.unpack(got), src)
+    # into a non-contiguous array (the logical side's strides are part of the plan)
+    back = np.zeros(lay.shape[::-1], dtype).T
+    lay.unpack(got, out=back)
+    np.testing.assert_array_equal(back, src)
+    flipped = np.ascontiguousarray(src[::-1])[::-1]     # negative strides, the same values
+    np.testing.assert_array_equal(lay.pack(flipped, out=np.full(lay.physical_shape, 99, dtype),
+                                           fill_padding=fill), expect.reshape(lay.physical_shape))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_convert_through_the_kernel_equals_a_per_element_loop(kernel_everywhere, data):
+    src, _ = draw_layout(data)
+    dst, _ = draw_layout(data, shape=src.shape)
+    phys = np.random.default_rng(1).integers(1, 1000, src.physical_size).astype(np.float32)
+    got = convert(src, dst, phys, out=np.full(dst.physical_size, -7, np.float32), fill_padding=False)
+    expect = np.full(dst.physical_size, -7, np.float32)
+    for idx in itertools.product(*(range(s) for s in src.shape)):
+        expect[dst.locate_flat(idx)] = phys[src.locate_flat(idx)]
+    np.testing.assert_array_equal(got, expect)
+
+
+def test_images_and_4n_words_run_the_kernel(kernel_everywhere):
+    """The RGBA interleave and an NPU's 4N word interleave both reach the compiled kernel."""
+    rgba = Layout("rgba", ("h", "w", "c"), (6, 40, 7), (6, 80, 4),
+                  {"h": 320, "w": 4, "c": [(4, 1), (None, 160)]})
+    x = np.random.default_rng(2).standard_normal(rgba.shape).astype(np.float32)
+    img = rgba.pack(x)
+    want = np.zeros(rgba.physical_size, np.float32)
+    for h, w, c in itertools.product(range(6), range(40), range(7)):
+        want[h * 320 + w * 4 + c % 4 + (c // 4) * 160] = x[h, w, c]
+    np.testing.assert_array_equal(img.reshape(-1), want)
+    words = Layout("4N", ("n", "c", "hw"), (8, 3, 64), (2 * 3 * 256,),
+                   {"n": [(4, 1), (None, 3 * 256)], "c": 256, "hw": 4})
+    v = np.arange(words.count, dtype=np.uint8).reshape(words.shape)
+    packed = words.pack(v)
+    want = np.zeros(words.physical_size, np.uint8)
+    for n, c, hw in itertools.product(range(8), range(3), range(64)):
+        want[n % 4 + (n // 4) * 768 + c * 256 + hw * 4] = v[n, c, hw]
+    np.testing.assert_array_equal(packed, want)
+    np.testing.assert_array_equal(words.unpack(packed), v)
+    assert kernel_everywhere and all(kernel_everywhere)
+
+
+def test_a_planned_copy_is_not_planned_again(kernel_everywhere, monkeypatch):
+    """The second pack of a layout value runs the plan: no axes found again, no readiness
+    asked, no views of the boxes made."""
+    from tensorlayout import _fastcopy, _jit, core
+    lay = Layout("rgba", ("h", "w", "c"), (6, 40, 8), (6, 80, 4),
+                 {"h": 320, "w": 4, "c": [(4, 1), (None, 160)]})
+    x = np.random.default_rng(3).standard_normal(lay.shape).astype(np.float32)
+    first = lay.pack(x)
+    same = Layout("again", ("a", "b", "c"), (6, 40, 8), (6, 80, 4),
+                  {"a": 320, "b": 4, "c": [(4, 1), (None, 160)]})    # an equal value
+    for name, mod in (("schedule", _fastcopy), ("_plan_cached", _fastcopy), ("_lanes", _fastcopy),
+                      ("ready", _jit), ("_plan", core)):
+        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("planned again"))
+    monkeypatch.setattr(core, "_view", lambda *a, **k: pytest.fail("a NumPy view of a box"))
+    kernel_everywhere.clear()
+    np.testing.assert_array_equal(same.pack(x), first)
+    assert kernel_everywhere and all(kernel_everywhere)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), to_physical=st.booleans())
+def test_the_axes_a_layout_hands_the_engine_are_merged(data, to_physical):
+    """The copy's axes come merged from the coalesced layout: for a row-major array, ordering
+    them as the engine does (by destination stride) leaves nothing more to merge."""
+    from tensorlayout import core
+    lay = draw_layout(data, max_rank=4)[0].coalesce()
+    strides = np.zeros(lay.shape, np.float32).strides
+    for step in core._copy_program(lay, to_physical, to_physical, 4, strides, True).steps:
+        if step.pad:
+            continue
+        order = sorted(step.axes, key=lambda a: (-abs(a[1]), -abs(a[2])))
+        assert _copy.merge_runs(order) == order
+        assert math.prod(a[0] for a in step.axes) == math.prod(step.shape)
+
+
+def test_a_kernel_that_ran_still_waits_for_a_background_compile(kernel_everywhere, monkeypatch):
+    """While another kernel compiles in the background, copies take NumPy (numba's lock, and
+    threading layers that cannot run two parallel kernels at once), kernel run before or not."""
+    from tensorlayout import _jit
+    lay = Layout("rgba", ("h", "w", "c"), (6, 40, 8), (6, 80, 4),
+                 {"h": 320, "w": 4, "c": [(4, 1), (None, 160)]})
+    x = np.random.default_rng(4).standard_normal(lay.shape).astype(np.float32)
+    first = lay.pack(x)
+    assert kernel_everywhere and all(kernel_everywhere)
+    monkeypatch.setenv("TENSORLAYOUT_COMPILE", "background")
+    monkeypatch.setattr(_jit, "busy", lambda: True)
+    kernel_everywhere.clear()
+    np.testing.assert_array_equal(lay.pack(x), first)
+    assert kernel_everywhere and not any(kernel_everywhere)

@@ -1,11 +1,15 @@
-"""The one copy every pack and unpack goes through: ``dst[...] = src`` for two strided views.
+"""The one copy every pack, unpack and convert goes through.
 
-Both views have the same shape.  NumPy's strided assignment is the portable
-path.  Large copies of one dtype go to a compiled kernel
-(:mod:`tensorlayout._fastcopy`, numba) when numba is installed; set the
-environment variable ``TENSORLAYOUT_NUMPY_COPY=1`` to keep NumPy's.  Small
-copies stay with NumPy: below :data:`FAST_MIN_ELEMENTS` the kernel's call
-overhead costs more than it saves.
+A copy is given as axes ``(extent, dst stride, src stride)`` (strides in bytes).  Pack,
+unpack and :func:`tensorlayout.core.convert` take them from their layouts' digits: each box
+of a coalesced layout is one copy, its axes merged by :func:`merge_runs`, planned by
+:func:`plan` once per layout value and run by :func:`run_planned` on every call.  Any two
+equal-shaped strided NumPy views can also be copied with :func:`strided_copy`.
+
+NumPy's strided assignment is the portable path.  Large copies of one dtype go to a
+compiled kernel (:mod:`tensorlayout._fastcopy`, numba) when numba is installed; set the
+environment variable ``TENSORLAYOUT_NUMPY_COPY=1`` to keep NumPy's.  Small copies stay with
+NumPy: below :data:`FAST_MIN_ELEMENTS` the kernel's call overhead costs more than it saves.
 
 >>> import numpy as np
 >>> dst = np.zeros((2, 3), dtype=np.float32)
@@ -15,6 +19,8 @@ overhead costs more than it saves.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -26,6 +32,61 @@ FAST_MIN_ELEMENTS = 1 << 16
 
 def _fast_enabled() -> bool:
     return _backend.numba_for_copies() is not None
+
+
+def merge_runs(axes) -> list:
+    """Neighbouring axes ``(extent, dst stride, src stride)``, outermost first, merged where
+    the outer one continues the inner one in both arrays (as :meth:`Layout.coalesce` merges
+    digits); axes of extent 1 go.  An image row of 5 pixels read from a dense (5, 4) buffer
+    is one run of 20 values:
+
+    >>> merge_runs([(1, 80, 80), (5, 16, 16), (4, 4, 4)])
+    [(20, 4, 4)]
+    """
+    out: list = []
+    for n, sd, ss in axes:
+        if n == 1:
+            continue
+        if out and out[-1][1] == sd * n and out[-1][2] == ss * n:
+            out[-1] = (out[-1][0] * n, sd, ss)
+        else:
+            out.append((n, sd, ss))
+    return out
+
+
+def plan(axes, itemsize: int, d_mod: int, s_mod: int):
+    """The compiled kernel's plan for a copy of ``axes`` (see :func:`merge_runs`) between
+    arrays of one dtype whose first elements lie at ``d_mod`` and ``s_mod`` modulo 8, or None
+    where NumPy copies it (a small copy, no numba, a form the kernel does not take).
+
+    Decided once per form (layouts keep the answer): the plan holds the word size, the
+    loops, streaming stores and the lane interleave the kernel will use.
+
+    Four float32 planes of 300 values into 300 RGBA pixels, 64 times: the kernel writes
+    each pixel's 4 lanes from the 4 planes' unit-stride rows.
+
+    >>> p = plan([(64, 4800, 4800), (300, 16, 4), (4, 4, 1200)], 4, 0, 0)
+    >>> p.unit, p.shape[-2:], p.dst_strides[-2:], p.src_strides[-2:]
+    (4, (300, 4), (4, 1), (1, 300))
+    """
+    if math.prod(a[0] for a in axes) < FAST_MIN_ELEMENTS or _backend.numba() is None:
+        return None
+    from . import _fastcopy
+
+    if not _fastcopy.available():
+        return None
+    return _fastcopy.schedule(axes, itemsize, d_mod, s_mod)
+
+
+def run_planned(planned, dst: np.ndarray, d_ptr: int, src: np.ndarray, s_ptr: int) -> bool:
+    """Run a :func:`plan` with its first elements at addresses ``d_ptr`` and ``s_ptr`` inside
+    ``dst`` and ``src``; False, with nothing written, where NumPy must copy instead (numba
+    turned off by ``TENSORLAYOUT_NUMPY_COPY``, or the kernel still compiling)."""
+    if not _fast_enabled():
+        return False
+    from . import _fastcopy
+
+    return _fastcopy.execute(planned, dst, d_ptr, src, s_ptr)
 
 
 def strided_copy(dst: np.ndarray, src: np.ndarray) -> None:

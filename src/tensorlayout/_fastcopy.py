@@ -1,19 +1,24 @@
-"""A compiled strided copy (numba), used by :func:`tensorlayout._copy.strided_copy` for large copies.
+"""A compiled strided copy (numba), the engine of :mod:`tensorlayout._copy` for large copies.
 
-The copy ``dst[...] = src`` of two equal-shaped strided views is brought to a
-canonical form first, so one small kernel serves every layout:
+A copy arrives as axes ``(extent, dst stride, src stride)``: from pack, unpack and convert,
+one box of a coalesced layout whose digits are already merged (:func:`schedule`, planned
+once per layout value); from :func:`tensorlayout._copy.strided_copy`, the shape and
+strides of two NumPy views (:func:`plan_copy`, planned once per shape and strides).
+:func:`schedule` brings it to the form one small kernel serves every layout with:
 
 1. axes of length 1 are dropped;
 2. the axes are ordered by the destination's strides, largest first, so the
    writes walk memory forwards (ties keep the source's order);
-3. neighbouring axes that are one run in both arrays are merged
-   (a contiguous NHWC row and a row of RGBA pixels become one axis);
+3. neighbouring axes that are one run in both arrays are merged (for a layout's
+   box with a row-major array there are none left: the layout merged them);
 4. a run that is contiguous in both arrays (a pixel's 4 lanes, a channel row)
    is copied in the widest unsigned word that divides it (a float32 RGBA pixel is
    two 64-bit words);
 5. a lane group of 4 words is written by four plain statements, and whole
    cache lines written in order use streaming (non-temporal) stores, so the
-   destination's lines are not read before they are overwritten.
+   destination's lines are not read before they are overwritten; k small lanes
+   written into one word (an NPU's 4N int8 word) use the word interleave
+   (``plan.lanes``, decided with the plan).
 
 The outer axes are fused into one parallel loop (numba ``prange``); the inner
 three are plain loops.  Nothing here runs unless numba is installed: the module
@@ -29,6 +34,7 @@ imports it lazily and :mod:`tensorlayout._copy` falls back to NumPy.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -90,24 +96,15 @@ class Plan:
     src_off: int
     streaming: bool = False  # whole cache lines written in order: store past the cache
     arrays: tuple | None = None  # (dst strides, src strides, shape) as the kernels take them
+    lanes: tuple | None = None  # ('pack' or 'unpack', k) for the word interleave (:func:`_lanes`)
+    lane_arrays: tuple | None = None  # :attr:`arrays` with the word side counted in words
 
 
-@dataclass(frozen=True)
-class _Strides:
-    """What planning reads of an array: shape, strides, item size and bytes."""
-
-    shape: tuple
-    strides: tuple
-    itemsize: int
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.itemsize
-
-
-def _extent(arr):
-    low = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
-    high = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s > 0) + arr.itemsize
+def _extent(axes, side: int, isz: int):
+    """Lowest and one-past-highest byte offsets that ``axes`` (extent, dst stride, src stride)
+    reach on one side (1: destination, 2: source), from the first element."""
+    low = sum((a[0] - 1) * a[side] for a in axes if a[side] < 0)
+    high = sum((a[0] - 1) * a[side] for a in axes if a[side] > 0) + isz
     return low, high
 
 
@@ -115,35 +112,51 @@ def plan_copy(dst: np.ndarray, src: np.ndarray):
     """Canonical form of ``dst[...] = src`` (same shape and dtype), or None if it has too many axes.
 
     The form depends on the shapes, the strides and the addresses modulo 8 only, so it is
-    planned once for each of them (a layout's boxes are copied again and again)."""
+    planned once for each of them.  (Pack, unpack and convert do not come here: they plan
+    from their layouts' digits once per layout, see :func:`schedule`.)"""
     d_ptr = dst.__array_interface__["data"][0]
     s_ptr = src.__array_interface__["data"][0]
     plan = _plan_cached(dst.shape, dst.strides, src.strides, dst.itemsize, d_ptr % 8, s_ptr % 8)
     if plan is None:
         return None
-    return Plan(plan.unit, plan.shape, plan.dst_strides, plan.src_strides, d_ptr + plan.dst_base,
-                plan.dst_span, s_ptr + plan.src_base, plan.src_span, plan.dst_off, plan.src_off,
-                plan.streaming, plan.arrays)
+    return dataclasses.replace(plan, dst_base=d_ptr + plan.dst_base, src_base=s_ptr + plan.src_base)
 
 
 @functools.lru_cache(maxsize=1024)
 def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
     """:func:`plan_copy` for arrays at addresses ``d_mod``, ``s_mod`` (mod 8); the bases it
     returns are relative to the arrays' data pointers."""
-    dst = _Strides(shape, dst_strides, isz)
-    src = _Strides(shape, src_strides, isz)
-    axes = [(n, sd, ss) for n, sd, ss in zip(dst.shape, dst.strides, src.strides) if n != 1]
-    if not axes:
-        axes = [(1, isz, isz)]
+    return schedule(tuple(zip(shape, dst_strides, src_strides)), isz, d_mod, s_mod)
+
+
+def schedule(axes, isz: int, d_mod: int = 0, s_mod: int = 0):
+    """The kernel's plan for a copy given as axes ``(extent, dst stride, src stride)`` in bytes,
+    from the first element, whose first elements lie at ``d_mod`` and ``s_mod`` modulo 8; or
+    None where the kernel does not take it (NumPy does).  Bases are relative to the first
+    elements.
+
+    The axes are put in the destination's order (largest stride first) and neighbours that
+    are one run in both arrays merge (:func:`tensorlayout._copy.merge_runs`).  Pack and unpack
+    hand in a box of their coalesced layout, already merged, so for a row-major array nothing
+    is left to merge here; then come the engine's own choices: strip mining, lanes beside a
+    unit-stride run, the word size, the parallel and plain loops, streaming stores and lane
+    interleaves.
+
+    Bytes into 32-bit words, 4 lanes each (an NPU's 4N int8 word), from 4 rows of 4096:
+
+    >>> plan = schedule(((4096, 4, 1), (4, 1, 4096)), 1)
+    >>> plan.unit, plan.shape[-1], plan.dst_strides[-1], plan.lanes
+    (1, 4, 1, ('pack', 4))
+    """
+    from ._copy import merge_runs
+
+    axes = [tuple(int(v) for v in a) for a in axes if a[0] != 1] or [(1, isz, isz)]
+    d_low, d_high = _extent(axes, 1, isz)
+    s_low, s_high = _extent(axes, 2, isz)
+    nbytes = math.prod(a[0] for a in axes) * isz
     # Largest destination stride first; for equal ones, largest source stride first.
     axes.sort(key=lambda a: (-abs(a[1]), -abs(a[2])))
-    merged = [list(axes[0])]
-    for n, sd, ss in axes[1:]:
-        on, osd, oss = merged[-1]
-        if osd == sd * n and oss == ss * n:
-            merged[-1] = [on * n, sd, ss]
-        else:
-            merged.append([n, sd, ss])
+    merged = [list(a) for a in merge_runs(axes)] or [[1, isz, isz]]
     if len(merged) < _OUTER + _INNER:
         merged = _strip_mine(merged)
     merged = _lanes_beside_run(merged, isz)
@@ -161,8 +174,6 @@ def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
         elif n <= b:
             merged.append(merged.pop(k))
     # Word size: a run contiguous in both arrays is copied in the widest word that divides it.
-    d_low, d_high = _extent(dst)
-    s_low, s_high = _extent(src)
     d_addr = d_mod + d_low         # the address, as far as alignment to 8 goes
     s_addr = s_mod + s_low
     n, sd, ss = merged[-1]
@@ -187,7 +198,7 @@ def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
     # Interleaving big copies into pixels: the pixels are stored past the cache (below), so
     # the order of the writes matters little; the parallel steps walk the source in order
     # instead (each step reads whole rows of the planes that the step before read).
-    if dst.nbytes >= _STREAM_MIN_BYTES and _interleaves(inner, isz):
+    if nbytes >= _STREAM_MIN_BYTES and _interleaves(inner, isz):
         if len(outer) < _OUTER and len(inner) == _INNER:
             outer.append(inner.pop(0))
         outer.sort(key=lambda a: -abs(a[2]))
@@ -209,10 +220,10 @@ def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
     # at least a line), the kernel writes each row a line at a time: streaming pays there too.
     ln, lsd, lss = merged[-2]
     deinterleave = ln == 4 and lss == unit and dsd == unit and merged[-1][2] == 4 * unit
-    streaming = dst.nbytes >= _STREAM_MIN_BYTES and (
+    streaming = nbytes >= _STREAM_MIN_BYTES and (
         (dsd == unit and unit >= 4 and lsd == dn * unit)
         or (deinterleave and dn * unit >= _LINE))
-    return Plan(
+    plan = Plan(
         unit=unit, shape=shape,
         dst_strides=tuple(a[1] // unit for a in merged),
         src_strides=tuple(a[2] // unit for a in merged),
@@ -222,6 +233,13 @@ def _plan_cached(shape, dst_strides, src_strides, isz, d_mod, s_mod):
         arrays=tuple(np.array(v, dtype=np.int64) for v in (
             [a[1] // unit for a in merged], [a[2] // unit for a in merged], shape)),
     )
+    lanes = _lanes(plan, d_addr, s_addr)
+    if lanes is None:
+        return plan
+    dstr, sstr, shp = plan.arrays
+    k = lanes[1]
+    arrays = (dstr // k, sstr, shp) if lanes[0] == "pack" else (dstr, sstr // k, shp)
+    return dataclasses.replace(plan, lanes=lanes, lane_arrays=arrays)
 
 
 def _lanes_beside_run(merged, isz):
@@ -319,18 +337,19 @@ def _warm_kernel():
         kernel(d, 0, strides, s, 0, strides, shape, False)
 
 
-def lanes_of(plan: Plan):
+def _lanes(plan: Plan, d_addr: int, s_addr: int):
     """``('pack', k)`` when the plan writes ``k`` lanes of small values into words (an NPU's
     4N/2N/2IC unit, ``k * unit`` = 4 or 8 bytes), ``('unpack', k)`` when it reads them back,
-    else None.  Such a copy moves whole words with shifts instead of single values."""
+    else None; ``d_addr`` and ``s_addr`` are the lowest addresses (modulo 8 is enough).  Such
+    a copy moves whole words with shifts instead of single values.  Decided with the plan."""
     k_out, k_in = plan.shape[-1], plan.shape[-2]
     d, s = plan.dst_strides, plan.src_strides
     if (plan.unit < 4 and k_out in (2, 4) and plan.unit * k_out in (4, 8) and d[-1] == 1
-            and d[-2] == k_out and s[-2] == 1 and plan.dst_base % (plan.unit * k_out) == 0
+            and d[-2] == k_out and s[-2] == 1 and d_addr % (plan.unit * k_out) == 0
             and all(v % k_out == 0 for v in d[:-1]) and plan.dst_off % k_out == 0):
         return "pack", k_out
     if (plan.unit < 4 and k_in in (2, 4) and plan.unit * k_in in (4, 8) and s[-1] == k_in
-            and s[-2] == 1 and d[-1] == 1 and plan.src_base % (plan.unit * k_in) == 0
+            and s[-2] == 1 and d[-1] == 1 and s_addr % (plan.unit * k_in) == 0
             and all(v % k_in == 0 for v in s[:-2] + (s[-1],)) and plan.src_off % k_in == 0):
         return "unpack", k_in
     return None
@@ -401,19 +420,20 @@ def _lane_kernel(unit: int, k: int):
     return pack, unpack
 
 
-def _run_lanes(dst, src, plan: Plan, how: str, k: int) -> None:
+def _run_lanes(dst, d_base, src, s_base, plan: Plan) -> None:
     """One lane copy: the word side is addressed in words, the value side in values."""
+    how, k = plan.lanes
     pack, unpack = _lane_kernel(plan.unit, k)
-    words = np.dtype(f"u{plan.unit * k}")
-    dstr, sstr, shape = plan.arrays
+    words = plan.unit * k
+    dstr, sstr, shape = plan.lane_arrays
     if how == "pack":
-        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, words.itemsize, False))
-        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
-        pack(d, plan.dst_off // k, dstr // k, s, plan.src_off, sstr, shape)
+        d = np.asarray(_Memory(dst, d_base, plan.dst_span, words, False))
+        s = np.asarray(_Memory(src, s_base, plan.src_span, plan.unit, True))
+        pack(d, plan.dst_off // k, dstr, s, plan.src_off, sstr, shape)
     else:
-        d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
-        s = np.asarray(_Memory(src, plan.src_base, plan.src_span, words.itemsize, True))
-        unpack(d, plan.dst_off, dstr, s, plan.src_off // k, sstr // k, shape)
+        d = np.asarray(_Memory(dst, d_base, plan.dst_span, plan.unit, False))
+        s = np.asarray(_Memory(src, s_base, plan.src_span, words, True))
+        unpack(d, plan.dst_off, dstr, s, plan.src_off // k, sstr, shape)
 
 
 def _warm_lanes(unit: int, k: int):
@@ -433,29 +453,53 @@ def _warm_lanes(unit: int, k: int):
 def run(dst: np.ndarray, src: np.ndarray) -> bool:
     """Copy with the compiled kernel; False (nothing written) when it cannot take this copy
     (or when the kernel is not compiled yet: it then compiles in the background)."""
-    kernel = _get_kernel()
-    if kernel is None:
-        return False
-    from . import _jit
-
-    if not _jit.ready("copy", [kernel], _warm_kernel):
+    if _get_kernel() is None:
         return False
     plan = plan_copy(dst, src)
-    if plan is None:
+    return plan is not None and execute(plan, dst, 0, src, 0)   # plan_copy's bases are addresses
+
+
+# The kernels that have run in this process: later copies need not ask whether they compile.
+_READY: set = set()
+
+
+def _ready(key, dispatchers, warm) -> bool:
+    """:func:`tensorlayout._jit.ready` for a kernel not yet run here; for one that has, only
+    whether a background compile is running (then NumPy copies, as every caller does)."""
+    from . import _jit
+
+    if key in _READY:
+        return _jit.mode() == "wait" or not _jit.busy()
+    return _jit.ready(key, dispatchers(), warm)
+
+
+def _ready_copy() -> bool:
+    return _ready("copy", lambda: [_kernel], _warm_kernel)
+
+
+def execute(plan: Plan, dst, d_ptr: int, src, s_ptr: int) -> bool:
+    """Run ``plan`` between the memory of ``dst`` and ``src`` (the objects keep it alive),
+    with the plan's bases counted from ``d_ptr`` and ``s_ptr``; False, with nothing written,
+    while a kernel is compiling (NumPy copies meanwhile).
+
+    The plan holds every choice (word size, loops, streaming, ``plan.lanes``); whether the
+    kernel it needs is compiled is asked until a copy has run with it."""
+    kernel = _get_kernel()
+    if kernel is None or not _ready_copy():
         return False
-    lanes = lanes_of(plan)
-    if lanes is not None:
-        unit, k = plan.unit, lanes[1]
-        if _jit.ready(("copy-lanes", unit, k), list(_lane_kernel(unit, k)),
-                      functools.partial(_warm_lanes, unit, k)):
-            _run_lanes(dst, src, plan, *lanes)
+    d_base, s_base = d_ptr + plan.dst_base, s_ptr + plan.src_base
+    if plan.lanes is not None:
+        unit, k = plan.unit, plan.lanes[1]
+        key = ("copy-lanes", unit, k)
+        if _ready(key, lambda: list(_lane_kernel(unit, k)), functools.partial(_warm_lanes, unit, k)):
+            _run_lanes(dst, d_base, src, s_base, plan)
+            _READY.add(key)
             return True
-    d = np.asarray(_Memory(dst, plan.dst_base, plan.dst_span, plan.unit, False))
-    s = np.asarray(_Memory(src, plan.src_base, plan.src_span, plan.unit, True))
-    if not s.flags.writeable:
-        s = s.view()
+    d = np.asarray(_Memory(dst, d_base, plan.dst_span, plan.unit, False))
+    s = np.asarray(_Memory(src, s_base, plan.src_span, plan.unit, True))
     dstr, sstr, shape = plan.arrays
     kernel(d, plan.dst_off, dstr, s, plan.src_off, sstr, shape, plan.streaming)
+    _READY.add("copy")
     return True
 
 

@@ -22,8 +22,10 @@ From the description follow, with no per-layout code: the physical size,
 :meth:`Layout.locate` (element to location), :meth:`Layout.element_at`
 (location to element or padding), :meth:`Layout.pack` and
 :meth:`Layout.unpack`.  Pack and unpack cut the valid range of every
-dimension into a few rectangular boxes in digit space and run one strided copy
-per box through :func:`tensorlayout._copy.strided_copy`.
+dimension of the coalesced layout into a few rectangular boxes in digit space
+and run one strided copy per box: the boxes, their merged axes and the copy
+engine's plans are made once per layout value (a copy program), and a call
+only runs them (:mod:`tensorlayout._copy`).
 
 Example, the seed's channel-major image of an NHWC tensor (1, 2, 3, 5)::
 
@@ -584,15 +586,22 @@ class Layout:
         """Element index -> flat physical location (vectorised over arrays)."""
         idx = self._indices(index)
         loc = np.int64(self.base)
-        for digs, d, off in zip(self._per_dim, idx, self.offsets):
-            j = d + off
-            for dig in digs:
-                v = j // dig.div
-                if dig.radix is not None:
-                    v = v % dig.radix
-                loc = loc + v * dig.stride
+        for i, d in enumerate(idx):
+            loc = loc + self._locate_dim(i, d)
         if np.ndim(loc) == 0:
             return int(loc)
+        return loc
+
+    def _locate_dim(self, i: int, d):
+        """The location that index ``d`` (an int or an array) of dimension ``i`` adds: the
+        digit formula ``sum(((d + offset) // div) % radix * stride)``."""
+        j = d + self.offsets[i]
+        loc = 0
+        for dig in self._per_dim[i]:
+            v = j // dig.div
+            if dig.radix is not None:
+                v = v % dig.radix
+            loc = loc + v * dig.stride
         return loc
 
     def locate(self, index):
@@ -724,10 +733,12 @@ class Layout:
 
     def _copy_boxes(self, physical: np.ndarray, logical: np.ndarray | None, to_physical: bool,
                     fill_padding: bool) -> None:
-        """The one copy behind pack, unpack and the padding fill: a strided copy per box.
+        """The one copy behind pack, unpack and the padding fill: one copy per box.
 
         The boxes are those of the coalesced layout when ``logical`` can be viewed in its
-        shape (a C-ordered array can), planned once per layout value (:func:`_plan`).
+        shape (a C-ordered array can).  What each box copies, and how (the compiled
+        kernel's plan or NumPy), is planned once per layout value and array form
+        (:func:`_copy_program`); a call only runs the plan.
         """
         lay = self
         if logical is not None:
@@ -737,23 +748,12 @@ class Layout:
                 if view is not None:
                     lay, logical = co, view
         flat = physical.reshape(-1)
-        item = flat.itemsize
-        for box in _plan(lay, to_physical and fill_padding):
-            shape, pstrides, poff, starts, lstrides, pad = box
-            dst = _view(flat, poff * item, shape, [v * item for v in pstrides])
-            if pad:
-                dst[...] = 0
-                continue
-            if logical is None:
-                continue
-            # The box's first element, then the digits walk each dimension with stride
-            # div * (the axis stride).
-            first = sum(st * step for st, step in zip(starts, logical.strides))
-            src = _view(logical, first, shape, [d * logical.strides[ax] for ax, d in lstrides], starts)
-            if to_physical:
-                _copy.strided_copy(dst, src)
-            else:
-                _copy.strided_copy(src, dst)
+        if logical is None:
+            prog = _copy_program(lay, to_physical and fill_padding, to_physical, flat.itemsize, None, False)
+        else:
+            prog = _copy_program(lay, to_physical and fill_padding, to_physical, flat.itemsize,
+                                 logical.strides, flat.dtype == logical.dtype)
+        _run_program(prog, flat, logical, to_physical)
 
     def pack(self, array, out: np.ndarray | None = None, *, fill_padding: bool = True,
              dtype=None) -> np.ndarray:
@@ -952,10 +952,8 @@ def convert(src: Layout, dst: Layout, physical, out: np.ndarray | None = None, *
     elif fill_padding:
         dst._copy_boxes(out, None, to_physical=True, fill_padding=True)
     flat = out.reshape(-1)
-    si, di = physical.itemsize, flat.itemsize
-    for shape, sstr, dstr, soff, doff in _convert_plan(src, dst):
-        _copy.strided_copy(_view(flat, doff * di, shape, [v * di for v in dstr]),
-                           _view(physical, soff * si, shape, [v * si for v in sstr]))
+    prog = _convert_program(src, dst, physical.itemsize, flat.itemsize, physical.dtype == flat.dtype)
+    _run_program(prog, flat, physical, True)
     return out
 
 
@@ -978,14 +976,115 @@ def _convert_plan(src: Layout, dst: Layout):
     return tuple(plan)
 
 
-def _contribution(lay: Layout, i: int, d: int) -> int:
-    """Location contributed by index ``d`` of dimension ``i`` (the digit formula)."""
-    j = d + lay.offsets[i]
-    loc = 0
-    for dig in lay._per_dim[i]:
-        v = j // dig.div
-        loc += (v if dig.radix is None else v % dig.radix) * dig.stride
-    return loc
+# ---------------------------------------------------------------- copy programs
+# A copy program is what pack, unpack and convert run: per box, the physical side's byte
+# offset, shape and strides, the logical (or source) side's, and the compiled kernel's plan
+# for each alignment met so far.  It is built once per layout value (or pair of layouts) and
+# array form, from the coalesced layout's digits, so a call neither rebuilds the boxes nor
+# asks the engine to find the axes again.
+
+@dataclass(frozen=True)
+class _Step:
+    """One box of a copy program: offsets and strides in bytes; ``pad``: write zeros."""
+
+    pad: bool
+    shape: tuple
+    p_off: int              # the physical (destination) side
+    p_strides: tuple
+    l_off: int = 0          # the logical (or source) side, from its data pointer
+    l_strides: tuple = ()
+    starts: tuple = ()      # the box's first logical index (to view a non-contiguous array)
+    axes: tuple = ()        # (extent, dst stride, src stride), merged: what the kernel copies
+
+
+class _Program:
+    """The steps of one copy, and the compiled kernel's plans of its big steps."""
+
+    def __init__(self, steps, itemsize: int, to_physical: bool):
+        self.steps = steps
+        self.to_physical = to_physical
+        self.itemsize = itemsize      # of both sides where they share a dtype; else 0: NumPy casts
+        self.fast = tuple(k for k, st in enumerate(steps)
+                          if itemsize and st.axes and math.prod(st.shape) >= _copy.FAST_MIN_ELEMENTS)
+        self._plans: dict = {}
+
+    def plans(self, p_mod: int, l_mod: int) -> dict:
+        """Step index -> the kernel's plan (or None: NumPy), for sides whose data pointers
+        lie at these addresses modulo 8; planned once for each."""
+        got = self._plans.get((p_mod, l_mod))
+        if got is None:
+            got = {}
+            for k in self.fast:
+                st = self.steps[k]
+                pm, lm = (p_mod + st.p_off) % 8, (l_mod + st.l_off) % 8
+                got[k] = _copy.plan(st.axes, self.itemsize, *((pm, lm) if self.to_physical else (lm, pm)))
+            self._plans[(p_mod, l_mod)] = got
+        return got
+
+
+def _step(shape, p_off, p_strides, l_off, l_strides, starts, to_physical) -> _Step:
+    """A copy step; its axes are the box's digits in the layout's order, merged where one
+    continues the next in both arrays (the coalesce rule, see :func:`tensorlayout._copy.merge_runs`)."""
+    pairs = zip(shape, p_strides, l_strides) if to_physical else zip(shape, l_strides, p_strides)
+    return _Step(False, tuple(shape), p_off, tuple(p_strides), l_off, tuple(l_strides), tuple(starts),
+                 tuple(_copy.merge_runs(pairs)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _copy_program(lay: Layout, with_padding: bool, to_physical: bool, item: int, l_strides,
+                  same_dtype: bool) -> _Program:
+    """The copy program of pack (``to_physical``) or unpack through ``lay`` for a physical
+    array of ``item`` bytes and a logical array with byte strides ``l_strides`` (None: only the
+    padding fill), from the boxes of :func:`_plan`."""
+    steps = []
+    for shape, pstrides, poff, starts, lstrides, pad in _plan(lay, with_padding):
+        p_str = tuple(v * item for v in pstrides)
+        if pad:
+            steps.append(_Step(True, shape, poff * item, p_str))
+        elif l_strides is not None:
+            # The box's first element, then the digits walk each dimension with stride
+            # div * (the axis stride).
+            first = sum(st * step for st, step in zip(starts, l_strides))
+            steps.append(_step(shape, poff * item, p_str, first,
+                               tuple(d * l_strides[ax] for ax, d in lstrides), starts, to_physical))
+    return _Program(tuple(steps), item if same_dtype else 0, to_physical)
+
+
+@functools.lru_cache(maxsize=256)
+def _convert_program(src: Layout, dst: Layout, s_item: int, d_item: int, same_dtype: bool) -> _Program:
+    """The copy program of :func:`convert` from the strided copies of :func:`_convert_plan`."""
+    steps = tuple(_step(shape, doff * d_item, [v * d_item for v in dstr], soff * s_item,
+                        [v * s_item for v in sstr], (), True)
+                  for shape, sstr, dstr, soff, doff in _convert_plan(src, dst))
+    return _Program(steps, d_item if same_dtype else 0, True)
+
+
+def _run_program(prog: _Program, physical: np.ndarray, other: np.ndarray | None, to_physical: bool) -> None:
+    """Run a copy program between ``physical`` (flat, C-contiguous) and ``other`` (the logical
+    array, or convert's source): big steps by the compiled kernel, the rest (and everything
+    while the kernel compiles) by NumPy."""
+    plans = None
+    if prog.fast and _copy._fast_enabled():
+        p_ptr = physical.__array_interface__["data"][0]
+        l_ptr = other.__array_interface__["data"][0]
+        plans = prog.plans(p_ptr % 8, l_ptr % 8)
+    for k, st in enumerate(prog.steps):
+        if plans:
+            planned = plans.get(k)
+            if planned is not None and (
+                    _copy.run_planned(planned, physical, p_ptr + st.p_off, other, l_ptr + st.l_off)
+                    if to_physical else
+                    _copy.run_planned(planned, other, l_ptr + st.l_off, physical, p_ptr + st.p_off)):
+                continue
+        dst = _view(physical, st.p_off, st.shape, st.p_strides)
+        if st.pad:
+            dst[...] = 0
+            continue
+        src = _view(other, st.l_off, st.shape, st.l_strides, st.starts)
+        if to_physical:
+            np.copyto(dst, src, casting="unsafe")
+        else:
+            np.copyto(src, dst, casting="unsafe")
 
 
 def _run_groups(src: Layout, dst: Layout, i: int):
@@ -1000,7 +1099,7 @@ def _run_groups(src: Layout, dst: Layout, i: int):
             cuts.update(range((-off) % r, n, r))
     cuts = sorted(c for c in cuts if 0 <= c <= n)
     s1, d1 = (lay._per_dim[i][0].stride for lay in (src, dst))
-    runs = [(a, b - a, _contribution(src, i, a), _contribution(dst, i, a)) for a, b in zip(cuts, cuts[1:])]
+    runs = [(a, b - a, src._locate_dim(i, a), dst._locate_dim(i, a)) for a, b in zip(cuts, cuts[1:])]
     groups = []
     for a, length, sc, dc in runs:
         if groups:
