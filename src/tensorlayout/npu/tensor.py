@@ -82,16 +82,8 @@ __all__ = [
 ]
 
 #: The data type names OKKernel uses, and the NumPy dtypes they mean.
-DTYPES = {
-    "fp32": np.dtype(np.float32),
-    "fp16": np.dtype(np.float16),
-    "int32": np.dtype(np.int32),
-    "uint32": np.dtype(np.uint32),
-    "int16": np.dtype(np.int16),
-    "uint16": np.dtype(np.uint16),
-    "int8": np.dtype(np.int8),
-    "uint8": np.dtype(np.uint8),
-}
+DTYPES = {name: np.dtype(name.replace("fp", "float"))
+          for name in ("fp32", "fp16", "int32", "uint32", "int16", "uint16", "int8", "uint8")}
 _NAMES = {v: k for k, v in DTYPES.items()}
 
 #: Storage modes: how many consecutive n (or i) share a packed unit, and the dtypes allowed.
