@@ -554,10 +554,15 @@ def _placement(name, chip, address, shape, stride, dt, mode, dims, sizes, digits
         )
     if not wide.injective:
         raise StrideError(f"stride = {stride}: the strides make two elements share bytes")
-    _, c, h, w = shape
-    view = Layout(f"npu-{name}", ("n", "c", "h", "w"), shape, grid, {"n": c * h * w, "c": h * w, "h": w, "w": 1})
     return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r,
-                     dataclasses.replace(wide, physical_shape=(X, S)), view, **matrix)
+                     dataclasses.replace(wide, physical_shape=(X, S)), _view(name, shape, grid), **matrix)
+
+
+@functools.lru_cache(maxsize=256)
+def _view(name, shape, grid) -> Layout:
+    """The 4-D index ``shape`` read row-major as an index of ``grid`` (:attr:`NpuTensor.view`)."""
+    _, c, h, w = shape
+    return Layout(f"npu-{name}", ("n", "c", "h", "w"), shape, grid, {"n": c * h * w, "c": h * w, "h": w, "w": 1})
 
 
 def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mode=None,
