@@ -45,7 +45,6 @@ from ..errors import (
 from .chip import BM1684, Chip
 from .tensor import (
     NpuTensor,
-    _uint,
     check_chip,
     check_stride,
     shape4,
@@ -66,6 +65,10 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+def _uint(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dtype.itemsize}")
 
 
 BACKENDS = ("numpy", "cmodel")
