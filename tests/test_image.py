@@ -490,10 +490,14 @@ SRC = np.zeros((1, 2, 3, 5), dtype=np.float32)
      r"filter_format = 'OHWI'"),
     (lambda: image_shape("WEIGHT_WIDTH", (1, 1, 1, 1), filter_format="HWOI"), errors.LayoutError,
      r"filter_format = 'HWOI'"),
-    (lambda: image_shape("IN_OUT_CHANNEL", (1, 1, 1, 1), tile=2), errors.LayoutError, r"tile = 2"),
+    (lambda: image_shape("IN_OUT_CHANNEL", (1, 1, 1, 1), tile=2), errors.LayoutError,
+     r"tile = 2 is not allowed for IN_OUT_CHANNEL: only WINOGRAD_FILTER takes a tile"),
     (lambda: image_shape("WINOGRAD_FILTER", (1, 1, 3, 3)), errors.AlgorithmError, r"tile = None"),
     (lambda: image_shape("WINOGRAD_FILTER", (1, 1, 3, 3), tile=3), errors.AlgorithmError, r"tile = 3"),
-    (lambda: image_shape("WINOGRAD_FILTER", (1, 1, 5, 5), tile=2), errors.AlgorithmError, r"5x5 kernel"),
+    (lambda: image_shape("WINOGRAD_FILTER", (1, 1, 5, 5), tile=2), errors.AlgorithmError,
+     r"5x5 kernel: WINOGRAD_FILTER holds 3x3 filters only"),
+    (lambda: image_shape("WINOGRAD_FILTER", (1, 1, 5, 5), tile=3), errors.AlgorithmError,
+     r"tile = 3 is not allowed for WINOGRAD_FILTER: it must be one of \(2, 4, 6\)"),
     (lambda: check_image_limits(10, 16390), errors.DeviceLimitError, r"height 16390 .* by 6 pixels"),
 ])
 def test_errors_name_the_argument(call, exc, pattern):

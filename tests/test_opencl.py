@@ -335,6 +335,9 @@ def test_paths_device_rule_events_and_bad_path(cctx):
         to_cl_image(cctx.queue, a, "IN_OUT_CHANNEL", path="fast")
     with pytest.raises(LayoutError, match="path = 'fast'"):
         enqueue_buffer_to_image(cctx.queue, buf, img, "IN_OUT_CHANNEL", shape, path="fast")
+    with pytest.raises(LayoutError, match="kind = WINOGRAD_FILTER is not allowed here: its buffer side "
+                                          "is the transformed filter U"):
+        enqueue_buffer_to_image(cctx.queue, buf, img, "WINOGRAD_FILTER", (3, 5, 3, 3))
 
 
 def _with_kind(cctx, kind):

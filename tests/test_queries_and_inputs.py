@@ -103,6 +103,42 @@ def test_npu_query_errors(call, exc, pattern):
         call(t)
 
 
+@pytest.mark.parametrize("rows, cols, W, Q, dtype", [(2, 40, 15, 0, "fp32"), (3, 17, 4, 2, "fp32"),
+                                                     (2, 9, 4, 3, "int8"), (4, 10, 3, 1, "fp16")])
+def test_matrix_4d_view_both_directions(rows, cols, W, Q, dtype):
+    """The 4-D view (rows, ceil(cols / W), 1, W): every index and every byte, scalar and array,
+    against seed 003's formula with the aligned strides from NPU 0; the short last channel's
+    columns hold nothing."""
+    chip, R = Chip(4, 2048, 64), 128
+    e = {"fp32": 4, "fp16": 2, "int8": 1}[dtype]
+    C = -(-cols // W)
+    cs = -(-W // (64 // e)) * (64 // e)
+    ns = cs * -(-C // 4)
+    t = matrix_layout(chip, Q * 2048 + R, rows, cols, W, dtype)
+    owner = {}
+    for r in range(rows):
+        for c in range(C):
+            for w in range(W):
+                p, off = seed_place(Q * 2048 + R, (ns, cs, W, 1), e, 1, r, c, 0, w, S=2048)
+                if c * W + w < cols:
+                    assert t.locate((r, c, 0, w)) == (p, off)
+                    owner.update({(p, off + b): (r, c, 0, w) for b in range(e)})
+                else:
+                    with pytest.raises(errors.IndexOutOfRange, match=rf"\(c, w\) = \({c}, {w}\) is column "
+                                                                     rf"{c * W + w}: .* only {cols} columns"):
+                        t.locate((r, c, 0, w))
+    P, B = (a.ravel() for a in np.indices((4, 2048)))
+    index, valid = t.element_at(P, B)
+    got = {(int(p), int(b)): tuple(int(v[j]) for v in index) for j, (p, b) in enumerate(zip(P, B)) if valid[j]}
+    assert got == owner
+    for (p, b), idx in list(owner.items())[::5]:
+        assert t.element_at(p, b) == idx
+    assert t.element_at(0, 0) is None and t.element_at(3, 2047) is None
+    keys = list(owner.values())
+    npu, off = t.locate(np.array(keys))
+    assert {(int(p), int(o)) for p, o in zip(npu, off)} == {(p, b - b % e) for p, b in owner}
+
+
 def test_matrix_column_past_the_end_on_arrays():
     t = matrix_layout(SEED, 0, 2, 40, 15)
     with pytest.raises(errors.IndexOutOfRange, match=r"\(c, w\) = \(2, 12\) is column 42"):

@@ -81,6 +81,7 @@ __all__ = [
     "winograd_filter_weights",
     "ROWS",
     "Row",
+    "WinogradU",
     "row",
     "table",
     "layout_of",
@@ -105,7 +106,50 @@ class ImageType(IntEnum):
 
 
 _ACTIVATIONS = (ImageType.IN_OUT_CHANNEL, ImageType.IN_OUT_HEIGHT, ImageType.IN_OUT_WIDTH)
-_WINOGRAD_TILES = (2, 4, 6)
+
+
+@dataclass(frozen=True)
+class WinogradU:
+    """A row whose image holds, not the buffer tensor g (3x3 OIHW weights), but its Winograd
+    transform for one tile: the logical tensor is U[t, o, i] = (G g G^T)[t // T, t % T],
+    T = tile + 2, computed on the host (:func:`winograd_filter_values`) and inverted on the
+    way back (:func:`winograd_filter_weights`).
+
+    >>> u = row("WINOGRAD_FILTER").transform
+    >>> u.tiles, u.logical((8, 5, 3, 3), 2)
+    ((2, 4, 6), (('t', 'o', 'i'), (16, 8, 5)))
+    """
+
+    tiles: tuple = (2, 4, 6)
+    kernel: tuple = (3, 3)
+    text: str = "3x3 as U[t, o, i]"
+
+    def check_tile(self, kind, tile) -> int:
+        """The tile, refused unless it is one of :attr:`tiles`."""
+        if tile not in self.tiles:
+            raise AlgorithmError(f"tile = {tile!r} is not allowed for {kind.name}: it must be one of {self.tiles}")
+        return int(tile)
+
+    def check_kernel(self, kind, shape) -> None:
+        """Refuse a buffer tensor whose kernel is not :attr:`kernel`."""
+        if shape[2:] != self.kernel:
+            raise AlgorithmError(f"shape = {shape} has a {shape[2]}x{shape[3]} kernel: {kind.name} holds "
+                                 f"{'x'.join(map(str, self.kernel))} filters only")
+
+    @staticmethod
+    def logical(shape, tile) -> tuple:
+        """``(dims, shape)`` of the tensor the image holds: ``(t, o, i)``, ``(T^2, O, I)``."""
+        return ("t", "o", "i"), ((tile + 2) ** 2, shape[0], shape[1])
+
+    @staticmethod
+    def forward(weights, tile) -> np.ndarray:
+        """Buffer tensor -> the tensor the image holds (float64)."""
+        return winograd_filter_values(weights, tile)
+
+    @staticmethod
+    def inverse(values, tile) -> np.ndarray:
+        """The tensor the image holds -> the buffer tensor (float64, exact up to rounding)."""
+        return winograd_filter_weights(values, tile)
 
 
 @dataclass(frozen=True)
@@ -116,7 +160,8 @@ class Row:
     its indices; the ``lane`` dimension's four consecutive values share a pixel, so its
     index appears as its group ``d4 = d // 4`` (lane ``k = d % 4``).  ``x`` and ``y`` are
     linear in the indices; ``holds`` says in words what lane k of pixel (x, y) holds.
-    ``names`` gives a size another letter than its dimension's capital.
+    ``names`` gives a size another letter than its dimension's capital.  ``transform`` says
+    the image holds a transform of the buffer tensor rather than the tensor (:class:`WinogradU`).
     """
 
     kind: ImageType
@@ -128,6 +173,7 @@ class Row:
     lane: str
     holds: str
     names: tuple = ()
+    transform: WinogradU | None = None
 
     def symbols(self, dims) -> tuple:
         """``(sizes, indices)``: the formula's letter for each dimension's size and index
@@ -197,7 +243,7 @@ ROWS = _keyed((
     Row(ImageType.WEIGHT_WIDTH, ("OIHW",), "q(I)*H*W", "O", "h*W*q(I) + w*q(I) + i4", "o", "i",
         "o = y, x = (h\u00b7W + w)\u00b7q(I) + i // 4, k = i % 4"),
     Row(ImageType.WINOGRAD_FILTER, ("OIHW",), "q(I)", "O*T2", "i4", "t*O + o", "i",
-        "y = t\u00b7O + o, x = i // 4, k = i % 4, value U_t[o, i]", (("t", "T2"),)),
+        "y = t\u00b7O + o, x = i // 4, k = i % 4, value U_t[o, i]", (("t", "T2"),), WinogradU()),
 ))
 
 
@@ -215,7 +261,7 @@ def table() -> str:
     """The image types as a text table, read from :data:`ROWS`."""
     head = ("type", "buffer", "image [width, height]", "pixel (x, y) of an element")
     lines = [(r.kind.name if f is None else "", "/".join(r.formats) + (
-        " 3x3 as U[t, o, i]" if r.kind == ImageType.WINOGRAD_FILTER else ""), r.size_text(),
+        f" {r.transform.text}" if r.transform else ""), r.size_text(),
         r.pixel_text()) for (_, f), r in ROWS.items()]
     widths = [max(len(t[i]) for t in lines + [head]) for i in range(3)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(t, widths + [0])).rstrip()
@@ -286,14 +332,13 @@ def buffer_format(kind, *, layout=None, filter_format=None) -> str:
     return "OIHW"
 
 
-def _check_tile(kind: ImageType, tile):
-    if kind == ImageType.WINOGRAD_FILTER:
-        if tile not in _WINOGRAD_TILES:
-            raise AlgorithmError(
-                f"tile = {tile!r} is not allowed for WINOGRAD_FILTER: it must be one of {_WINOGRAD_TILES}")
-        return int(tile)
+def _check_tile(r: Row, tile):
+    """The tile of a row with a transform (checked), else None (refused when given)."""
+    if r.transform is not None:
+        return r.transform.check_tile(r.kind, tile)
     if tile is not None:
-        raise LayoutError(f"tile = {tile!r} is not allowed for {kind.name}: only WINOGRAD_FILTER takes a tile")
+        tiled = " or ".join(t.kind.name for t in ROWS.values() if t.transform)
+        raise LayoutError(f"tile = {tile!r} is not allowed for {r.kind.name}: only {tiled} takes a tile")
     return None
 
 
@@ -309,13 +354,13 @@ def image_layout(kind, shape, *, layout=None, filter_format=None, tile=None) -> 
     """
     kind = image_type(kind)
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
-    tile = _check_tile(kind, tile)
+    r = row(kind, fmt)
+    tile = _check_tile(r, tile)
     shape = check_shape("shape", shape, rank=len(fmt))
     if kind == ImageType.DW_CONV2D_FILTER:
         _check_depthwise(fmt, shape, filter_format)
-    if kind == ImageType.WINOGRAD_FILTER and shape[2:] != (3, 3):
-        raise AlgorithmError(
-            f"shape = {shape} has a {shape[2]}x{shape[3]} kernel: WINOGRAD_FILTER holds 3x3 filters only")
+    if r.transform:
+        r.transform.check_kernel(kind, shape)
     return layout_of(kind, fmt, shape, tile)
 
 
@@ -338,10 +383,9 @@ def layout_of(kind: ImageType, fmt: str, shape: tuple, tile) -> Layout:
     """:func:`image_layout` for arguments already checked: ``fmt`` the buffer format,
     ``shape`` a tuple of positive ints of its rank, ``tile`` 2, 4, 6 (WINOGRAD_FILTER only)."""
     r = row(kind, fmt)
-    if kind == ImageType.WINOGRAD_FILTER:
-        dims, shape = ("t", "o", "i"), ((tile + 2) ** 2, shape[0], shape[1])
-    else:
-        dims = ("i", "m", "h", "w") if fmt == "C1HW" else tuple(fmt.lower())
+    dims = ("i", "m", "h", "w") if fmt == "C1HW" else tuple(fmt.lower())
+    if r.transform:
+        dims, shape = r.transform.logical(shape, tile)
     width, height, place = r.evaluate(dims, shape)
     digits = {}
     for d in dims:
@@ -487,8 +531,9 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=N
         raise ShapeError(
             f"out has shape {out.shape}: a {kind.name} image of a tensor of shape {array.shape} "
             f"needs a writeable C-contiguous array of shape (height, width, 4) = {lay.physical_shape}")
-    if kind == ImageType.WINOGRAD_FILTER:
-        array = winograd_filter_values(array, tile)
+    transform = row(kind).transform
+    if transform:
+        array = transform.forward(array, tile)
     elif array.dtype != out_dtype and array.dtype.itemsize > out_dtype.itemsize:
         # One correctly rounded conversion (float64 -> float16 directly, not via float32).
         array = array.astype(out_dtype)
@@ -564,13 +609,13 @@ def from_image(image, kind, shape, *, layout=None, filter_format=None, tile=None
             f"{tuple(shape)} is (height, width, 4) = {lay.physical_shape}, i.e. [{w}, {h}]")
     if image.dtype not in IMAGE_DTYPES:
         raise DTypeError(f"image has dtype {image.dtype}: an image holds float32 or float16")
+    transform = row(kind).transform
     if out is not None:
-        out = check_array("out", out, shape=lay.shape if kind != ImageType.WINOGRAD_FILTER else
-                          tuple(shape), dtypes=(image.dtype,))
+        out = check_array("out", out, shape=tuple(shape) if transform else lay.shape, dtypes=(image.dtype,))
         if not out.flags.writeable:
             raise ShapeError("out is read-only: from_image needs a writeable array")
-    if kind == ImageType.WINOGRAD_FILTER:
-        w = winograd_filter_weights(lay.unpack(image), tile).astype(image.dtype)
+    if transform:
+        w = transform.inverse(lay.unpack(image), tile).astype(image.dtype)
         if out is None:
             return w
         out[...] = w

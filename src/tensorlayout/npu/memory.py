@@ -210,11 +210,8 @@ class LocalMemory:
                 f"{what} tensor {shape} with stride {stride} at address {address} ends at byte "
                 f"{reach * e}: past the end of system memory ({size} bytes)"
             )
-        if write and not lay.injective:
-            raise StrideError(
-                f"{what} stride = {tuple(stride)} is not allowed with shape {tuple(shape)}: "
-                "two elements of the destination would share an address"
-            )
+        if write:
+            _refuse_shared(lay, f"{what} stride", tuple(stride), tuple(shape))
         return lay, stride, dt
 
     def _system_words(self, dt: np.dtype) -> np.ndarray:
@@ -364,13 +361,14 @@ class LocalMemory:
         d = self._local_tensor(dst, shape, dtype, dst_stride, mode, "dst")
         if self._sim is not None:
             fn = self._gdma("L2L", dtype, mode)
-            for p, (a, b) in enumerate(zip(s.npu_ranges(), d.npu_ranges())):
-                if a and b and a[0] < b[1] and b[0] < a[1]:
-                    raise OverlapError(
-                        f"dst = {d.address} is not allowed with backend='cmodel': the destination's "
-                        f"bytes [{b[0]}, {b[1]}) of NPU {p} overlap the source's [{a[0]}, {a[1]}); "
-                        "the chip's GDMA reads and writes as it goes, so an overlapping L2L copy "
-                        "needs a staging buffer")
+            hit = _first_overlap(s.npu_ranges(), d.npu_ranges())
+            if hit:
+                p, a, b = hit[0], s.npu_ranges()[hit[0]], d.npu_ranges()[hit[0]]
+                raise OverlapError(
+                    f"dst = {d.address} is not allowed with backend='cmodel': the destination's "
+                    f"bytes [{b[0]}, {b[1]}) of NPU {p} overlap the source's [{a[0]}, {a[1]}); "
+                    "the chip's GDMA reads and writes as it goes, so an overlapping L2L copy "
+                    "needs a staging buffer")
             self._sim.call(fn, d.address, s.address, _d4(d.shape), _d4(d.stride), _d4(s.stride))
         else:
             d.pack_into(self._local, s.unpack_from(self._local))
@@ -383,7 +381,7 @@ class LocalMemory:
         if self._sim is not None:
             e = dt.itemsize
             (a0, a1), (b0, b1) = (sl.base * e, sl.reach() * e), (dl.base * e, dl.reach() * e)
-            if a0 < b1 and b0 < a1:
+            if _overlap((a0, a1), (b0, b1)):
                 raise OverlapError(
                     f"dst = {dst} is not allowed with backend='cmodel': the destination's system "
                     f"bytes [{b0}, {b1}) overlap the source's [{a0}, {a1}); the chip's GDMA reads and "
@@ -396,19 +394,18 @@ class LocalMemory:
         dl.pack(sl.unpack(words), out=words, fill_padding=False)   # read all, then write: may overlap
 
     def _matrix_system_view(self, address, rows, cols, dtype, row_stride, what, write):
+        """A system matrix as a buffer layout over system memory counted in its elements, after
+        the checks of :meth:`_system_tensor`: ``(layout, row stride)``."""
         rows = check_positive_int("rows", rows)
         cols = check_positive_int("cols", cols)
-        if row_stride is None:
-            row_stride = cols
-        row_stride = check_positive_int(f"{what} row_stride", row_stride)
-        if rows > 1 and row_stride < cols and write:
-            raise StrideError(
-                f"{what} row_stride = {row_stride} is not allowed: rows of {cols} columns would overlap"
-            )
+        row_stride = check_positive_int(f"{what} row_stride", cols if row_stride is None else row_stride)
         lay, _, dt = self._system_tensor(address, (1, 1, rows, cols), dtype, (1, 1, row_stride, 1), what,
                                          write=False)
-        return Layout("system-matrix", ("row", "col"), (rows, cols), lay.physical_shape,
-                      {"row": row_stride, "col": 1}, base=lay.base), row_stride
+        lay = Layout("system-matrix", ("row", "col"), (rows, cols), lay.physical_shape,
+                     {"row": row_stride, "col": 1}, base=lay.base)
+        if write:
+            _refuse_shared(lay, f"{what} row_stride", row_stride, (rows, cols))
+        return lay, row_stride
 
     def gdma_matrix_s2l(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
                         dtype, src_row_stride=None) -> NpuTensor:
@@ -491,12 +488,13 @@ class LocalMemory:
     def _conflict(self, t: NpuTensor, exact: bool):
         for other, _ in self._allocations:
             if exact:
-                for p, (a, b) in enumerate(zip(t.npu_ranges(), other.npu_ranges())):
-                    if a and b and a[0] < b[1] and b[0] < a[1]:
-                        return other, p, (max(a[0], b[0]), min(a[1], b[1]))
-            elif t.offset < other.end_offset and other.offset < t.end_offset:
-                lo, hi = max(t.offset, other.offset), min(t.end_offset, other.end_offset)
-                return other, None, (lo, hi)
+                hit = _first_overlap(t.npu_ranges(), other.npu_ranges())
+                if hit:
+                    return (other, *hit)
+            else:
+                both = _overlap((t.offset, t.end_offset), (other.offset, other.end_offset))
+                if both:
+                    return other, None, both
         return None
 
     def alloc(self, shape, dtype="fp32", *, mode=None, layout="aligned", stride=None,
@@ -563,6 +561,25 @@ class LocalMemory:
                 del self._allocations[i]
                 return
         raise LayoutError(f"tensor = {tensor!r} is not allowed: it is not allocated in this memory")
+
+
+def _overlap(a, b):
+    """The bytes ``[lo, hi)`` two ranges share, or None (also when either is None)."""
+    if a and b and a[0] < b[1] and b[0] < a[1]:
+        return max(a[0], b[0]), min(a[1], b[1])
+    return None
+
+
+def _first_overlap(ranges, others):
+    """The first NPU where two tensors' :meth:`~NpuTensor.npu_ranges` meet: ``(npu, (lo, hi))``, or None."""
+    return next(((p, both) for p, both in enumerate(map(_overlap, ranges, others)) if both), None)
+
+
+def _refuse_shared(lay, name, stride, shape):
+    """Refuse a destination whose layout puts two elements at one address."""
+    if not lay.injective:
+        raise StrideError(f"{name} = {stride} is not allowed with shape {shape}: "
+                          "two elements of the destination would share an address")
 
 
 def _d4(values):

@@ -22,6 +22,13 @@ and the base is ``R``.  The dummies of the last packed unit (``k - N % k`` of
 them when ``k`` does not divide ``N``) are one more small layout, written as 0
 by every copy into local memory.
 
+A ``rows x cols`` matrix with W columns per channel is the same kind of layout
+over ``(row, col, b)``, col split into ``[(W, e), (X, S), (None, cs*e)]``.  Its
+4-D view ``(rows, ceil(cols / W), 1, W)`` is one more layout, :attr:`NpuTensor.view`:
+the 4-D index read row-major as an index of the grid ``(rows, C*W)``, whose
+columns past ``cols`` (the short last channel's) hold nothing.  A tensor's view
+is the identity on ``(N, C, H, W)``; every query goes through it.
+
 The seed's aligned fp32 example, ``(2, 3, 4, 5)`` on 4 NPUs of 1024 bytes
 starting at NPU 2::
 
@@ -75,16 +82,8 @@ __all__ = [
 ]
 
 #: The data type names OKKernel uses, and the NumPy dtypes they mean.
-DTYPES = {
-    "fp32": np.dtype(np.float32),
-    "fp16": np.dtype(np.float16),
-    "int32": np.dtype(np.int32),
-    "uint32": np.dtype(np.uint32),
-    "int16": np.dtype(np.int16),
-    "uint16": np.dtype(np.uint16),
-    "int8": np.dtype(np.int8),
-    "uint8": np.dtype(np.uint8),
-}
+DTYPES = {name: np.dtype(name.replace("fp", "float"))
+          for name in ("fp32", "fp16", "int32", "uint32", "int16", "uint16", "int8", "uint8")}
 _NAMES = {v: k for k, v in DTYPES.items()}
 
 #: Storage modes: how many consecutive n (or i) share a packed unit, and the dtypes allowed.
@@ -142,15 +141,6 @@ def check_chip(chip) -> Chip:
     return chip
 
 
-def _check_start(chip: Chip, start_npu) -> int:
-    if isinstance(start_npu, bool) or not hasattr(start_npu, "__index__") \
-            or not 0 <= int(start_npu) < chip.npus:
-        raise LayoutError(
-            f"start_npu = {start_npu!r} is not allowed: it must be an integer in [0, {chip.npus})"
-        )
-    return int(start_npu)
-
-
 def shape4(shape, name="shape") -> tuple[int, int, int, int]:
     return check_shape(name, shape, rank=4)
 
@@ -164,10 +154,7 @@ def packed_shape(shape, mode=None) -> tuple[int, int, int, int]:
     ((2, 5, 4, 5), (2, 5, 4, 5))
     """
     n, c, h, w = shape4(shape)
-    if mode is None:
-        return (n, c, h, w)
-    check_choice("mode", mode, (None, *MODES))
-    k = MODES[mode][0]
+    k = MODES[check_choice("mode", mode, (None, *MODES))][0] if mode is not None else 1
     return (-(-n // k), c, h, w)
 
 
@@ -181,9 +168,13 @@ def channels_per_npu(chip: Chip, start_npu: int, channels: int) -> int:
     [1, 1, 2, 3]
     """
     chip = check_chip(chip)
-    q = _check_start(chip, start_npu)
+    if isinstance(start_npu, bool) or not hasattr(start_npu, "__index__") \
+            or not 0 <= int(start_npu) < chip.npus:
+        raise LayoutError(
+            f"start_npu = {start_npu!r} is not allowed: it must be an integer in [0, {chip.npus})"
+        )
     c = check_positive_int("channels", channels)
-    return max(1, -(-(q + c) // chip.npus))
+    return max(1, -(-(int(start_npu) + c) // chip.npus))
 
 
 def feature_block(chip: Chip, start_npu: int, channels: int, n: int, c: int) -> tuple[int, int]:
@@ -205,44 +196,31 @@ def feature_block(chip: Chip, start_npu: int, channels: int, n: int, c: int) -> 
     return (q + c) % chip.npus, n * cpn + (q + c) // chip.npus
 
 
-def _unit_bytes(dtype: np.dtype, mode) -> int:
-    k = 1 if mode is None else MODES[mode][0]
-    return dtype.itemsize * k
+def _strides(kind: str, chip: Chip | None, shape, q: int = 0, unit: int = 1) -> tuple[int, int, int, int]:
+    """Strides (n, c, h, w) of checked arguments, counted in ``unit``-byte units: W stride 1,
+    H stride W, C stride ``H*W`` ("aligned": rounded up to whole ``align_bytes``), N stride
+    the C stride times the channels per NPU ("continuous": times C)."""
+    _, c, h, w = shape
+    step = math.lcm(chip.align_bytes, unit) // unit if kind == "aligned" else 1
+    cs = -(-(h * w) // step) * step
+    return (cs * (c if kind == "continuous" else max(1, -(-(q + c) // chip.npus))), cs, w, 1)
 
 
 def aligned_stride(chip: Chip, shape, start_npu: int, dtype="fp32", mode=None) -> tuple[int, int, int, int]:
-    """Strides (n, c, h, w), in elements, of the aligned layout on ``chip``.
+    """Strides (n, c, h, w), in elements (packed units in the 4N/2N/2IC modes), of the aligned layout.
 
-    W stride 1, H stride W, C stride ``H*W`` rounded up to ``align_bytes / unit`` elements,
-    N stride = C stride x channels per NPU.  In the 4N/2N/2IC modes the unit is the packed
-    32-bit (64-bit for 2IC) word and the strides count those words.  The seed's example,
-    ``(2, 3, 4, 5)`` fp32 on 4 NPUs, starting at NPU 0 and at NPU 2:
+    The C stride is ``H*W`` rounded up to ``align_bytes / unit`` elements.  The seed's
+    example, ``(2, 3, 4, 5)`` fp32 on 4 NPUs, starting at NPU 0 and at NPU 2:
 
     >>> chip = Chip(4, 1024, 128)
     >>> aligned_stride(chip, (2, 3, 4, 5), 0, "fp32"), aligned_stride(chip, (2, 3, 4, 5), 2, "fp32")
     ((32, 32, 5, 1), (64, 32, 5, 1))
     """
-    chip = check_chip(chip)
-    dt = as_dtype(dtype)
-    _check_mode(mode, dt)
-    packed_shape(shape, mode)
+    chip, dt = check_chip(chip), as_dtype(dtype)
+    k = _check_mode(mode, dt)
+    shape = shape4(shape)
     channels_per_npu(chip, start_npu, shape[1])
-    return _aligned(chip, tuple(int(v) for v in shape), int(start_npu), dt, mode)
-
-
-def _cpn(chip: Chip, q: int, c: int) -> int:
-    """:func:`channels_per_npu` of checked arguments."""
-    return max(1, -(-(q + c) // chip.npus))
-
-
-def _aligned(chip: Chip, shape, q: int, dt: np.dtype, mode) -> tuple[int, int, int, int]:
-    """:func:`aligned_stride` of checked arguments."""
-    k = 1 if mode is None else MODES[mode][0]
-    _, c, h, w = shape
-    u = dt.itemsize * k
-    step = math.lcm(chip.align_bytes, u) // u  # elements per alignment step
-    cs = -(-(h * w) // step) * step
-    return (cs * _cpn(chip, q, c), cs, w, 1)
+    return _strides("aligned", chip, shape, int(start_npu), dt.itemsize * k)
 
 
 def compact_stride(chip: Chip, shape, start_npu: int, mode=None) -> tuple[int, int, int, int]:
@@ -255,8 +233,9 @@ def compact_stride(chip: Chip, shape, start_npu: int, mode=None) -> tuple[int, i
     ((20, 20, 5, 1), (40, 20, 5, 1))
     """
     chip = check_chip(chip)
-    _, c, h, w = packed_shape(shape, mode)
-    return (h * w * channels_per_npu(chip, start_npu, c), h * w, w, 1)
+    shape = packed_shape(shape, mode)
+    channels_per_npu(chip, start_npu, shape[1])
+    return _strides("compact", chip, shape, int(start_npu))
 
 
 def continuous_stride(shape) -> tuple[int, int, int, int]:
@@ -265,8 +244,7 @@ def continuous_stride(shape) -> tuple[int, int, int, int]:
     >>> continuous_stride((2, 3, 4, 5))
     (60, 20, 5, 1)
     """
-    _, c, h, w = shape4(shape)
-    return (c * h * w, h * w, w, 1)
+    return _strides("continuous", None, shape4(shape))
 
 
 def check_stride(stride, name="stride") -> tuple[int, int, int, int]:
@@ -284,17 +262,11 @@ def check_stride(stride, name="stride") -> tuple[int, int, int, int]:
 # ------------------------------------------------------------------ the tensor
 @dataclass(frozen=True, eq=False)
 class NpuTensor:
-    """A tensor placed in NPU local memory (make one with :func:`tensor_layout` or :func:`matrix_layout`).
+    """A placement in NPU local memory (make one with :func:`tensor_layout` or :func:`matrix_layout`).
 
-    ``shape`` is the original ``(N, C, H, W)`` (for a matrix, its 4-D view
-    ``(rows, ceil(cols / W), 1, W)``); ``stride`` counts elements, or packed units
-    in the 4N/2N/2IC modes.  ``layout`` is the one core
-    :class:`~tensorlayout.core.Layout` of the placement, over the ``(X, S)`` bytes of
-    local memory, with dimensions ``(n, c, h, w)`` (``(row, col)`` for a matrix) and,
-    when an element has more than one byte, ``b``, the byte inside it.  The 4N/2N/2IC
-    dummies are the owned padding of n's inner digit.  Every answer below (where an
-    element is, what a byte holds, the span, the bytes per NPU, the copies) is read
-    from that layout; :attr:`elements` and :attr:`words` are recasts of it.
+    ``shape`` is the 4-D shape (a matrix's 4-D view); ``stride`` counts elements, or packed
+    units in the modes.  ``layout`` is the byte layout over ``(X, S)`` (module docstring),
+    ``view`` the 4-D index as an index of ``layout``'s grid; every answer below reads them.
     """
 
     chip: Chip
@@ -307,6 +279,7 @@ class NpuTensor:
     start_npu: int
     offset: int
     layout: Layout = field(repr=False)
+    view: Layout = field(repr=False)
     matrix_shape: tuple[int, int] | None = None
     cols_per_channel: int | None = None
 
@@ -314,7 +287,7 @@ class NpuTensor:
     @property
     def unit_bytes(self) -> int:
         """Bytes of one stride unit: the element, or the packed int8x4 / int16x2 / fp32x2 word."""
-        return _unit_bytes(self.dtype, self.mode)
+        return self.dtype.itemsize * (MODES[self.mode][0] if self.mode else 1)
 
     @property
     def elements(self) -> Layout:
@@ -323,8 +296,7 @@ class NpuTensor:
 
     @property
     def words(self) -> Layout:
-        """The layout counted in packed units (int8x4, int16x2, fp32x2 in the modes): the
-        4N/2N/2IC words, ``(ceil(N / k), C, H, W)`` over ``(X, S / u)``.
+        """The layout counted in packed units: the 4N/2N/2IC words, ``(ceil(N / k), C, H, W)``.
 
         >>> t = tensor_layout(Chip(4, 1024, 128), 0, (6, 5, 4, 5), dtype="int8", mode="4N")
         >>> t.words.shape, t.words.locate((1, 0, 0, 0))
@@ -356,28 +328,23 @@ class NpuTensor:
         return self.layout.reach(self.chip.lmem_bytes)
 
     # ------------------------------------------------------------- queries
-    def _index(self, index):
-        """``(n, c, h, w)`` -> the index of :attr:`elements` (a matrix: ``(row, c * W + w)``)."""
-        if not self.is_matrix:
-            return self.elements._indices(index, integers=True)
-        n, c, h, w = _view4(self.shape)._indices(index, integers=True)
-        col = c * self.cols_per_channel + w
-        bad = col >= self.matrix_shape[1]
-        if np.any(bad):
-            i = np.flatnonzero(np.broadcast_to(bad, col.shape))[0] if col.ndim else 0
-            cc, ww = np.broadcast_to(c, col.shape).flat[i], np.broadcast_to(w, col.shape).flat[i]
-            raise IndexOutOfRange(
-                f"index (c, w) = ({cc}, {ww}) is column {col.flat[i]}: the matrix has only "
-                f"{self.matrix_shape[1]} columns"
-            )
-        return (n, col)
+    def _held(self, index) -> tuple:
+        """A 4-D index -> the index of :attr:`elements` it is, refused where the grid holds nothing."""
+        idx = self.view._indices(index, integers=True)
+        at = self.view.locate(idx)
+        past = np.broadcast_to(np.asarray(at[-1]) >= self.elements.shape[-1], np.broadcast(*idx).shape)
+        if np.any(past):
+            i = np.flatnonzero(past)[0]
+            c, w, col = (np.broadcast_to(v, past.shape).flat[i] for v in (idx[1], idx[3], at[-1]))
+            raise IndexOutOfRange(f"index (c, w) = ({c}, {w}) is column {col}: the matrix has only "
+                                  f"{self.elements.shape[-1]} columns")
+        return at
 
-    def _bytes(self, flat_elements):
-        """Flat element locations -> ``(npu, byte)``: ints for a scalar query, arrays otherwise."""
-        npu, byte = np.divmod(np.asarray(flat_elements) * self.dtype.itemsize, self.chip.lmem_bytes)
-        if np.ndim(npu) == 0:
-            return int(npu), int(byte)
-        return npu, byte
+    def _bytes(self, held) -> tuple[int, int]:
+        """An index of :attr:`elements` (checked) -> ``(npu, byte)``: ints, or arrays."""
+        npu, byte = np.divmod(np.asarray(self.elements.locate_flat(held)) * self.dtype.itemsize,
+                              self.chip.lmem_bytes)
+        return (int(npu), int(byte)) if np.ndim(npu) == 0 else (npu, byte)
 
     def locate(self, index) -> tuple[int, int]:
         """Element ``(n, c, h, w)`` -> ``(npu, byte_offset)`` of its first byte.
@@ -391,19 +358,22 @@ class NpuTensor:
         >>> [v.tolist() for v in t.locate(np.array([[0, 0, 0, 1], [1, 4, 2, 3]]))]
         [[0, 0], [8, 856]]
         """
-        return self._bytes(self.elements.locate_flat(self._index(index)))
+        return self._bytes(self._held(index))
 
     def matrix_locate(self, row, col) -> tuple[int, int]:
         """Matrix element ``(row, col)`` -> ``(npu, byte_offset)`` (matrix tensors only; arrays too)."""
         self._need_matrix()
-        return self._bytes(self.elements.locate_flat(self.elements._indices((row, col), integers=True)))
+        return self._bytes(self.elements._indices((row, col), integers=True))
 
-    def _element(self, npu, byte_offset):
-        """``(npu, byte)`` -> the layout's ``(index, valid)``, or its index / None for a scalar."""
+    def _element(self, npu, byte_offset, view=None):
+        """``(npu, byte)`` -> the index of :attr:`elements` (through ``view`` if given) or None;
+        for array locations ``(index, valid)``."""
         got = self.layout.element_at((npu, byte_offset))
-        if got is None or not isinstance(got[-1], np.ndarray) or len(got) != 2:
-            return None if got is None else got[:len(self.elements.dims)]
-        return got[0][:len(self.elements.dims)], got[1]
+        n = len(self.elements.dims)
+        if got is None or not isinstance(got[0], tuple):
+            return got if got is None else got[:n] if view is None else view.element_at(got[:n])
+        index = got[0][:n]
+        return (index if view is None else view.element_at(index)[0]), got[1]
 
     def element_at(self, npu, byte_offset):
         """``(npu, byte_offset)`` -> the ``(n, c, h, w)`` whose bytes include it, or None.
@@ -414,15 +384,7 @@ class NpuTensor:
         >>> t.element_at(0, 859), t.element_at(0, 860)
         ((1, 4, 2, 3), None)
         """
-        got = self._element(npu, byte_offset)
-        if got is None or not self.is_matrix:
-            return got
-        W = self.cols_per_channel
-        if isinstance(got[1], np.ndarray) and isinstance(got[0], tuple):
-            (r, col), valid = got
-            return (r, col // W, np.zeros_like(col), col % W), valid
-        r, col = got
-        return (r, col // W, 0, col % W)
+        return self._element(npu, byte_offset, self.view)
 
     def is_dummy(self, npu: int, byte_offset: int) -> bool:
         """True where the byte belongs to a 4N/2N/2IC dummy element of this tensor.
@@ -447,11 +409,10 @@ class NpuTensor:
 
     def byte_map(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Int64 array ``(X, stop - start)``: for each local byte offset in ``[start, stop)`` of
-        every NPU, the flat row-major index of the element it belongs to, -1 where it holds
-        nothing of this tensor, -2 where it holds a dummy.  ``stop=None`` means S; the whole
-        map (``X * S`` int64, 256 MiB on BM1684) is built only when asked for.
-
-        The index is into the original shape ``(N, C, H, W)`` (for a matrix: ``row * cols + col``).
+        every NPU, the flat row-major index into :attr:`elements` (``(N, C, H, W)``, or
+        ``(rows, cols)`` for a matrix) of the element it belongs to, -1 where it holds nothing
+        of this tensor, -2 where it holds a dummy.  ``stop=None`` means S; the whole map
+        (``X * S`` int64, 256 MiB on BM1684) is built only when asked for.
 
         >>> t = tensor_layout(Chip(4, 1024, 128), 1, (1, 2, 1, 1), stride=(1, 1, 1, 1), dtype="int8")
         >>> t.byte_map()[:, :2].tolist()
@@ -504,19 +465,21 @@ class NpuTensor:
         m, c, _, _ = self.packed_shape
         return (self.channels_per_npu * self.chip.npus - c) * m
 
+    @functools.cached_property
+    def _whole(self) -> Layout:
+        """:attr:`layout` over the whole grid of :attr:`view` (a matrix's short last channel whole)."""
+        grid = self.view.physical_shape
+        return dataclasses.replace(self.layout, shape=grid + self.layout.shape[len(grid):])
+
     def npu_ranges(self) -> list[tuple[int, int] | None]:
         """Per NPU, the byte range ``[lo, hi)`` from the tensor's first to last byte there, or None.
 
-        A matrix claims its short last channel whole (its 4-D view's blocks), as before.
+        The ranges cover :attr:`view`'s whole grid: a matrix claims its short last channel whole.
 
         >>> matrix_layout(Chip(4, 1024, 128), 0, 2, 40, 15).npu_ranges()
         [(0, 188), (0, 188), (0, 188), None]
         """
-        lay = self.layout
-        if self.is_matrix:       # whole channels: the columns up to C * W
-            C, W = self.shape[1], self.shape[3]
-            lay = dataclasses.replace(lay, shape=(lay.shape[0], C * W) + lay.shape[2:])
-        return lay.row_ranges(self.chip.lmem_bytes)
+        return self._whole.row_ranges(self.chip.lmem_bytes)
 
     # ------------------------------------------------------------- copies
     def _check_array(self, array) -> np.ndarray:
@@ -562,15 +525,8 @@ def _recast(layout: Layout, unit: int) -> Layout:
     return layout.recast(1, unit)
 
 
-@functools.lru_cache(maxsize=64)
-def _view4(shape) -> Layout:
-    """A dense ``(n, c, h, w)`` layout of ``shape``: checks a 4-D index against the shape."""
-    return Layout("index", ("n", "c", "h", "w"), shape, (math.prod(shape),),
-                  {"n": 0, "c": 0, "h": 0, "w": 0})
-
-
 # ------------------------------------------------------------- constructors
-def _check_address_alignment(chip, address, need, layout_name):
+def _check_address_alignment(address, need, layout_name):
     if address % need:
         raise AlignmentError(
             f"address = {address} is not allowed: the {layout_name} layout needs an address "
@@ -578,22 +534,35 @@ def _check_address_alignment(chip, address, need, layout_name):
         )
 
 
-def _npu_layout(name, chip, r, e, dims, shape, digits, offsets, owned) -> Layout:
-    """The byte layout over ``(X, S)``: ``b`` (an element's bytes) added when ``e > 1``; a
-    placement running past the end of an NPU's S bytes is refused, from the layout's reach."""
+def _placement(name, chip, address, shape, stride, dt, mode, dims, sizes, digits, offsets, owned,
+               grid, **matrix) -> NpuTensor:
+    """The tensor of checked arguments: its byte layout over ``(X, S)`` (``b``, an element's
+    bytes, added when ``e > 1``; refused when it runs past an NPU's S bytes or when two
+    elements share bytes) and its 4-D view onto ``grid``."""
+    X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
+    q, r = divmod(address, S)
     if e > 1:
-        dims, shape, digits, owned = dims + ("b",), shape + (e,), {**digits, "b": 1}, owned + ("b",)
-    X, S = chip.npus, chip.lmem_bytes
-    wide = Layout(f"npu-{name}", dims, shape, (X, 1 << 48), digits, offsets=offsets, base=r,
+        dims, sizes, digits, owned = dims + ("b",), sizes + (e,), {**digits, "b": 1}, owned + ("b",)
+    wide = Layout(f"npu-{name}", dims, sizes, (X, 1 << 48), digits, offsets=offsets, base=r,
                   owned_padding=owned, physical_axes=("npu", "byte"))
     end = wide.reach(S)
     if end > S:
-        what = f"matrix {shape[0]}x{shape[1]}" if name == "matrix" else f"tensor {shape[:4]}"
+        what = f"matrix {sizes[0]}x{sizes[1]}" if matrix else f"tensor {sizes[:4]}"
         raise FootprintError(
             f"{what} at offset {r} spans {end - r} bytes per NPU: offset + span = "
             f"{end} runs past the end of the NPU's {S} bytes"
         )
-    return dataclasses.replace(wide, physical_shape=(X, S))
+    if not wide.injective:
+        raise StrideError(f"stride = {stride}: the strides make two elements share bytes")
+    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r,
+                     dataclasses.replace(wide, physical_shape=(X, S)), _view(name, shape, grid), **matrix)
+
+
+@functools.lru_cache(maxsize=256)
+def _view(name, shape, grid) -> Layout:
+    """The 4-D index ``shape`` read row-major as an index of ``grid`` (:attr:`NpuTensor.view`)."""
+    _, c, h, w = shape
+    return Layout(f"npu-{name}", ("n", "c", "h", "w"), shape, grid, {"n": c * h * w, "c": h * w, "h": w, "w": 1})
 
 
 def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mode=None,
@@ -616,42 +585,31 @@ def tensor_layout(chip: Chip, address: int, shape, stride=None, dtype="fp32", mo
     dt = as_dtype(dtype)
     if isinstance(mode, str) and mode.upper() in MODES:
         mode = mode.upper()                    # mode names are case-insensitive ("4n" is 4N)
-    k = _check_mode(mode, dt)
+    u = dt.itemsize * _check_mode(mode, dt)
     shape = shape4(shape)
     address = chip.check_address(address)
-    q, r = address // chip.lmem_bytes, address % chip.lmem_bytes
-    u = dt.itemsize * k
     if stride is not None:
-        stride = check_stride(stride)
-        name, need = "stride", min(u, 4)
+        stride, name, need = check_stride(stride), "stride", min(u, 4)
     else:
-        check_choice("layout", layout, LAYOUTS)
+        name = check_choice("layout", layout, LAYOUTS)
         if layout == "stride":
             raise StrideError("layout = 'stride' needs stride = (n, c, h, w)")
-        if layout == "aligned":
-            stride, need = _aligned(chip, shape, q, dt, mode), chip.align_bytes
-        else:
-            _, c, h, w = shape
-            stride, need = (h * w * _cpn(chip, q, c), h * w, w, 1), 4
-        name = layout
-    _check_address_alignment(chip, address, need, name)
+        need = chip.align_bytes if layout == "aligned" else 4
+        stride = _strides(layout, chip, shape, address // chip.lmem_bytes, u)
+    _check_address_alignment(address, need, name)
     return _place(chip, address, shape, stride, dt, mode, name)
 
 
 @functools.lru_cache(maxsize=256)
 def _place(chip, address, shape, stride, dt, mode, name) -> NpuTensor:
     """The placement of checked arguments (one per distinct placement: tensors are values)."""
-    k = 1 if mode is None else MODES[mode][0]
-    q, r = divmod(address, chip.lmem_bytes)
-    X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
+    k = MODES[mode][0] if mode else 1
+    u = dt.itemsize * k
     ns, cs, hs, ws = stride
-    u = e * k
-    ndig = ns * u if k == 1 else [(k, e), (None, ns * u)]
-    digits = {"n": ndig, "c": [(X, S), (None, cs * u)], "h": hs * u, "w": ws * u}
-    lay = _npu_layout(name, chip, r, e, ("n", "c", "h", "w"), shape, digits, {"c": q}, ("n", "h", "w"))
-    if not lay.injective:
-        raise StrideError(f"stride = {stride}: the strides make two elements share bytes")
-    return NpuTensor(chip, address, shape, stride, dt, mode, name, q, r, lay)
+    digits = {"n": ns * u if k == 1 else [(k, dt.itemsize), (None, ns * u)],
+              "c": [(chip.npus, chip.lmem_bytes), (None, cs * u)], "h": hs * u, "w": ws * u}
+    return _placement(name, chip, address, shape, stride, dt, mode, ("n", "c", "h", "w"), shape,
+                      digits, {"c": address // chip.lmem_bytes}, ("n", "h", "w"), shape)
 
 
 def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_channel: int,
@@ -678,20 +636,19 @@ def matrix_layout(chip: Chip, address: int, rows: int, cols: int, cols_per_chann
     if W > cols:
         raise ShapeError(f"cols_per_channel = {W} is not allowed: it must be in [1, cols = {cols}]")
     address = chip.check_address(address)
-    shape = (rows, -(-cols // W), 1, W)
-    stride = _aligned(chip, shape, 0, dt, None)
-    _check_address_alignment(chip, address, chip.align_bytes, "matrix")
-    return _place_matrix(chip, address, rows, cols, W, dt, shape, stride)
+    _check_address_alignment(address, chip.align_bytes, "matrix")
+    return _place_matrix(chip, address, rows, cols, W, dt)
 
 
 @functools.lru_cache(maxsize=64)
-def _place_matrix(chip, address, rows, cols, W, dt, shape, stride) -> NpuTensor:
-    q, r = divmod(address, chip.lmem_bytes)
-    X, S, e = chip.npus, chip.lmem_bytes, dt.itemsize
-    digits = {"row": stride[0] * e, "col": [(W, e), (X, S), (None, stride[1] * e)]}
-    lay = _npu_layout("matrix", chip, r, e, ("row", "col"), (rows, cols), digits, {"col": q * W}, ("row",))
-    return NpuTensor(chip, address, shape, stride, dt, None, "matrix", q, r, lay,
-                     matrix_shape=(rows, cols), cols_per_channel=W)
+def _place_matrix(chip, address, rows, cols, W, dt) -> NpuTensor:
+    shape = (rows, -(-cols // W), 1, W)
+    stride = _strides("aligned", chip, shape, 0, dt.itemsize)
+    e, q = dt.itemsize, address // chip.lmem_bytes
+    digits = {"row": stride[0] * e, "col": [(W, e), (chip.npus, chip.lmem_bytes), (None, stride[1] * e)]}
+    return _placement("matrix", chip, address, shape, stride, dt, None, ("row", "col"), (rows, cols),
+                      digits, {"col": q * W}, ("row",), (rows, shape[1] * W),
+                      matrix_shape=(rows, cols), cols_per_channel=W)
 
 
 def locate(chip: Chip, address: int, shape, stride, dtype, index, mode=None) -> tuple[int, int]:

@@ -12,14 +12,12 @@ import numpy as np
 from .. import _checks
 from ..errors import DTypeError, LayoutError, ShapeError, check_shape, dtype_text
 from ..image import (
-    ImageType,
     buffer_format,
     checked_source,
     image_layout,
     image_type,
+    row,
     stored_dtype,
-    winograd_filter_values,
-    winograd_filter_weights,
 )
 from ._device import cl, context_of
 
@@ -218,8 +216,8 @@ def _device_layout(queue, image, kind, shape, buffer, buffer_dtype, layout, filt
     pcl = cl()
     cctx = context_of(queue)
     kind = image_type(kind)
-    if kind == ImageType.WINOGRAD_FILTER:
-        raise LayoutError("kind = WINOGRAD_FILTER is not allowed here: its buffer side is the "
+    if row(kind).transform:
+        raise LayoutError(f"kind = {kind.name} is not allowed here: its buffer side is the "
                           "transformed filter U; use to_cl_image / from_cl_image")
     fmt = buffer_format(kind, layout=layout, filter_format=filter_format)
     shape = check_shape("shape", shape, rank=len(fmt))
@@ -325,8 +323,9 @@ def write_image(cctx, queue, array, lay, out_dtype, *, tile=None, wait=True, pat
     pcl = cl()
     height, width, _ = lay.physical_shape
     cctx.check_image(width, height, out_dtype)
-    if lay.name == ImageType.WINOGRAD_FILTER.name:
-        array = winograd_filter_values(array, tile)
+    transform = row(lay.name).transform
+    if transform:
+        array = transform.forward(array, tile)
     if array.dtype not in (np.float16, np.float32):
         # float64 (or wider): one correctly rounded conversion on the host, as the NumPy
         # path does; float32 -> half is rounded by the kernel, to nearest even.
@@ -400,6 +399,7 @@ def read_image(cctx, queue, image, lay, *, tile=None, path=None):
     ev = _enqueue(queue, cctx, "image_to_buffer", half, half, image, dev_dst, lay, path)[-1]
     pcl.enqueue_copy(queue, out, dev_dst, wait_for=[ev]).wait()
     dev_dst.release()
-    if lay.name == ImageType.WINOGRAD_FILTER.name:
-        return winograd_filter_weights(out, tile).astype(dt)
+    transform = row(lay.name).transform
+    if transform:
+        return transform.inverse(out, tile).astype(dt)
     return out
