@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import DeviceLimitError, LayoutError, short
 from ..image import (ImageType, table, buffer_format, check_image_limits, element_at, from_image, image_from_dump,
-                     image_layout, image_nbytes, image_shape, pixel_of)
+                     image_layout, image_nbytes, image_shape, pixel_of, row)
 from ._common import dtype_arg, int_list, integer, positive, print_json, print_table
 
 
@@ -68,8 +68,8 @@ def describe(kind, shape, *, layout=None, filter_format=None, tile=None, dtype="
     width, height = image_shape(kind, shape, **kw)
     dt = dtype_arg(dtype, "--dtype", ("float32", "float16"))
     nbytes = image_nbytes(kind, shape, dtype=dt, **kw)
-    fmt = "TOI" if kind == ImageType.WINOGRAD_FILTER else buffer_format(kind, layout=layout,
-                                                                        filter_format=filter_format)
+    fmt = "TOI" if row(kind).transform else buffer_format(kind, layout=layout,
+                                                          filter_format=filter_format)
     lanes = width * height * 4
     out = {
         "kind": kind.name, "number": int(kind), "buffer_format": fmt, "shape": list(lay.shape),
@@ -149,7 +149,7 @@ def run(args) -> int:
         print_json(info)
         return 0
     shape = tuple(info["shape"])
-    what = "transformed filter U[t, o, i]" if info["kind"] == "WINOGRAD_FILTER" else \
+    what = "transformed filter U[t, o, i]" if row(info["kind"]).transform else \
         f"{info['buffer_format']} tensor"
     print(f"{info['kind']} image, {what} {shape}, {info['dtype']}")
     w, h = info["image"]
@@ -203,7 +203,7 @@ def demo(tour) -> None:
         logical = lay.shape  # for WINOGRAD_FILTER: U[t, o, i]
         x, y, k = pixel_of(kind, shape, _last(logical), **kw)
         held = element_at(kind, shape, w - 1, h - 1, 3, **kw)
-        name = kind + (" (U)" if kind == "WINOGRAD_FILTER" else "")
+        name = kind + (" (U)" if row(kind).transform else "")
         table.append((label, "x".join(map(str, shape)), name, f"[{w}, {h}]", f"{b32} / {b16}",
                       f"{lay.padding_waste:.0%}", f"{_last(logical)} -> ({x}, {y}, {k})",
                       "padding" if held is None else str(held)))

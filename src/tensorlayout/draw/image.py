@@ -184,9 +184,10 @@ def image_figure(kind, shape, *, layout=None, filter_format=None, tile=None,
     count = lay.count
     n_pad = width * height * 4 - count
     split_name = lay.dims[split]
-    src = "transformed filter U" if kind == ImageType.WINOGRAD_FILTER else f"{fmt} buffer"
+    transformed = row(kind).transform is not None
+    src = "transformed filter U" if transformed else f"{fmt} buffer"
     info = [f"buffer: {fmt}" + (f" weights {tuple(shape_t)} \u2192 U[t, o, i] {lay.shape}"
-                                if kind == ImageType.WINOGRAD_FILTER else f" {shape_t}"),
+                                if transformed else f" {shape_t}"),
             f"lanes label the {src} index ({', '.join(lay.dims)})",
             f"{count} elements in {width * height} pixels: {n_pad} padding lanes",
             f"colour: {split_name} // 4, the lane group of {split_name}"]

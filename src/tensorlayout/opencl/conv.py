@@ -96,7 +96,7 @@ def pixel_macros() -> str:
     for (kind, fmt), r in ROWS.items():
         if fmt is not None:
             continue
-        dims = ("t", "o", "i") if kind == ImageType.WINOGRAD_FILTER else tuple(r.formats[0].lower())
+        dims = r.transform.logical((1, 1, 3, 3), 2)[0] if r.transform else tuple(r.formats[0].lower())
         sizes, idx = r.symbols(dims)
         lines.append(f"#define PIXEL_{kind.name}({', '.join(idx + sizes)}) "
                      f"((int2)({_c_formula(r.x)}, {_c_formula(r.y)}))")
