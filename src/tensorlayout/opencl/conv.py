@@ -178,13 +178,18 @@ def _check_direct(shape, filter_shape, padding, stride):
                      check_shape("filter_shape", filter_shape, rank=4), padding, stride)
 
 
+def _check_channels(filter_shape, C):
+    """The filter's input channels I must be the input's C."""
+    if filter_shape[1] != C:
+        raise ConvolutionError(f"filter_shape = {filter_shape} has I = {filter_shape[1]} input "
+                               f"channels: the input has C = {C}")
+
+
 def _geometry(shape, filter_shape, padding, stride):
     """:func:`_check_direct` for shapes already checked."""
     N, H, W, C = shape
     O, I, KH, KW = filter_shape
-    if I != C:
-        raise ConvolutionError(f"filter_shape = {filter_shape} has I = {I} input channels: "
-                               f"the input has C = {C}")
+    _check_channels(filter_shape, C)
     ph, pw = pair("padding", padding, minimum=0)
     sh, sw = pair("stride", stride)
     if H + 2 * ph < KH or W + 2 * pw < KW:
@@ -296,9 +301,7 @@ def conv2d_winograd_image(queue, image, shape, filter_image, filter_shape, bias=
     O, I, KH, KW = filter_shape = check_shape("filter_shape", filter_shape, rank=4)
     if (KH, KW) != (3, 3):
         raise AlgorithmError(f"filter_shape = {filter_shape}: the Winograd pipeline runs 3x3 kernels only")
-    if I != C:
-        raise ConvolutionError(f"filter_shape = {filter_shape} has I = {I} input channels: "
-                               f"the input has C = {C}")
+    _check_channels(filter_shape, C)
     _check_tile(tile)
     pad = pair("padding", padding, minimum=0)
     sizes = _wino_sizes(shape, O, tile, pad)
