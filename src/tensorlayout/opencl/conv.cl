@@ -136,13 +136,14 @@ __kernel void NAME(__read_only image2d_t V, __read_only image2d_t U,            
     const int qc = (C + 3) / 4, qo = (O + 3) / 4, qb = (qo + NO - 1) / NO;                       \
     if (tile0 >= tiles || g >= T * T * qb * S)                                                   \
         return;                                                                                   \
-    const int s = g / (T * T * qb), y = g - s * T * T * qb;                                      \
+    const int s = S > 1 ? g / (T * T * qb) : 0, y = g - s * T * T * qb;                          \
     const int t = y / qb, o4 = (y - t * qb) * NO;                                                \
     float4 acc[NO][NT];                                                                           \
     for (int b = 0; b < NO; ++b)                                                                  \
         for (int k = 0; k < NT; ++k)                                                              \
             acc[b][k] = (float4)(0.0f);                                                           \
-    for (int c4 = s * qc / S; c4 < (s + 1) * qc / S; ++c4) {                                     \
+    const int c4a = S > 1 ? s * qc / S : 0, c4b = S > 1 ? (s + 1) * qc / S : qc;                \
+    for (int c4 = c4a; c4 < c4b; ++c4) {                                                          \
         float4 f[4 * NO];                                                                         \
         for (int r = 0; r < 4 * NO; ++r)                                                          \
             f[r] = read_imagef(U, SMP, PIXEL_WINOGRAD_FILTER(t, 4 * o4 + r, c4, T * T, O, C));    \

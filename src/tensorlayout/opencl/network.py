@@ -59,8 +59,10 @@ _CPU_LOCAL = {2: (16, 4), 3: (4, 4, 4)}
 # left most of the GPU idle.  CPU devices have cores enough at any size: no split.
 _SPLIT_ITEMS = {"GPU": 16384, "CPU": 0}
 _GEMM_BLOCKS = ((4, 1), (8, 1), (8, 2))      # conv.cl's wino_matmul_{tiles}x{channel groups}
-# A Winograd GEMM with fewer work-items than this (at 4 tiles each) splits its sums over
-# slices of the input channels, each at least 8 channel blocks long (GPUs only, as above).
+# A Winograd GEMM with at most half this many work-items (at 4 tiles each) splits its sums
+# over slices of the input channels, each at least 8 channel blocks long, towards this many
+# work-items (GPUs only, as above).  On an H100 a layer of 25k work-items (ResNet's 128
+# channels at 28x28) got slower split: the output stage's second read cost what the GEMM saved.
 _GEMM_SPLIT_ITEMS = {"GPU": 32768, "CPU": 0}
 
 #: Winograd tiles tried, largest first, when a layer's images do not fit the device.
@@ -711,7 +713,7 @@ class OpenCLSession:
         kind = "GPU" if "GPU" in self.cctx.info.kind.split("/") else "CPU"
         items = -(-tiles // 4) * T2 * _q(O)
         S = 1
-        if items < _GEMM_SPLIT_ITEMS[kind]:
+        if 2 * items <= _GEMM_SPLIT_ITEMS[kind]:
             S = max(1, min(-(-_GEMM_SPLIT_ITEMS[kind] // items), _q(C) // 8,
                            self.max_image[1] // (T2 * _q(O))))
         if S > 1:
