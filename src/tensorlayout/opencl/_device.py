@@ -70,6 +70,11 @@ class DeviceInfo:
     max_alloc: int                     # CL_DEVICE_MAX_MEM_ALLOC_SIZE in bytes
     compute_units: int
 
+    @property
+    def is_gpu(self) -> bool:
+        """True for a GPU (``kind`` lists the device's types, "/"-separated)."""
+        return "GPU" in self.kind.split("/")
+
     def describe(self) -> str:
         w, h = self.max_image_size
         return (f"[{self.index}] {self.name} ({self.platform}; {self.kind}): images up to "

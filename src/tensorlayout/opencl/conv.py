@@ -40,7 +40,7 @@ from . import transfer
 from .transfer import empty_image, read_image, write_image
 
 __all__ = ["conv2d", "conv2d_direct_image", "conv2d_winograd_image", "winograd_image_shapes",
-           "WINOGRAD_TILES", "pixel_macros", "transform_defines"]
+           "WINOGRAD_TILES", "pixel_macros", "wino_source", "default_mid_dtype"]
 
 #: Output tile sizes m of F(m x m, 3 x 3) the image pipeline runs.
 WINOGRAD_TILES = (2, 4, 6)
@@ -109,32 +109,33 @@ def _kernel(cctx, name, dtype, m=None, mid_dtype=None):
         return cctx.kernel("conv.cl", name, tuple(opts))
     opts.append(f"-DMID_HALF={int(np.dtype(mid_dtype) == np.float16)}")
     # The transforms go in as source text rather than -D options (quoting differs by driver).
-    return cctx.kernel(f"conv.cl:wino{m}", name, tuple(opts), source=_wino_source(m))
+    return cctx.kernel(f"conv.cl:wino{m}", name, tuple(opts), source=wino_source(m))
 
 
-_WINO_SRC: dict = {}
-
-
-@functools.lru_cache(maxsize=None)
-def transform_defines(m: int, input_macro: str, output_macro: str) -> str:
+def _transform_defines(m: int) -> str:
     """``#define WINO_M m`` and two macros of straight-line OpenCL for F(m, 3)'s input
-    transform (d -> u, Bᵀ d B) and output transform (m -> y, Aᵀ m A) on float4 arrays."""
+    transform (``WINO_INPUT_TRANSFORM``: d -> u, Bᵀ d B) and output transform
+    (``WINO_OUTPUT_TRANSFORM``: m -> y, Aᵀ m A) on float4 arrays."""
     from ..winograd.transforms import transforms
 
     AT, _, BT = transforms(m, 3).as_float(np.float32)
     inp = " \\\n    ".join(_sandwich(BT, "d", "u", "tb"))
     outp = " \\\n    ".join(_sandwich(AT, "m", "y", "ta"))
-    return (f"#define WINO_M {m}\n#define {input_macro} \\\n    {inp}\n"
-            f"#define {output_macro} \\\n    {outp}\n")
+    return (f"#define WINO_M {m}\n#define WINO_INPUT_TRANSFORM \\\n    {inp}\n"
+            f"#define WINO_OUTPUT_TRANSFORM \\\n    {outp}\n")
 
 
-def _wino_source(m: int) -> str:
-    got = _WINO_SRC.get(m)
-    if got is None:
-        head = transform_defines(m, "WINO_INPUT_TRANSFORM", "WINO_OUTPUT_TRANSFORM")
-        got = head + read_source("conv.cl")
-        _WINO_SRC[m] = got
-    return got
+@functools.lru_cache(maxsize=None)
+def wino_source(m: int) -> str:
+    """conv.cl with F(m, 3)'s transforms prepended: the program of the Winograd stages, which
+    single convolutions and :class:`~tensorlayout.opencl.OpenCLSession` networks both run."""
+    return _transform_defines(m) + read_source("conv.cl")
+
+
+def default_mid_dtype(tile: int, dtype) -> np.dtype:
+    """The V and M images' channel type by default: the images' own, but float32 for tile 6,
+    whose MACE-scaled transforms overflow float16."""
+    return np.dtype(np.float32) if tile == 6 else np.dtype(dtype)
 
 
 def _size(kind: str, shape, tile=None) -> tuple:
@@ -307,9 +308,7 @@ def conv2d_winograd_image(queue, image, shape, filter_image, filter_shape, bias=
     sizes = _wino_sizes(shape, O, tile, pad)
     dt = _check_image_of("image", image, "IN_OUT_CHANNEL", shape)
     _check_image_of("filter_image", filter_image, "WINOGRAD_FILTER", filter_shape, tile=tile)
-    if mid_dtype is None:
-        mid_dtype = np.float32 if tile == 6 else dt
-    mid = image_dtype(mid_dtype, "mid_dtype")
+    mid = default_mid_dtype(tile, dt) if mid_dtype is None else image_dtype(mid_dtype, "mid_dtype")
     _check_fits(cctx, sizes, tile, dt, mid, "the direct kernel")
     return _winograd(cctx, queue, image, shape, filter_image, O, bias, tile, pad, sizes, dt, mid)
 
@@ -422,7 +421,7 @@ def conv2d(x, w, bias=None, *args, padding=0, stride=1, algorithm="winograd", ti
     if algorithm == "winograd":
         wi = write_image(cctx, qu, w, layout_of(ImageType.WINOGRAD_FILTER, "OIHW", fshape, tile), dt,
                          tile=tile)
-        mid = np.dtype(np.float32) if tile == 6 else dt
+        mid = default_mid_dtype(tile, dt)
         _check_fits(cctx, sizes, tile, dt, mid, "algorithm='direct'")
         out, oshape = _winograd(cctx, qu, xi, shape, wi, O, bi, tile, pad, sizes, dt, mid)
     else:

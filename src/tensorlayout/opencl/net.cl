@@ -123,10 +123,7 @@ __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
     CONV_MACS(0, qc)
 #if CONV_PARTIAL
     if (!last) {
-        write_imagef(out, xy, acc0);
-        if (OW - ow0 > 1) write_imagef(out, xy + (int2)(1, 0), acc1);
-        if (OW - ow0 > 2) write_imagef(out, xy + (int2)(2, 0), acc2);
-        if (OW - ow0 > 3) write_imagef(out, xy + (int2)(3, 0), acc3);
+        store4(out, xy, acc0, acc1, acc2, acc3, OW - ow0);
         return;
     }
 #endif
@@ -135,8 +132,8 @@ __kernel void conv2d(__read_only image2d_t in, __read_only image2d_t filt,
 
 /* The direct convolution split over its input channels, for layers with few output
  * blocks and long sums (ResNet's stride-2 layers, 1x1 layers at 7x7): slice s of S sums
- * channel blocks [s * qc / S, (s + 1) * qc / S) and stores its float32 sums at rows
- * s * NOH of P; conv2d_sum adds the slices, the bias and the activation. */
+ * channel blocks [s * qc / S, (s + 1) * qc / S) and stores its float32 sums in P as batch
+ * items s * N .. s * N + N - 1; conv2d_sum adds the slices, the bias and the activation. */
 __kernel void conv2d_split(__read_only image2d_t in, __read_only image2d_t filt,
                            __write_only image2d_t P,
                            int H, int W, int C, int OH, int OW, int O, int NOH,
@@ -150,11 +147,9 @@ __kernel void conv2d_split(__read_only image2d_t in, __read_only image2d_t filt,
     const int qc = (C + 3) / 4;
     float4 acc0 = (float4)(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     CONV_MACS(s * qc / S, (s + 1) * qc / S)
-    const int2 xy = PIXEL_IN_OUT_CHANNEL(n, oh, ow0, o4, N, OH, OW, O) + (int2)(0, s * NOH);
-    write_imagef(P, xy, acc0);
-    if (OW - ow0 > 1) write_imagef(P, xy + (int2)(1, 0), acc1);
-    if (OW - ow0 > 2) write_imagef(P, xy + (int2)(2, 0), acc2);
-    if (OW - ow0 > 3) write_imagef(P, xy + (int2)(3, 0), acc3);
+    /* slice s is batch items s * N .. of an IN_OUT_CHANNEL image of S * N items */
+    store4(P, PIXEL_IN_OUT_CHANNEL(s * N + n, oh, ow0, o4, S * N, OH, OW, O),
+           acc0, acc1, acc2, acc3, OW - ow0);
 }
 
 __kernel void conv2d_sum(__read_only image2d_t P, __read_only image2d_t bias,
@@ -168,7 +163,7 @@ __kernel void conv2d_sum(__read_only image2d_t P, __read_only image2d_t bias,
     const int2 xy = PIXEL_IN_OUT_CHANNEL(n, oh, ow, o4, N, OH, OW, O);
     float4 acc = has_bias ? get(bias, PIXEL_ARGUMENT(o4, O)) : (float4)(0.0f);
     for (int s = 0; s < S; ++s)
-        acc += read_imagef(P, SMP, xy + (int2)(0, s * NOH));
+        acc += read_imagef(P, SMP, PIXEL_IN_OUT_CHANNEL(s * N + n, oh, ow, o4, S * N, OH, OW, O));
     put(out, xy, activate(acc, act, a0, a1), o4, O);
 }
 

@@ -59,6 +59,17 @@ inline float4 get(__read_only image2d_t img, int2 xy)
 
 /* The activated results of four neighbouring output columns, from pixel xy on; only the
  * `left` columns still inside the output are stored. */
+/* Four neighbouring columns' float32 sums as they are (no activation, no rounding to half):
+ * partial sums that a later kernel adds. */
+inline void store4(__write_only image2d_t img, int2 xy, float4 v0, float4 v1, float4 v2, float4 v3,
+                   int left)
+{
+    write_imagef(img, xy, v0);
+    if (left > 1) write_imagef(img, xy + (int2)(1, 0), v1);
+    if (left > 2) write_imagef(img, xy + (int2)(2, 0), v2);
+    if (left > 3) write_imagef(img, xy + (int2)(3, 0), v3);
+}
+
 inline void put4(__write_only image2d_t img, int2 xy, float4 v0, float4 v1, float4 v2, float4 v3,
                  int left, int c4, int C, int act, float a0, float a1)
 {

@@ -37,6 +37,8 @@ from .._checks import q as _q
 from ..errors import DeviceLimitError, LayoutError
 from ..image import image_shape
 from ._device import cl, get_context
+from .conv import default_mid_dtype, wino_source
+from .tuning import round_up
 
 __all__ = ["OpenCLSession", "NETWORK_OPS"]
 
@@ -244,16 +246,10 @@ class OpenCLSession:
     def _net_program(self):
         return ("net.cl", (f"-DIMG_HALF={int(self.half)}",), None)
 
-    def _wino_program(self, m):
-        # conv.cl's three Winograd stages, which single convolutions run too
-        from ._device import read_source
-        from .conv import transform_defines
-
-        mid_half = self.half and m != 6
-        src = (transform_defines(m, "WINO_INPUT_TRANSFORM", "WINO_OUTPUT_TRANSFORM")
-               + read_source("conv.cl"))
-        return (f"conv.cl:wino{m}", (f"-DIMG_HALF={int(self.half)}", f"-DMID_HALF={int(mid_half)}"),
-                src)
+    def _wino_program(self, m, mid):
+        """conv.cl's Winograd stages, which single convolutions run too."""
+        return (f"conv.cl:wino{m}", (f"-DIMG_HALF={int(self.half)}",
+                                     f"-DMID_HALF={int(mid == np.float16)}"), wino_source(m))
 
     def _batch_groups(self):
         """How many batch items each image holds: all of them, or where some activation's
@@ -267,7 +263,7 @@ class OpenCLSession:
         if len(batch) != 1 or self.batch == 1:
             return
         N = self.batch
-        shapes = list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        shapes = self._tensor_shapes()
         rows = max((s[2] if len(s) == 4 else 1) for s in shapes if len(s) in (2, 4) and s[0] == N)
         if N * rows <= self.max_image[1]:
             return
@@ -277,13 +273,17 @@ class OpenCLSession:
             f"network: batch {N} runs as {N // g} groups of {g} (images of {N} items up to "
             f"{N * rows} rows are past the limit {list(self.max_image)}); split images:")
 
+    def _tensor_shapes(self):
+        """The shapes of the graph's inputs and of every step's outputs."""
+        m = self.model
+        return list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+
     def _channel_parts(self):
         """The channels each image holds where an activation's image [W * q(C), N * H] is wider
         than the limit: ``self.part`` channels (a multiple of 4, the same for every split
         tensor, so that the parts of two tensors line up and lanes never shift), the most
         that the widest such tensor's W leaves room for; 0 when no tensor needs it or none fits."""
-        m = self.model
-        shapes = list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        shapes = self._tensor_shapes()
         wide = [(s[3] if len(s) == 4 else 1) for s in shapes if len(s) in (2, 4)
                 and image_shape("IN_OUT_CHANNEL", _nhwc(s))[0] > self.max_image[0]]
         self.part = 4 * (self.max_image[0] // max(wide)) if wide else 0
@@ -542,8 +542,6 @@ class OpenCLSession:
         _, OH, OW, _ = out.nhwc
         i32, f32 = np.int32, np.float32
         acts = [i32(act[0]), f32(act[1]), f32(act[2])]
-        macs = N * OH * OW * O * I * KH * KW
-        io = (x.nhwc[0] * H * W * C + N * OH * OW * O) * self.dtype.itemsize
         geo = [i32(KH), i32(KW), i32(strides[0]), i32(strides[1]), i32(begin[0]), i32(begin[1]),
                i32(dil[0]), i32(dil[1])]
         if groups == 1:
@@ -554,8 +552,8 @@ class OpenCLSession:
                 tile = 0
             if tile:
                 bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
-                self._winograd(st, layer, x, w, bias if bias is not None else self._empty(),
-                               i32(bias is not None), out, tile, begin, acts, macs)
+                self._winograd(node, layer, x, w, bias if bias is not None else self._empty(),
+                               i32(bias is not None), out, tile, begin, acts)
                 return
             layer.kind = f"conv {KH}x{KW} direct" if (KH, KW) != (1, 1) else "conv 1x1 direct"
             self._conv_direct(layer, node, x, w, b, out, geo, acts)
@@ -580,6 +578,8 @@ class OpenCLSession:
         if C % groups or O % groups or I != C // groups:
             raise _err(node, f"group = {groups} does not divide C = {C} and O = {O}")
         layer.kind = f"grouped conv {KH}x{KW} (group {groups})"
+        macs = N * OH * OW * O * I * KH * KW
+        io = (x.nhwc[0] * H * W * C + N * OH * OW * O) * self.dtype.itemsize
         bias = self._weight(layer, node.inputs[2], b, "ARGUMENT") if b is not None else None
         filt = self._weight(layer, node.inputs[1], w, "CONV2D_FILTER")
         layer.launches.append(_Launch(
@@ -640,7 +640,7 @@ class OpenCLSession:
         over (1: none).  Only long sums are split: the second kernel and launch cost about as
         much as a short sum saves (on an H100, 1x1 layers of under 96 channel blocks got
         slower split, ResNet's 3x3 layers and MobileNetV2's wide 1x1 layers 1.2-3.5x faster)."""
-        target = _SPLIT_ITEMS["GPU" if "GPU" in self.cctx.info.kind.split("/") else "CPU"]
+        target = _SPLIT_ITEMS["GPU" if self.cctx.info.is_gpu else "CPU"]
         if items * 2 > target or qc < 8 or taps < 96:
             return 1
         return max(1, min(qc // 4, -(-target // items)))
@@ -697,8 +697,7 @@ class OpenCLSession:
                               f"past the limit {list(self.max_image)})")
         return 0
 
-    def _winograd(self, st, layer, x, w, bias_arg, has_b, out, tile, begin, acts, macs):
-        node = st.node
+    def _winograd(self, node, layer, x, w, bias_arg, has_b, out, tile, begin, acts):
         N, H, W, C = x.nhwc
         _, OH, OW, O = out.nhwc
         th, tw = -(-OH // tile), -(-OW // tile)
@@ -706,22 +705,22 @@ class OpenCLSession:
         T2 = (tile + 2) ** 2
         layer.kind = f"conv 3x3 Winograd F({tile},3)"
         u = self._weight(layer, node.inputs[1], w, "WINOGRAD_FILTER", tile=tile)
-        mid = np.dtype(np.float16 if (self.half and tile != 6) else np.float32)
+        mid = default_mid_dtype(tile, self.dtype)
         # Slices of the input channels for the GEMM where the layer has few work-items
         # (ResNet's 512-channel layers at 7x7: 8192 at 4 tiles each): each slice stores its
         # sums in its own rows of M, and wino_output adds them.
-        kind = "GPU" if "GPU" in self.cctx.info.kind.split("/") else "CPU"
-        items = -(-tiles // 4) * T2 * _q(O)
+        items = -(-tiles // _GEMM_BLOCKS[0][0]) * T2 * _q(O)
         S = 1
-        if 2 * items <= _GEMM_SPLIT_ITEMS[kind]:
-            S = max(1, min(-(-_GEMM_SPLIT_ITEMS[kind] // items), _q(C) // 8,
+        target = _GEMM_SPLIT_ITEMS["GPU" if self.cctx.info.is_gpu else "CPU"]
+        if 2 * items <= target:
+            S = max(1, min(-(-target // items), _q(C) // 8,
                            self.max_image[1] // (T2 * _q(O))))
         if S > 1:
             layer.kind += f", GEMM over {S} channel slices"
         V, M = ("tmp", node.name, "V"), ("tmp", node.name, "M")
         self._slots[V] = (tiles, T2 * _q(C), mid)
         self._slots[M] = (tiles, S * T2 * _q(O), mid)
-        prog = self._wino_program(tile)
+        prog = self._wino_program(tile, mid)
         i32 = np.int32
         # The GEMM's blockings (tiles x groups of 4 output channels per work-item), the
         # default first: 8 tiles where that still leaves 40k work-items (measured on an
@@ -745,7 +744,6 @@ class OpenCLSession:
                      i32(S), has_b, *acts],
                     nbytes=S * tiles * T2 * O * mid.itemsize + N * OH * OW * O * it),
         ]
-        layer.temps = [V, M]
 
     # ---- fully connected
     def _fc(self, st, layer, final, final_shape, act):
@@ -1126,7 +1124,6 @@ class OpenCLSession:
             self._net_program(), "gather_channels", (_q(C), W, NH),
             [*imgs, table, out, i32(W), i32(NH), i32(starts[1]), i32(starts[2]),
              i32(starts[3]), i32(C)], nbytes=2 * N * H * W * C * self.dtype.itemsize))
-        layer.tables = [table]
         self.layers.append(layer)
         return out
 
@@ -1230,7 +1227,7 @@ class OpenCLSession:
                 ln.base_gsize = tuple(ln.gsize)
                 if cpu:
                     ln.lsize = _CPU_LOCAL[len(ln.gsize)]
-                    ln.gsize = tuple(-(-g // lc) * lc for g, lc in zip(ln.gsize, ln.lsize))
+                    ln.gsize = round_up(ln.gsize, ln.lsize)
                 prog = self.cctx.program(*ln.program)
                 k = pcl.Kernel(prog, ln.kernel)
                 args = []
@@ -1245,6 +1242,10 @@ class OpenCLSession:
                 ln.kobj, ln.kargs = k, args
         prog = self.cctx.program(*self._net_program())
         mf = pcl.mem_flags
+        g = self.group
+        # the groups of batch items a run takes in turn: all at once unless the images hold fewer
+        self._groups = [slice(None)] if g == self.batch else \
+            [slice(n0, n0 + g) for n0 in range(0, self.batch, g)]
         self._uploads = []
         i32 = np.int32
         for name, a in self._inputs.items():
@@ -1308,11 +1309,7 @@ class OpenCLSession:
         events = [] if profile else None
         for name, host, *_ in self._uploads:
             np.copyto(host, feeds[name])
-        g = self.group
-        # the groups of batch items: all of them at once unless the images hold fewer
-        groups = [slice(None)] if g == self.batch else \
-            [slice(n0, n0 + g) for n0 in range(0, self.batch, g)]
-        for items in groups:
+        for items in self._groups:
             for name, host, buf, kernels in self._uploads:
                 pcl.enqueue_copy(q, buf, host[items], is_blocking=False)
                 for k, gs in kernels:
@@ -1332,8 +1329,9 @@ class OpenCLSession:
                 pcl.enqueue_copy(q, host[items], buf, is_blocking=True)
         outs = []
         for name, host, buf, kernels, ids, shape in self._downloads:
-            y = host if ids is None else host.reshape(-1)[ids]
-            outs.append(np.array(y.reshape(shape)))
+            # a copy: the page-locked array is written again by the next run
+            outs.append(host.reshape(shape).copy() if ids is None
+                        else host.reshape(-1)[ids].reshape(shape))
         self._events, self._profile = events, None
         return outs[0] if len(outs) == 1 else outs
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ._device import cl
 
-__all__ = ["cache_dir", "candidates", "tune_session"]
+__all__ = ["cache_dir", "candidates", "round_up", "tune_session"]
 
 _LOCK = threading.Lock()
 
@@ -71,7 +71,8 @@ def candidates(gsize, max_group: int, wide: bool = False) -> list:
     return out
 
 
-def _round(gsize, lsize):
+def round_up(gsize, lsize):
+    """``gsize`` rounded up to a multiple of ``lsize`` on every axis."""
     return tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
 
 
@@ -95,29 +96,28 @@ def _key(cctx, ln):
     if ln.variants:       # one key for the launch, whichever variant it holds now
         what = "/".join(f"{k}:{'x'.join(map(str, g))}" for k, g in sorted(ln.variants))
     else:
-        what = f"{ln.kernel}|{'x'.join(map(str, ln.base_gsize or ln.gsize))}"
+        what = f"{ln.kernel}|{'x'.join(map(str, ln.base_gsize))}"
     return f"{cctx.info.version}|{prog}|{','.join(opts)}|{h}|{what}"
 
 
+def _run_once(queue, kobj, gsize, lsize) -> int:
+    """Device nanoseconds of one launch (its profiling event, waited for)."""
+    ev = cl().enqueue_nd_range_kernel(queue, kobj, gsize, lsize)
+    ev.wait()
+    return ev.profile.end - ev.profile.start
+
+
 def _time(queue, kobj, gsize, lsize, reps=3):
-    pcl = cl()
-    best = None
-    for _ in range(reps):
-        ev = pcl.enqueue_nd_range_kernel(queue, kobj, gsize, lsize)
-        ev.wait()
-        t = ev.profile.end - ev.profile.start
-        best = t if best is None else min(best, t)
-    return best
+    return min(_run_once(queue, kobj, gsize, lsize) for _ in range(reps))
 
 
 def _final(queue, kernels, variants, timings, top=4, rounds=7):
     """The winner among the ``top`` fastest of a first pass (best of three runs each) and
-    the best of each variant, timed again in turns, ``rounds`` runs each, by median: one early run of a few microseconds
-    can be fast or slow by chance (on an H100 the first pass alone sometimes kept a GEMM
+    the best of each variant, timed again in turns, ``rounds`` runs each, by median: one
+    early run of a few microseconds can be fast or slow by chance (on an H100 the first pass alone sometimes kept a GEMM
     blocking 15% slower than another)."""
     if len(timings) <= 1:
         return min(timings, key=lambda tc: tc[0])
-    pcl = cl()
     ranked = sorted(timings, key=lambda tc: tc[0])
     shortlist = ranked[:top]
     for name, _ in variants:          # and each variant's best, whatever the first pass said
@@ -128,10 +128,8 @@ def _final(queue, kernels, variants, timings, top=4, rounds=7):
     runs = {i: [] for i in range(len(shortlist))}
     for _ in range(rounds):
         for i, (_, name, cand) in enumerate(shortlist):
-            g = need[name] if cand is None else _round(need[name], cand)
-            ev = pcl.enqueue_nd_range_kernel(queue, kernels[name], g, cand)
-            ev.wait()
-            runs[i].append(ev.profile.end - ev.profile.start)
+            g = need[name] if cand is None else round_up(need[name], cand)
+            runs[i].append(_run_once(queue, kernels[name], g, cand))
     i = min(runs, key=lambda i: float(np.median(runs[i])))
     return shortlist[i]
 
@@ -147,11 +145,19 @@ def tune_session(sess) -> int:
         changed = False
         chosen = 0
         max_dev = int(cctx.device.max_work_group_size)
-        wide = "GPU" in cctx.info.kind.split("/")
+        wide = cctx.info.is_gpu
         for _, ln in sess.launches():
             key = _key(cctx, ln)
-            variants = ln.variants or ((ln.kernel, ln.base_gsize or ln.gsize),)
+            variants = ln.variants or ((ln.kernel, ln.base_gsize),)
             kernels = {ln.kernel: ln.kobj}
+
+            def kernel(name, ln=ln, kernels=kernels):
+                """The launch's kernel object for variant ``name``, with its arguments."""
+                k = kernels.get(name)
+                if k is None:
+                    k = kernels[name] = pcl.Kernel(cctx.program(*ln.program), name)
+                    k.set_args(*ln.kargs)
+                return k
             if key in cache:
                 got = cache[key]
                 name, best = (got[0], got[1]) if ln.variants else (ln.kernel, got)
@@ -159,14 +165,11 @@ def tune_session(sess) -> int:
             else:
                 timings = []
                 for name, need in variants:
-                    k = kernels.get(name)
-                    if k is None:
-                        k = kernels[name] = pcl.Kernel(cctx.program(*ln.program), name)
-                        k.set_args(*ln.kargs)
+                    k = kernel(name)
                     limit = min(max_dev, int(k.get_work_group_info(
                         pcl.kernel_work_group_info.WORK_GROUP_SIZE, cctx.device)))
                     for cand in candidates(need, limit, wide):
-                        g = need if cand is None else _round(need, cand)
+                        g = need if cand is None else round_up(need, cand)
                         try:
                             t = _time(sess.queue, k, g, cand)
                         except pcl.Error:
@@ -183,13 +186,9 @@ def tune_session(sess) -> int:
             if need is None:                     # a cache entry from other kernels
                 name, need = variants[0]
             if name != ln.kernel:
-                k = kernels.get(name)
-                if k is None:
-                    k = pcl.Kernel(cctx.program(*ln.program), name)
-                    k.set_args(*ln.kargs)
-                ln.kernel, ln.kobj, ln.base_gsize = name, k, tuple(need)
+                ln.kernel, ln.kobj, ln.base_gsize = name, kernel(name), tuple(need)
             ln.lsize = best
-            ln.gsize = tuple(need) if best is None else _round(need, best)
+            ln.gsize = tuple(need) if best is None else round_up(need, best)
             chosen += best is not None
         sess.queue.finish()
         if changed:
