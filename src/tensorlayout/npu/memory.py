@@ -53,6 +53,7 @@ from .tensor import (
     dtype_name,
     matrix_layout,
     tensor_layout,
+    word_dtype,
 )
 
 __all__ = ["LocalMemory", "MAX_SIMULATED_BYTES"]
@@ -65,10 +66,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
-
-
-def _uint(dtype: np.dtype) -> np.dtype:
-    return np.dtype(f"u{dtype.itemsize}")
 
 
 BACKENDS = ("numpy", "cmodel")
@@ -217,7 +214,7 @@ class LocalMemory:
     def _system_words(self, dt: np.dtype) -> np.ndarray:
         """System memory as a flat array of ``dt``-sized unsigned words (the whole ones)."""
         e = dt.itemsize
-        return self._system[:self._system.size // e * e].view(_uint(dt))
+        return self._system[:self._system.size // e * e].view(word_dtype(dt))
 
     # ---------------------------------------------- host arrays <-> local
     def s2l(self, address: int, array, stride=None, mode=None) -> NpuTensor:
@@ -332,11 +329,11 @@ class LocalMemory:
 
     def _to_local(self, lay, t: NpuTensor) -> None:
         """System tensor ``lay`` -> local tensor ``t``: one planned copy between the two layouts."""
-        convert(lay, t.elements, self._system_words(t.dtype), out=self._local.reshape(-1).view(_uint(t.dtype)))
+        convert(lay, t.elements, self._system_words(t.dtype), out=self._local.reshape(-1).view(word_dtype(t.dtype)))
 
     def _to_system(self, t: NpuTensor, lay) -> None:
         """Local tensor ``t`` -> system tensor ``lay``: one planned copy between the two layouts."""
-        convert(t.elements, lay, self._local.reshape(-1).view(_uint(t.dtype)), out=self._system_words(t.dtype),
+        convert(t.elements, lay, self._local.reshape(-1).view(word_dtype(t.dtype)), out=self._system_words(t.dtype),
                 fill_padding=False)
 
     def gdma_l2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
@@ -391,7 +388,10 @@ class LocalMemory:
                            _d4(dstride), _d4(sstride))
             return
         words = self._system_words(dt)
-        dl.pack(sl.unpack(words), out=words, fill_padding=False)   # read all, then write: may overlap
+        if _overlap((sl.base, sl.reach()), (dl.base, dl.reach())):
+            dl.pack(sl.unpack(words), out=words, fill_padding=False)   # read all, then write
+        else:
+            convert(sl, dl, words, out=words, fill_padding=False)      # one copy, no temporary
 
     def _matrix_system_view(self, address, rows, cols, dtype, row_stride, what, write):
         """A system matrix as a buffer layout over system memory counted in its elements, after
@@ -590,12 +590,12 @@ def _d4(values):
 
 def _bits(value: np.ndarray) -> int:
     """The raw bits of a scalar, as the C unions x8 / x16 / x32 pass them."""
-    return int(np.asarray(value).view(np.dtype(f"u{value.dtype.itemsize}")))
+    return int(np.asarray(value).view(word_dtype(value.dtype)))
 
 
 def _bits_of(array: np.ndarray, dt: np.dtype) -> np.ndarray:
     """An array of ``dt`` data as its unsigned words (a copy moves bits, never converts)."""
-    return np.asarray(array).view(_uint(dt))
+    return np.asarray(array).view(word_dtype(dt))
 
 
 @functools.lru_cache(maxsize=256)

@@ -67,6 +67,7 @@ from .chip import Chip
 
 __all__ = [
     "DTYPES",
+    "word_dtype",
     "MODES",
     "NpuTensor",
     "as_dtype",
@@ -479,7 +480,13 @@ class NpuTensor:
         >>> matrix_layout(Chip(4, 1024, 128), 0, 2, 40, 15).npu_ranges()
         [(0, 188), (0, 188), (0, 188), None]
         """
-        return self._whole.row_ranges(self.chip.lmem_bytes)
+        return list(self._ranges)
+
+    @functools.cached_property
+    def _ranges(self) -> tuple:
+        """:meth:`npu_ranges`, worked out once per placement (allocation and overlap checks
+        ask for them again and again)."""
+        return tuple(self._whole.row_ranges(self.chip.lmem_bytes))
 
     # ------------------------------------------------------------- copies
     def _check_array(self, array) -> np.ndarray:
@@ -500,7 +507,7 @@ class NpuTensor:
         values into each word, as an image's lanes interleave channels.
         """
         array = self._check_array(array)
-        u = _uint(self.dtype)
+        u = word_dtype(self.dtype)
         self.elements.pack(array.view(u), out=memory.reshape(-1).view(u))
 
     def unpack_from(self, memory: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -510,12 +517,13 @@ class NpuTensor:
         """
         if out is None:
             out = np.empty(self.elements.shape, dtype=self.dtype)
-        u = _uint(self.dtype)
+        u = word_dtype(self.dtype)
         self.elements.unpack(memory.reshape(-1).view(u), out=out.view(u))
         return out
 
 
-def _uint(dtype: np.dtype) -> np.dtype:
+def word_dtype(dtype: np.dtype) -> np.dtype:
+    """The unsigned integer type of ``dtype``'s size: copies move words, never convert."""
     return np.dtype(f"u{dtype.itemsize}")
 
 
