@@ -18,7 +18,9 @@ ResNet's stride-1 3x3 layers) the same input tensor, weights and bias go to:
   than MACE would pick.
 - **tensorlayout**: a one-layer ONNX model in :class:`tensorlayout.opencl.OpenCLSession`
   with ``winograd`` = 0 (direct), 2, 4, 6 and ``tune=True``; its conv kernels' times.
-- **cuDNN**: ``torch.nn.functional.conv2d`` on CUDA, TF32 off, ``cudnn.benchmark`` on.
+- **cuDNN**: ``torch.nn.functional.conv2d`` on CUDA, TF32 off, ``cudnn.benchmark`` on; CUDA
+  events around one call, which also count the launch of the call on an idle stream (a few
+  microseconds), where the OpenCL times are the kernels' own.
 
 Times are device times: OpenCL profiling events (start to end of each kernel, summed over
 the kernels of one convolution; the filter transform is done once beforehand and not
@@ -132,9 +134,10 @@ class Mace:
         return img
 
 
-def tune(q, kernel, gws, runs, max_wg, extra=()):
+def tune(q, kernel, gws, max_wg, extra=()):
     """The fastest local size for ``kernel`` over MACE's candidates and every power-of-two
-    shape: global sizes rounded up to it, as MACE does without non-uniform work-groups."""
+    shape (each timed twice, the faster kept): global sizes rounded up to it, as MACE does
+    without non-uniform work-groups."""
     dims = len(gws)
     pw = [1 << i for i in range(11)]
     cands = set()
@@ -199,7 +202,7 @@ def run_mace(mace, x, w, b, runs):
                np.float32(0), np.float32(0), np.int32(H), np.int32(W), np.int32(q4(C)),
                np.int32(H), np.int32(W), np.int32(1), np.int32(1), np.int32(1), np.int32(1),
                np.int32(1), np.int32(1))
-    lws, g = tune(q, k, gws, runs, mace_max_wg(k, dev))
+    lws, g = tune(q, k, gws, mace_max_wg(k, dev))
     *t, parts = time_launches(q, [(k, g, lws)], runs)
     y = from_cl_image(q, out, "IN_OUT_CHANNEL", (N, O, H, W), layout="NCHW")
     results["direct"] = (*t, y, f"lws {lws}")
@@ -229,7 +232,7 @@ def run_mace(mace, x, w, b, runs):
             kwg = mace_max_wg(kk, dev)
             extra = [(kwg // 8, 8), (kwg // 64, 64), (kwg // 2, 2), (kwg // 4, 4), (kwg // 16, 16),
                      (kwg // 32, 32), (kwg // 128, 128), (kwg // 256, 256), (kwg, 1), (1, kwg)]
-            lws, g = tune(q, kk, gg, runs, kwg, extra)
+            lws, g = tune(q, kk, gg, kwg, extra)
             launches.append((kk, g, lws))
             cl.enqueue_nd_range_kernel(q, kk, g, lws)   # produce its output for the next tuning
         *t, parts = time_launches(q, launches, runs)

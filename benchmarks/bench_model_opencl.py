@@ -8,9 +8,12 @@ plain PyTorch, random weights, exported at run time: needs torch), or ONNX files
 untimed first.  In each of ``--rounds`` rounds the three take turns (the order rotates) and
 each is timed once on the same input (wall clock, host to host); the timed OpenCL run is a
 plain one (the session's queue without profiling, as a user runs it), followed in the same
-round by one profiled run, untimed, whose kernels' events give the device time.  Columns: medians over rounds
-with the spread (lowest-highest); ``wall/dev``: wall time over the summed device time;
-``host/layer``: (wall - device) / layers, the host's share per layer; ratios are the other
+round by one profiled run, untimed, whose kernels' events (the layers' and the input and
+output conversion kernels'; the host<->device buffer copies are not profiled) give the
+device time.  Columns: medians over rounds with the spread (lowest-highest); ``wall/dev``:
+wall time over the summed device time; ``host/layer``: (wall - device) / layers, the time
+outside the profiled kernels (host work the GPU does not hide, the buffer copies, gaps)
+spread over the layers; ratios are the other
 runtime's time / OpenCL wall time per round, median [lowest-highest] (above 1: OpenCL
 faster).  Per layer (``--layers N`` slowest per network): device time, GFLOP/s of the
 operations the kernels run (Winograd counts its GEMMs and transforms' minimum traffic),
