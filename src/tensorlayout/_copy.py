@@ -69,7 +69,7 @@ def plan(axes, itemsize: int, d_mod: int, s_mod: int):
     >>> p.unit, p.shape[-2:], p.dst_strides[-2:], p.src_strides[-2:]
     (4, (300, 4), (4, 1), (1, 300))
     """
-    if math.prod(a[0] for a in axes) < FAST_MIN_ELEMENTS or _backend.numba() is None:
+    if math.prod(a[0] for a in axes) < FAST_MIN_ELEMENTS:
         return None
     from . import _fastcopy
 
@@ -80,10 +80,9 @@ def plan(axes, itemsize: int, d_mod: int, s_mod: int):
 
 def run_planned(planned, dst: np.ndarray, d_ptr: int, src: np.ndarray, s_ptr: int) -> bool:
     """Run a :func:`plan` with its first elements at addresses ``d_ptr`` and ``s_ptr`` inside
-    ``dst`` and ``src``; False, with nothing written, where NumPy must copy instead (numba
-    turned off by ``TENSORLAYOUT_NUMPY_COPY``, or the kernel still compiling)."""
-    if not _fast_enabled():
-        return False
+    ``dst`` and ``src``; False, with nothing written, while the kernel is still compiling
+    (NumPy copies then).  The caller has checked :func:`_fast_enabled` once for its copy
+    program (``TENSORLAYOUT_NUMPY_COPY`` turns numba off)."""
     from . import _fastcopy
 
     return _fastcopy.execute(planned, dst, d_ptr, src, s_ptr)
