@@ -35,7 +35,7 @@ def main() -> int:
     import onnxruntime as ort
 
     from tensorlayout.model import load, zoo
-    from tensorlayout.model.graph import threads_limit
+    from tensorlayout.backends.cpu import threads_limit
 
     print(f"machine: {platform.processor() or platform.machine()}, threads: {args.threads}, "
           f"onnxruntime {ort.__version__}, numpy {np.__version__}, input 1x3x{args.size}x{args.size}, "

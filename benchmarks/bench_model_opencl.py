@@ -90,7 +90,7 @@ def main() -> int:
 
     from tensorlayout.errors import LayoutError
     from tensorlayout.model import load
-    from tensorlayout.model.graph import threads_limit
+    from tensorlayout.backends.cpu import threads_limit
     from tensorlayout.opencl import OpenCLSession, get_context
 
     try:

@@ -184,7 +184,9 @@ def test_dynamic_shape_needs_input_shape(dynamic, capsys):
     capsys.readouterr()
     assert "disagrees" in _err(capsys, ["plan", dynamic, "--input-shape", "1,4,5,6"])
     assert "'z'" in _err(capsys, ["plan", dynamic, "--input-shape", "z=1,3,5,6"])
-    assert "positive integer" in _err(capsys, ["plan", dynamic, "--input-shape", "1,0,5,6"])
+    assert "non-negative integer" in _err(capsys, ["plan", dynamic, "--input-shape", "1,-3,5,6"])
+    # a zero-size dimension loads; an image cannot hold it, and the plan says so
+    assert "= 0 is not allowed" in _err(capsys, ["plan", dynamic, "--input-shape", "1,3,0,6"])
 
 
 def test_wrong_input_shape_and_dtype(tiny, tmp_path, capsys):

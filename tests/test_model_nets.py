@@ -87,7 +87,7 @@ def test_plan_rows_match_the_per_tensor_formulas(net):
             continue
         w = model.consts[s.node.inputs[1]]
         row = by_name[s.node.inputs[1]]
-        groups = int(s.node.attrs.get("group", 1))
+        groups = s.node.params.group
         if groups > 1 and groups == s.in_shapes[0][1]:
             assert row["image_type"] == "DW_CONV2D_FILTER"
             assert row["buffer_shape"] == [w.shape[0] // groups, groups, *w.shape[2:]]

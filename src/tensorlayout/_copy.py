@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from . import _backend
+from ._fastcopy import merge_runs
 
 #: Copies smaller than this many elements use NumPy alone.
 FAST_MIN_ELEMENTS = 1 << 16
@@ -32,26 +33,6 @@ FAST_MIN_ELEMENTS = 1 << 16
 
 def _fast_enabled() -> bool:
     return _backend.numba_for_copies() is not None
-
-
-def merge_runs(axes) -> list:
-    """Neighbouring axes ``(extent, dst stride, src stride)``, outermost first, merged where
-    the outer one continues the inner one in both arrays (as :meth:`Layout.coalesce` merges
-    digits); axes of extent 1 go.  An image row of 5 pixels read from a dense (5, 4) buffer
-    is one run of 20 values:
-
-    >>> merge_runs([(1, 80, 80), (5, 16, 16), (4, 4, 4)])
-    [(20, 4, 4)]
-    """
-    out: list = []
-    for n, sd, ss in axes:
-        if n == 1:
-            continue
-        if out and out[-1][1] == sd * n and out[-1][2] == ss * n:
-            out[-1] = (out[-1][0] * n, sd, ss)
-        else:
-            out.append((n, sd, ss))
-    return out
 
 
 def plan(axes, itemsize: int, d_mod: int, s_mod: int):

@@ -57,6 +57,26 @@ _STRIP_MAX_AXIS = 64
 _MIN_STEP_WORK = 2048  # elements (words) each parallel step copies at least, where it can
 
 _kernel = None
+def merge_runs(axes) -> list:
+    """Neighbouring axes ``(extent, dst stride, src stride)``, outermost first, merged where
+    the outer one continues the inner one in both arrays (as :meth:`Layout.coalesce` merges
+    digits); axes of extent 1 go.  An image row of 5 pixels read from a dense (5, 4) buffer
+    is one run of 20 values:
+
+    >>> merge_runs([(1, 80, 80), (5, 16, 16), (4, 4, 4)])
+    [(20, 4, 4)]
+    """
+    out: list = []
+    for n, sd, ss in axes:
+        if n == 1:
+            continue
+        if out and out[-1][1] == sd * n and out[-1][2] == ss * n:
+            out[-1] = (out[-1][0] * n, sd, ss)
+        else:
+            out.append((n, sd, ss))
+    return out
+
+
 _import_failed = False
 
 
@@ -136,7 +156,7 @@ def schedule(axes, isz: int, d_mod: int = 0, s_mod: int = 0):
     elements.
 
     The axes are put in the destination's order (largest stride first) and neighbours that
-    are one run in both arrays merge (:func:`tensorlayout._copy.merge_runs`).  Pack and unpack
+    are one run in both arrays merge (:func:`merge_runs`).  Pack and unpack
     hand in a box of their coalesced layout, already merged, so for a row-major array nothing
     is left to merge here; then come the engine's own choices: strip mining, lanes beside a
     unit-stride run, the word size, the parallel and plain loops, streaming stores and lane
@@ -148,8 +168,6 @@ def schedule(axes, isz: int, d_mod: int = 0, s_mod: int = 0):
     >>> plan.unit, plan.shape[-1], plan.dst_strides[-1], plan.lanes
     (1, 4, 1, ('pack', 4))
     """
-    from ._copy import merge_runs
-
     axes = [tuple(int(v) for v in a) for a in axes if a[0] != 1] or [(1, isz, isz)]
     d_low, d_high = _extent(axes, 1, isz)
     s_low, s_high = _extent(axes, 2, isz)

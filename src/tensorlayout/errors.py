@@ -20,6 +20,7 @@ import numpy as np
 __all__ = [
     "LayoutError",
     "ShapeError",
+    "ModelError",
     "RankError",
     "DTypeError",
     "IndexOutOfRange",
@@ -152,6 +153,11 @@ class AlgorithmError(ConvolutionError):
 
 class OpenCLUnavailable(LayoutError):
     """No OpenCL platform, or the device lacks a capability that was asked for."""
+
+
+class ModelError(LayoutError):
+    """A network that cannot be loaded, planned or run as asked, or an input it cannot take:
+    the message names the node (or the argument), the value and the rule."""
 
 
 _ARGUMENT = re.compile(r"(-{0,2}[A-Za-z_][\w\-.]*)(?:\[[^\]]*\])?(?: =| has|:| must| is| holds)")

@@ -233,7 +233,7 @@ def run_cmd(args) -> int:
         print_json(info)
         return 0
     ins = ", ".join(f"{k} {tuple(v)}" for k, v in info["inputs"].items())
-    print(f"model {model.label}: opset {model.opset}, {len(model.steps)} layers, input {ins}")
+    print(f"model {model.label}: opset {model.opset}, {len(model.graph.nodes)} layers, input {ins}")
     print(f"ran in {seconds * 1e3:.1f} ms" + (f" with {args.threads} threads" if args.threads else ""))
     _print_outputs(info["outputs"])
     if args.profile:
@@ -308,7 +308,7 @@ def _run_opencl(args) -> int:
         print_json(info)
         return 0
     ins = ", ".join(f"{k} {tuple(v)}" for k, v in info["inputs"].items())
-    print(f"model {model.label}: opset {model.opset}, {len(model.steps)} nodes, input {ins}")
+    print(f"model {model.label}: opset {model.opset}, {len(model.graph.nodes)} nodes, input {ins}")
     print(f"device {summ['device']}: {summ['dtype']} images, {summ['layers']} layers, "
           f"{summ['kernels']} kernels, prepared in {prep:.2f} s")
     plan = summ["plan_peak_bytes"]
@@ -413,7 +413,7 @@ def plan_cmd(args) -> int:
         print_json(d)
         return 0
     ins = ", ".join(f"{k} {v}" for k, v in model.inputs.items())
-    print(f"model {model.label}: opset {model.opset}, {len(model.steps)} layers, input {ins}")
+    print(f"model {model.label}: opset {model.opset}, {len(model.graph.nodes)} layers, input {ins}")
     print(f"image limits [{plan.max_image[0]}, {plan.max_image[1]}] ({plan.limits_from}); "
           "! marks a tensor past them or without an image")
     rows, marks = [], []

@@ -1,10 +1,11 @@
-"""Whole networks: load an ONNX model, run it on the CPU, plan every tensor's layout.
+"""Whole networks: load an ONNX model, run it on the CPU, OpenCL images or the NPU, plan it.
 
 Needs the ``onnx`` package (the ``model`` extra); imported only when a model is loaded.
 
-* :func:`load` -> :class:`Model`: shape inference, BatchNormalization folded into Conv,
-  constant subgraphs folded, one :class:`~tensorlayout.winograd.ConvPlan` per convolution;
-  :meth:`Model.run` runs it in NumPy (NCHW, float32).
+* :func:`load` -> :class:`Model`: the graph read once (:mod:`tensorlayout.graph`: shape
+  inference, constants folded to a fixed point, BatchNormalization folded into Conv);
+  :meth:`Model.run` runs it on a runtime, prepared on first use (the CPU runtime: NumPy
+  kernels, one :class:`~tensorlayout.winograd.ConvPlan` per convolution).
 * :func:`plan_model` -> :class:`ModelPlan`: per tensor, its CPU buffer format, MACE image
   type and size, bytes, padding waste and device limits; the peak image memory with reuse;
   per layer, the NPU placement on a Sophgo chip and whether it fits one NPU's local memory.
@@ -16,9 +17,10 @@ Needs the ``onnx`` package (the ``model`` extra); imported only when a model is 
 [('conv1', 'im2col'), ('conv2', 'winograd F(2,3)'), ('conv3', 'im2col')]
 """
 
-from .graph import OPSET_RANGE, Model, load
-from .ops import OP_TYPES, ModelError
+from ..errors import ModelError
+from ..graph import OP_TYPES, OPSET_RANGE
+from ._model import RUNTIMES, Model, load
 from .plan import ModelPlan, plan_model
 
-
-__all__ = ["load", "Model", "ModelError", "OP_TYPES", "OPSET_RANGE", "plan_model", "ModelPlan"]
+__all__ = ["load", "Model", "ModelError", "OP_TYPES", "OPSET_RANGE", "RUNTIMES", "plan_model",
+           "ModelPlan"]

@@ -43,11 +43,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DeviceLimitError, LayoutError
+from ..errors import DeviceLimitError, LayoutError, ModelError
 from ..image import (DEFAULT_MAX_IMAGE_SIZE, buffer_format, check_image_limits, image_layout,
                      image_shape)
 from ..npu import CHIPS, Chip, get_chip, tensor_layout
-from .ops import ModelError
+from ..schedule import VIEWS, cpu_conv
 
 __all__ = ["plan_model", "ModelPlan", "tensor_image"]
 
@@ -207,12 +207,13 @@ def plan_model(model, max_image=None, device=None, chip=None) -> ModelPlan:
     if chip is not None and not isinstance(chip, Chip):
         chip = get_chip(str(chip).upper()) if str(chip).upper() in CHIPS else get_chip(chip)
 
-    steps = model.steps
-    consts = model.consts
+    graph = model.graph
+    nodes = graph.nodes
+    consts = graph.consts
     last = {}
     first_seen = {}
-    for i, st in enumerate(steps):
-        for n in st.node.inputs:
+    for i, node in enumerate(nodes):
+        for n in node.inputs:
             if n:
                 last[n] = i
                 first_seen.setdefault(n, i)
@@ -220,31 +221,32 @@ def plan_model(model, max_image=None, device=None, chip=None) -> ModelPlan:
     # activations: inputs, then every layer output in order
     for name, shape in model.inputs.items():
         rows.append(_image_row(name, "input", shape, "activation", None, max_image, None,
-                               _name_at(steps, last.get(name))))
+                               _name_at(nodes, last.get(name))))
     weight_kind = {}
-    for i, st in enumerate(steps):
-        op, node = st.node.op, st.node
+    for i, node in enumerate(nodes):
+        op = node.op
         if op == "Conv":
+            p = node.params
             w = consts[node.inputs[1]]
-            groups = int(node.attrs.get("group", 1))
-            cin = st.in_shapes[0][1]
-            if groups > 1 and groups == cin and w.shape[1] == 1:
-                weight_kind[node.inputs[1]] = ("depthwise", cin)
-            elif st.info.get("tile") in (2, 4, 6) and tuple(w.shape[2:]) == (3, 3):
-                weight_kind[node.inputs[1]] = ("winograd", st.info["tile"])
+            if p.depthwise:
+                weight_kind[node.inputs[1]] = ("depthwise", p.in_channels)
             else:
-                weight_kind[node.inputs[1]] = ("conv", None)
-            if len(node.inputs) > 2 and node.inputs[2]:
+                algorithm, tile, _ = cpu_conv(graph, node)
+                if algorithm == "winograd" and tile in (2, 4, 6) and tuple(w.shape[2:]) == (3, 3):
+                    weight_kind[node.inputs[1]] = ("winograd", tile)
+                else:
+                    weight_kind[node.inputs[1]] = ("conv", None)
+            if p.has_bias:
                 weight_kind[node.inputs[2]] = ("bias", None)
         elif op in _FC and node.inputs[1] in consts and consts[node.inputs[1]].ndim == 2:
             weight_kind[node.inputs[1]] = ("fc", None)
             if op == "Gemm" and len(node.inputs) > 2 and node.inputs[2] in consts:
                 weight_kind[node.inputs[2]] = ("bias", None)
-        for name, shape in zip(node.outputs, st.out_shapes):
+        for name in node.outputs:
             if name:
                 role = "output" if name in model.outputs else "activation"
-                rows.append(_image_row(name, role, shape, "activation", None, max_image,
-                                       node.name, _name_at(steps, last.get(name))))
+                rows.append(_image_row(name, role, graph.shapes[name], "activation", None,
+                                       max_image, node.name, _name_at(nodes, last.get(name))))
     # constants the layers read, in the order they are first read
     for name in sorted((n for n in first_seen if n in consts), key=lambda n: first_seen[n]):
         arr = consts[name]
@@ -253,29 +255,28 @@ def plan_model(model, max_image=None, device=None, chip=None) -> ModelPlan:
         kind, tile = weight_kind.get(name, ("bias" if arr.ndim == 1 else "activation", None))
         shape = arr.shape
         if kind == "fc":
-            st = steps[first_seen[name]]
-            trans = st.node.op == "Gemm" and int(st.node.attrs.get("transB", 0))
+            node = nodes[first_seen[name]]
+            trans = node.op == "Gemm" and node.params.trans_b
             shape = arr.shape if trans else arr.shape[::-1]      # (O, I)
         role = {"bias": "bias", "activation": "constant"}.get(kind, "weight")
         rows.append(_image_row(name, role, shape, kind, tile, max_image,
-                               None, _name_at(steps, last.get(name))))
+                               None, _name_at(nodes, last.get(name))))
     live32, live16 = _live_bytes(model, rows)
-    plan = ModelPlan(model.label, max_image, source, rows, [s.node.name for s in steps],
+    plan = ModelPlan(model.label, max_image, source, rows, [n.name for n in nodes],
                      live32, live16, chip)
     if chip is not None:
         plan.layers = _npu_layers(model, chip, weight_kind)
     return plan
 
 
-def _name_at(steps, i):
-    return None if i is None else steps[i].node.name
+def _name_at(nodes, i):
+    return None if i is None else nodes[i].name
 
 
 def _live_bytes(model, rows):
     """Bytes of the activation images live while each layer runs (f32, f16)."""
-    steps = model.steps
-    index = {st.node.name: i for i, st in enumerate(steps)}
-    n = len(steps)
+    index = {node.name: i for i, node in enumerate(model.graph.nodes)}
+    n = len(index)
     live32, live16 = [0] * n, [0] * n
     for r in rows:
         if r["role"] not in ("input", "activation", "output") or r["image"] is None:
@@ -310,13 +311,14 @@ def _npu_layers(model, chip, weight_kind):
     vchip = _virtual(chip)
     consts = model.consts
     out = []
-    for st in model.steps:
-        node = st.node
-        if node.op in ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze"):
+    graph = model.graph
+    for node in graph.nodes:
+        if node.op in VIEWS:
             continue
         ins, weights, outs = [], [], []
         try:
-            for name, shape in zip(node.inputs, st.in_shapes):
+            for name in node.inputs:
+                shape = graph.shapes.get(name) if name else None
                 if not name or shape is None or len(shape) > 4:
                     continue
                 if name in consts:
@@ -331,7 +333,7 @@ def _npu_layers(model, chip, weight_kind):
                         p = _place(vchip, (1, arr.shape[0], arr.shape[2], arr.shape[3]),
                                    layout="compact")
                     elif kind == "fc":
-                        trans = node.op == "Gemm" and int(node.attrs.get("transB", 0))
+                        trans = node.op == "Gemm" and node.params.trans_b
                         o, i = arr.shape if trans else arr.shape[::-1]
                         p = _place(vchip, (1, o, 1, i), layout="compact")
                     else:
@@ -342,7 +344,8 @@ def _npu_layers(model, chip, weight_kind):
                     p = _place(vchip, shape)
                     p["name"] = name
                     ins.append(p)
-            for name, shape in zip(node.outputs, st.out_shapes):
+            for name in node.outputs:
+                shape = graph.shapes.get(name) if name else None
                 if name and shape is not None and len(shape) <= 4:
                     p = _place(vchip, shape)
                     p["name"] = name

@@ -240,10 +240,8 @@ _ELEMENTWISE = ("Relu", "Clip", "Add")   # other ranks run as (1, size, 1, 1)
 
 def _onnx_layer(step, consts):
     """The :class:`Layer` that runs ``step`` exactly on the simulator, or ``(None, why)``."""
-    from ..model.ops import conv_padding, pool_output_side
-
     node = step.node
-    op, attrs = node.op, node.attrs
+    op, p = node.op, node.params
     if op == "Gemm":
         return _gemm_layer(step, consts)
     if op not in _NPU_OPS:
@@ -257,66 +255,48 @@ def _onnx_layer(step, consts):
     if op == "Relu":
         return relu(node.name, x), "BDC relu"
     if op == "Clip":
-        bounds = [attrs.get("min"), attrs.get("max")]
-        for i in (1, 2):
-            if len(node.inputs) > i and node.inputs[i]:
-                if node.inputs[i] not in consts:
-                    return None, "its bounds are not constants"
-                bounds[i - 1] = float(np.asarray(consts[node.inputs[i]]).reshape(()))
-        if bounds == [None, None]:
+        if p.runtime_bounds:
+            return None, "its bounds are not constants"
+        low = None if p.alpha == -np.inf else p.alpha
+        high = None if p.beta == np.inf else p.beta
+        if low is None and high is None:
             return None, "no bounds: nothing to compute"
-        return Layer(node.name, "clip", (x,), dict(low=bounds[0], high=bounds[1])), "BDC max / min with constants"
+        return Layer(node.name, "clip", (x,), dict(low=low, high=high)), "BDC max / min with constants"
     if op == "Add":
         if len(node.inputs) != 2 or node.inputs[1] in consts or step.in_shapes[1] != x_shape:
             return None, "adds a constant or broadcasts: the BDC add takes two tensors of one shape"
         return add(node.name, x, node.inputs[1]), "BDC add"
     if op == "GlobalAveragePool":
         return avg_pool(node.name, x, tuple(x_shape[2:]), 1), "BDC average pool over the whole image"
-    ap = attrs.get("auto_pad", "NOTSET")
     if op == "Conv":
         w = consts.get(node.inputs[1])
-        b = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
-        if w is None or (len(node.inputs) > 2 and node.inputs[2] and b is None):
-            return None, "weights or bias are not constants"
-        strides = tuple(attrs.get("strides", (1, 1)))
-        dil = tuple(attrs.get("dilations", (1, 1)))
-        begin, end = conv_padding(ap, attrs.get("pads"), x_shape[2:], tuple(w.shape[2:]), strides, dil)
-        pad = (begin[0], end[0], begin[1], end[1])
-        group = int(attrs.get("group", 1))
-        if group == x_shape[1] == w.shape[0] and w.shape[1] == 1:
+        b = consts.get(node.inputs[2]) if p.has_bias else None
+        pad = (p.begin[0], p.end[0], p.begin[1], p.end[1])
+        if p.depthwise and p.multiplier == 1:
             return Layer(node.name, "depthwise", (x,), dict(weight=np.asarray(w, np.float32), bias=b,
-                                                            padding=pad, stride=strides, dilation=dil)), \
+                                                            padding=pad, stride=p.strides,
+                                                            dilation=p.dilations)), \
                 "BDC depthwise convolution"
-        if group != 1:
-            return None, f"group = {group}: only ungrouped and depthwise convolutions have BDC instructions"
-        return conv(node.name, x, w, b, strides, pad, dil), "conv"
-    kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
-    strides = tuple(attrs.get("strides", (1, 1)))
-    if tuple(attrs.get("dilations", (1, 1))) != (1, 1):
+        if p.group != 1:
+            return None, f"group = {p.group}: only ungrouped and depthwise convolutions have BDC instructions"
+        return conv(node.name, x, w, b, p.strides, pad, p.dilations), "conv"
+    if p.dilations != (1, 1):
         return None, "dilated pooling: the BDC pool has no dilation"
-    begin, end = conv_padding(ap, attrs.get("pads"), x_shape[2:], kernel, strides, (1, 1))
-    ceil = bool(attrs.get("ceil_mode", 0)) and ap not in ("SAME_UPPER", "SAME_LOWER")
     # ceil mode: the last windows reach past the end padding; extend it (never counted)
-    ext = []
-    for i in range(2):
-        o = pool_output_side(x_shape[2 + i], kernel[i], strides[i], 1, begin[i], end[i], ceil)
-        ext.append(max(0, (o - 1) * strides[i] + kernel[i] - (x_shape[2 + i] + begin[i] + end[i])))
-    pad = (begin[0], end[0] + ext[0], begin[1], end[1] + ext[1])
+    pad = (p.begin[0], p.end[0] + p.extra[0], p.begin[1], p.end[1] + p.extra[1])
     if op == "AveragePool":
-        include = bool(attrs.get("count_include_pad", 0))
-        if any(ext) or (any(pad) and not include):
+        if any(p.extra) or (any(pad) and not p.count_include_pad):
             return None, ("average over part of a window (padding not counted): the BDC pool "
                           "divides by the whole window")
-        return avg_pool(node.name, x, kernel, strides, pad), "BDC average pool"
-    return max_pool(node.name, x, kernel, strides, pad), \
-        "BDC max pool" + (" (ceil mode as end padding)" if any(ext) else "")
+        return avg_pool(node.name, x, p.kernel, p.strides, pad), "BDC average pool"
+    return max_pool(node.name, x, p.kernel, p.strides, pad), \
+        "BDC max pool" + (" (ceil mode as end padding)" if any(p.extra) else "")
 
 
 def _gemm_layer(step, consts):
     """Gemm ``A @ B + C`` with constant B and C (alpha = beta = 1, A not transposed), or ``(None, why)``."""
-    node, attrs = step.node, step.node.attrs
-    if float(attrs.get("alpha", 1.0)) != 1.0 or float(attrs.get("beta", 1.0)) != 1.0 \
-            or int(attrs.get("transA", 0)):
+    node, p = step.node, step.node.params
+    if p.alpha != 1.0 or p.beta != 1.0 or p.trans_a:
         return None, "alpha, beta or transA: the BDC matmul computes A @ B + bias"
     a_shape = step.in_shapes[0]
     if a_shape is None or len(a_shape) != 2 or node.inputs[0] in consts:
@@ -326,7 +306,7 @@ def _gemm_layer(step, consts):
     if w is None or (len(node.inputs) > 2 and node.inputs[2] and c is None):
         return None, "B or C is not a constant"
     w = np.asarray(w, np.float32)
-    w = w.T if int(attrs.get("transB", 0)) else w
+    w = w.T if p.trans_b else w
     n = w.shape[1]
     if c is not None and np.asarray(c).size != n:
         return None, f"C of shape {np.asarray(c).shape} broadcasts over rows: the BDC bias is one row of {n}"
@@ -393,9 +373,9 @@ def run_onnx(model, x):
     >>> bool(np.abs(y - ref).max() / np.abs(ref).max() < 1e-5)
     True
     """
+    from ..backends.cpu import run_step
+    from ..errors import ModelError
     from ..model import Model, load
-    from ..model.graph import run_step
-    from ..model.ops import ModelError
     from .planner import plan_conv, run_conv_plan
 
     if not isinstance(model, Model):

@@ -35,12 +35,13 @@ from .._checks import (check_array, check_choice, check_positive_int, check_shap
 from ..errors import (AlgorithmError, ConvolutionError, DeviceLimitError, DTypeError, LayoutError,
                       ShapeError)
 from ..image import ImageType, ROWS, layout_of
+from ..winograd.auto import image_mid_dtype, image_tile
 from ._device import cl, context_of, get_context, read_source
 from . import transfer
 from .transfer import empty_image, read_image, write_image
 
 __all__ = ["conv2d", "conv2d_direct_image", "conv2d_winograd_image", "winograd_image_shapes",
-           "WINOGRAD_TILES", "pixel_macros", "wino_source", "default_mid_dtype"]
+           "WINOGRAD_TILES", "pixel_macros", "wino_source"]
 
 #: Output tile sizes m of F(m x m, 3 x 3) the image pipeline runs.
 WINOGRAD_TILES = (2, 4, 6)
@@ -130,12 +131,6 @@ def wino_source(m: int) -> str:
     """conv.cl with F(m, 3)'s transforms prepended: the program of the Winograd stages, which
     single convolutions and :class:`~tensorlayout.opencl.OpenCLSession` networks both run."""
     return _transform_defines(m) + read_source("conv.cl")
-
-
-def default_mid_dtype(tile: int, dtype) -> np.dtype:
-    """The V and M images' channel type by default: the images' own, but float32 for tile 6,
-    whose MACE-scaled transforms overflow float16."""
-    return np.dtype(np.float32) if tile == 6 else np.dtype(dtype)
 
 
 def _size(kind: str, shape, tile=None) -> tuple:
@@ -308,7 +303,7 @@ def conv2d_winograd_image(queue, image, shape, filter_image, filter_shape, bias=
     sizes = _wino_sizes(shape, O, tile, pad)
     dt = _check_image_of("image", image, "IN_OUT_CHANNEL", shape)
     _check_image_of("filter_image", filter_image, "WINOGRAD_FILTER", filter_shape, tile=tile)
-    mid = default_mid_dtype(tile, dt) if mid_dtype is None else image_dtype(mid_dtype, "mid_dtype")
+    mid = image_mid_dtype(tile, dt) if mid_dtype is None else image_dtype(mid_dtype, "mid_dtype")
     _check_fits(cctx, sizes, tile, dt, mid, "the direct kernel")
     return _winograd(cctx, queue, image, shape, filter_image, O, bias, tile, pad, sizes, dt, mid)
 
@@ -421,7 +416,7 @@ def conv2d(x, w, bias=None, *args, padding=0, stride=1, algorithm="winograd", ti
     if algorithm == "winograd":
         wi = write_image(cctx, qu, w, layout_of(ImageType.WINOGRAD_FILTER, "OIHW", fshape, tile), dt,
                          tile=tile)
-        mid = default_mid_dtype(tile, dt)
+        mid = image_mid_dtype(tile, dt)
         _check_fits(cctx, sizes, tile, dt, mid, "algorithm='direct'")
         out, oshape = _winograd(cctx, qu, xi, shape, wi, O, bi, tile, pad, sizes, dt, mid)
     else:
@@ -448,14 +443,23 @@ def _all_finite(dt, *arrays) -> bool:
 
 
 def _pick_tile(cctx, shape, O, padding, dt) -> int:
-    last = None
-    for tile in (4, 2):
-        sizes = _wino_sizes(shape, O, tile, padding)
-        try:
-            for iw, ih in sizes.values():
+    """The image pipeline's tile rule (:func:`tensorlayout.winograd.auto.image_tile`) for a
+    convolution that asked for Winograd: the largest tile whose images this device holds."""
+    sizes = {}
+
+    def past_limit(tile):
+        sizes[tile] = _wino_sizes(shape, O, tile, padding)
+        bad = []
+        for name, (iw, ih) in sizes[tile].items():
+            try:
                 cctx.check_image(iw, ih, dt)
-        except DeviceLimitError as exc:
-            last = exc
-            continue
-        return tile
-    raise DeviceLimitError(f"no Winograd tile fits the device: {last}; use algorithm='direct'")
+            except DeviceLimitError:
+                bad.append(f"{name} [{iw}, {ih}]")
+        return bad
+
+    N, H, W, C = shape
+    out_hw = (H + 2 * padding[0] - 2, W + 2 * padding[1] - 2)
+    tile, note = image_tile(out_hw, (C, O), past_limit, want="any")
+    if not tile:
+        raise DeviceLimitError(f"no Winograd tile fits the device: {note}; use algorithm='direct'")
+    return tile

@@ -34,10 +34,11 @@ import math
 import numpy as np
 
 from .._checks import q as _q
-from ..errors import DeviceLimitError, LayoutError
+from ..errors import DeviceLimitError, LayoutError, ModelError
 from ..image import image_shape
 from ._device import cl, get_context
-from .conv import default_mid_dtype, wino_source
+from ..winograd.auto import image_mid_dtype as default_mid_dtype
+from .conv import wino_source
 from .tuning import round_up
 
 __all__ = ["OpenCLSession", "NETWORK_OPS"]
@@ -72,8 +73,6 @@ _TILE_FALLBACK = {6: (6, 4, 2), 4: (4, 2), 2: (2,)}
 
 
 def _err(node, why):
-    from ..model.ops import ModelError
-
     return ModelError(f"node {node.name!r} ({node.op}): {why}")
 
 
@@ -274,9 +273,9 @@ class OpenCLSession:
             f"{N * rows} rows are past the limit {list(self.max_image)}); split images:")
 
     def _tensor_shapes(self):
-        """The shapes of the graph's inputs and of every step's outputs."""
-        m = self.model
-        return list(m.inputs.values()) + [s for st in m.steps for s in st.out_shapes if s]
+        """The shapes of the graph's inputs and of every node's outputs."""
+        g = self.model.graph
+        return list(g.inputs.values()) + [g.shapes[o] for n in g.nodes for o in n.outputs if o]
 
     def _channel_parts(self):
         """The channels each image holds where an activation's image [W * q(C), N * H] is wider
@@ -416,12 +415,8 @@ class OpenCLSession:
 
     def _build(self):
         m = self.model
-        steps = m.steps
-        readers: dict = {}
-        for st in steps:
-            for n in st.node.inputs:
-                if n:
-                    readers.setdefault(n, []).append(st)
+        g = m.graph
+        readers = g.readers()
         outputs = set(m.outputs)
         self._inputs = {}
         for name, shape in m.inputs.items():
@@ -430,8 +425,8 @@ class OpenCLSession:
             self._inputs[name] = a
         skip = set()
         self._order = []                 # (layer, reads, writes) per layer, in order
-        for st in steps:
-            node = st.node
+        for st in g.nodes:
+            node = st
             if node.name in skip:
                 continue
             op = node.op
@@ -442,18 +437,19 @@ class OpenCLSession:
             out_name = node.outputs[0]
             nxt = readers.get(out_name, [])
             if (op in ("Conv", "Gemm", "MatMul") or op in _BINARY) and len(nxt) == 1 \
-                    and nxt[0].node.op in _ACT and out_name not in outputs:
+                    and nxt[0].op in _ACT and out_name not in outputs \
+                    and not nxt[0].params.runtime_bounds:
                 fused_act = nxt[0]
-                skip.add(fused_act.node.name)
+                skip.add(fused_act.name)
             layer = Layer(node.name, op, "")
             act = (0, 0.0, 0.0)
             if fused_act is not None:
                 act = self._act_params(fused_act)
-                layer.fused.append(f"{fused_act.node.op} {fused_act.node.name}")
-                final = fused_act.node.outputs[0]
-                final_shape = fused_act.out_shapes[0]
+                layer.fused.append(f"{fused_act.op} {fused_act.name}")
+                final = fused_act.outputs[0]
+                final_shape = g.shapes[final]
             else:
-                final, final_shape = out_name, st.out_shapes[0]
+                final, final_shape = out_name, g.shapes[out_name]
             if op == "Conv":
                 self._conv(st, layer, final, final_shape, act)
             elif op in ("Gemm", "MatMul"):
@@ -486,38 +482,16 @@ class OpenCLSession:
                 self._materialize(t.node, name, t.ids, t.shape)
 
     # ---- activations
-    def _act_params(self, st):
-        node, op = st.node, st.node.op
-        code = _ACT[op]
-        if op == "Clip":
-            lo, hi = -np.inf, np.inf
-            if "min" in node.attrs:
-                lo = float(node.attrs["min"])
-            if "max" in node.attrs:
-                hi = float(node.attrs["max"])
-            for i, which in ((1, "lo"), (2, "hi")):
-                if len(node.inputs) > i and node.inputs[i]:
-                    v = self.model.consts.get(node.inputs[i])
-                    if v is None:
-                        raise _err(node, f"input {i} must be a constant on this runtime")
-                    if which == "lo":
-                        lo = float(v)
-                    else:
-                        hi = float(v)
-            return (code, lo, hi)
-        if op == "LeakyRelu":
-            return (code, float(node.attrs.get("alpha", 0.01)), 0.0)
-        if op == "HardSwish":
-            return (code, 1.0 / 6.0, 0.5)
-        if op == "HardSigmoid":
-            return (code, float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5)))
-        return (code, 0.0, 0.0)
+    def _act_params(self, node):
+        p = node.params
+        if p.runtime_bounds:
+            raise _err(node, "its bounds are computed at run time: this runtime takes constant "
+                       "bounds")
+        return (_ACT[p.kind], p.alpha, p.beta)
 
     # ---- convolution
     def _conv(self, st, layer, final, final_shape, act):
-        from ..model.ops import conv_padding
-
-        node = st.node
+        node = st
         x = self._device(node, node.inputs[0], split_ok=True)
         w = np.asarray(self.model.consts.get(node.inputs[1]), np.float32) \
             if node.inputs[1] in self.model.consts else None
@@ -530,12 +504,9 @@ class OpenCLSession:
             b = np.asarray(self.model.consts[node.inputs[2]], np.float32).reshape(-1)
         N, H, W, C = x.nhwc
         O, I, KH, KW = w.shape
-        strides = tuple(node.attrs.get("strides", (1, 1)))
-        dil = tuple(node.attrs.get("dilations", (1, 1)))
-        groups = int(node.attrs.get("group", 1))
-        begin, _ = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
-                                (H, W), (KH, KW), strides, dil)
-        depthwise = groups == C == O and I == 1
+        p = node.params
+        strides, dil, groups, begin = p.strides, p.dilations, p.group, p.begin
+        depthwise = p.depthwise and p.multiplier == 1
         if x.parts and groups != 1 and not depthwise:
             raise self._split_input(node, x)
         out = self._new_act(final, final_shape, node, split_ok=groups == 1 or depthwise)
@@ -747,18 +718,18 @@ class OpenCLSession:
 
     # ---- fully connected
     def _fc(self, st, layer, final, final_shape, act):
-        node = st.node
+        node = st
         src = self._acts.get(node.inputs[0])
         if node.inputs[1] not in self.model.consts:
             raise _err(node, "the second operand must be a constant weight on this runtime")
         B = np.asarray(self.model.consts[node.inputs[1]], np.float32)
         alpha, beta = 1.0, 1.0
         if node.op == "Gemm":
-            if int(node.attrs.get("transA", 0)):
+            p = node.params
+            if p.trans_a:
                 raise _err(node, "transA = 1 is not supported on this runtime")
-            alpha = float(node.attrs.get("alpha", 1.0))
-            beta = float(node.attrs.get("beta", 1.0))
-            if int(node.attrs.get("transB", 0)):
+            alpha, beta = p.alpha, p.beta
+            if p.trans_b:
                 B = B.T
         if B.ndim != 2:
             raise _err(node, f"the weight has shape {list(B.shape)}: a 2-D (K, O) matrix is needed")
@@ -822,7 +793,7 @@ class OpenCLSession:
 
     # ---- element-wise
     def _binary(self, st, layer, final, final_shape, act):
-        node = st.node
+        node = st
         out_rank = len(final_shape)
         out4 = final_shape if out_rank == 4 else (final_shape + (1, 1) if out_rank == 2 else None)
         if out4 is None:
@@ -905,22 +876,17 @@ class OpenCLSession:
 
     # ---- pooling, softmax, resize
     def _pool(self, st, layer, final, final_shape):
-        from ..model.ops import conv_padding
-
-        node = st.node
+        node = st
         x = self._device(node, node.inputs[0], split_ok=True)
         N, H, W, C = x.nhwc
-        k = tuple(int(v) for v in node.attrs["kernel_shape"])
-        s = tuple(node.attrs.get("strides", (1, 1)))
-        d = tuple(node.attrs.get("dilations", (1, 1)))
-        begin, end = conv_padding(node.attrs.get("auto_pad", "NOTSET"), node.attrs.get("pads"),
-                                  (H, W), k, s, d)
+        p = node.params
+        k, s, d, begin, end = p.kernel, p.strides, p.dilations, p.begin, p.end
         out = self._new_act(final, final_shape, node, split_ok=True)
         _, OH, OW, _ = out.nhwc
         is_max = node.op == "MaxPool"
         layer.kind = f"{'max' if is_max else 'average'} pool {k[0]}x{k[1]}"
         i32 = np.int32
-        count_pad = int(node.attrs.get("count_include_pad", 0))
+        count_pad = int(p.count_include_pad)
         self._per_channel(layer, "pool2d", x, out, lambda c0, c1, xin, dst: (
             (_q(c1 - c0), OW, N * OH),
             [xin, dst, i32(H), i32(W), i32(c1 - c0), i32(OH), i32(OW), i32(N * OH), i32(k[0]),
@@ -929,14 +895,10 @@ class OpenCLSession:
             N * (c1 - c0) * OH * OW * k[0] * k[1], N * (c1 - c0) * (H * W + OH * OW)))
 
     def _global_pool(self, st, layer, final, final_shape):
-        node = st.node
+        node = st
         x = self._device(node, node.inputs[0], split_ok=True)
         if node.op == "ReduceMean":
-            axes = node.attrs.get("axes")
-            if axes is None and len(node.inputs) > 1 and node.inputs[1]:
-                axes = self.model.consts.get(node.inputs[1])
-            axes = sorted(int(a) % 4 for a in np.asarray(axes).reshape(-1)) if axes is not None else None
-            if len(x.shape) != 4 or axes != [2, 3]:
+            if len(x.shape) != 4 or node.params.axes != (2, 3) or node.params.kind != "mean":
                 raise _err(node, "ReduceMean runs on images over axes (2, 3) of a 4-D tensor only")
         N, H, W, C = x.nhwc
         out = self._new_act(final, final_shape, node, split_ok=True)
@@ -962,11 +924,11 @@ class OpenCLSession:
                 nbytes=elems * self.dtype.itemsize))
 
     def _softmax(self, st, layer, final, final_shape):
-        node = st.node
+        node = st
         x = self._device(node, node.inputs[0])
         rank = len(x.shape)
-        axis = int(node.attrs.get("axis", 1 if self.model.opset < 13 else -1)) % rank
-        if axis != 1 or (self.model.opset < 13 and rank != 2):
+        axis = node.params.axis
+        if axis != 1 or (node.params.coerced and rank != 2):
             raise _err(node, f"softmax over axis {axis} of a rank-{rank} tensor: this runtime "
                        "takes the channel axis (1)")
         N, H, W, C = x.nhwc
@@ -979,11 +941,10 @@ class OpenCLSession:
             nbytes=4 * N * H * W * C * self.dtype.itemsize))
 
     def _resize(self, st, layer, final, final_shape):
-        node = st.node
+        node = st
         x = self._device(node, node.inputs[0])
-        mode = node.attrs.get("mode", "nearest")
-        ctm = node.attrs.get("coordinate_transformation_mode", "half_pixel")
-        nearest = node.attrs.get("nearest_mode", "round_prefer_floor")
+        p = node.params
+        mode, ctm, nearest = p.mode, p.coord, p.nearest
         ok = ((mode == "nearest" and ((ctm == "asymmetric" and nearest == "floor") or
                                       (ctm == "half_pixel" and nearest == "round_prefer_floor")))
               or (mode == "linear" and ctm in ("half_pixel", "pytorch_half_pixel")))
@@ -994,13 +955,7 @@ class OpenCLSession:
         N, H, W, C = x.nhwc
         out = self._new_act(final, final_shape, node)
         _, OH, OW, _ = out.nhwc
-        scales = None
-        if len(node.inputs) > 2 and node.inputs[2] and node.inputs[2] in self.model.consts:
-            sc = np.asarray(self.model.consts[node.inputs[2]], np.float64).reshape(-1)
-            if sc.size == 4:
-                scales = (sc[2], sc[3])
-        if scales is None:
-            scales = (OH / H, OW / W)
+        scales = p.scales[2:]
         if ctm == "pytorch_half_pixel" and (OH == 1 or OW == 1):
             raise _err(node, "pytorch_half_pixel with an output side of 1 is not supported")
         layer.kind = f"resize {mode}"
@@ -1035,29 +990,33 @@ class OpenCLSession:
         outs = self._trace(st)
         if any(len(self._source_of(np.asarray(o).reshape(-1))) > 4 for o in outs if o is not None):
             # the gather kernel reads at most four images: make the traced inputs images first
-            for n in st.node.inputs:
+            for n in st.inputs:
                 if n and isinstance(self._acts.get(n), _Virtual):
-                    self._device(st.node, n)
+                    self._device(st, n)
             outs = self._trace(st)
-        for name, ids, shape in zip(st.node.outputs, outs, st.out_shapes):
+        for name, ids in zip(st.outputs, outs):
             if name:
                 # kept as traced ids: an image is made only where a kernel reads it
-                self._acts[name] = _Virtual(name, np.asarray(ids), st.node, tuple(shape))
+                self._acts[name] = _Virtual(name, np.asarray(ids), st,
+                                            tuple(self.model.graph.shapes[name]))
 
     def _trace(self, st):
         """The element ids of the move's outputs, from those of its inputs."""
-        node = st.node
+        node = st
         ins = []
-        for n in node.inputs:
+        for i, n in enumerate(node.inputs):
             if not n:
                 ins.append(None)
                 continue
+            if n in self.model.consts and (i == 0 or node.op == "Concat"):
+                raise _err(node, f"input {n!r} is a constant: on images a {node.op} moves "
+                           "computed tensors only")
             v = self._ids(node, n)
             if v is None:
                 raise _err(node, f"input {n!r} is neither on the device nor a constant")
             ins.append(v)
         try:
-            outs = st.run(ins, None)
+            outs = self.model.graph.kernel(node)(ins, None)
         except LayoutError:
             raise
         except Exception as exc:  # noqa: BLE001

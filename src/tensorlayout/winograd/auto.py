@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ._args import pair
 
-__all__ = ["choose_algorithm", "AUTO_MIN_CHANNELS"]
+__all__ = ["choose_algorithm", "AUTO_MIN_CHANNELS", "image_tile", "image_mid_dtype", "IMAGE_TILES",
+           "IMAGE_MIN_CHANNELS"]
 
 AUTO_MIN_CHANNELS = 16          # per group, in and out
 # Cost of transforming one weight element on every call, in multiply-adds of the GEMM it
@@ -101,3 +102,45 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
                                 f"(best F({best},{KH}) {costs[best] / im2col:.2f}x its work)")
     return "winograd", best, (f"{KH}x{KW}, {when}: F({best},{KH}) has the least work "
                               f"({im2col / costs[best]:.1f}x fewer multiply-adds than im2col)")
+
+
+# ---------------------------------------------------------------------------- images
+#: The tiles of the OpenCL image pipeline, and the smaller ones tried when a tile's images
+#: do not fit the device.
+IMAGE_TILES = {6: (6, 4, 2), 4: (4, 2), 2: (2,)}
+#: Input and output channels from which the image pipeline's auto rule takes Winograd.
+IMAGE_MIN_CHANNELS = 16
+
+
+def image_tile(out_hw, channels, past_limit, want="auto"):
+    """``(tile, note)``: the Winograd tile of a 3x3 stride-1 convolution on images, 0 for the
+    direct kernel.  ``want``: "auto" (tile 4, or 2 when the output is under 8 x 8; direct
+    below :data:`IMAGE_MIN_CHANNELS` input or output channels), "any" (the same without the
+    channel rule: a caller that asked for Winograd), or a tile 2, 4 or 6.  ``past_limit(tile)``
+    lists the images of that tile past the device's limits; a smaller tile is tried, then
+    the direct kernel, and ``note`` says so (None when the wanted tile fits)."""
+    C, O = channels
+    if want in ("auto", "any"):
+        if want == "auto" and (C < IMAGE_MIN_CHANNELS or O < IMAGE_MIN_CHANNELS):
+            return 0, None
+        want = 4 if min(out_hw) >= 8 else 2
+    bad = []
+    for tile in IMAGE_TILES[want]:
+        bad = past_limit(tile)
+        if not bad:
+            return tile, None if tile == want else (
+                f"Winograd tile {want} -> {tile} ({', '.join(last)} past the limit)")
+        last = bad
+    return 0, f"Winograd tile {want} -> direct kernel ({', '.join(bad)} past the limit)"
+
+
+def image_mid_dtype(tile: int, dtype):
+    """The channel type of the image pipeline's V and M images: the images' own, but float32
+    for tile 6, whose MACE-scaled transforms overflow float16.
+
+    >>> image_mid_dtype(6, "float16").name, image_mid_dtype(4, "float16").name
+    ('float32', 'float16')
+    """
+    import numpy as np
+
+    return np.dtype(np.float32) if tile == 6 else np.dtype(dtype)

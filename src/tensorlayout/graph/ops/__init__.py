@@ -1,0 +1,21 @@
+"""The ops of the graph layer: each one a parser (ONNX attributes and constant inputs -> a frozen
+parameter object) and its NumPy semantics.  :data:`OPS` maps an ONNX op type to its
+:class:`OpDef`; :data:`OP_TYPES` lists them.
+
+>>> OPS["Conv"].op, sorted(OPS)[:4]
+('Conv', ['Add', 'AveragePool', 'BatchNormalization', 'Cast'])
+"""
+
+from ._base import OPS, Ctx, NoParams, OpDef
+from . import elementwise, nn, resize, shape  # noqa: F401  (each registers its ops)
+from .elementwise import ACTIVATIONS, Activation, BatchNorm, batchnorm_affine
+from .nn import Conv, Gemm, Pool, Reduce, Softmax, conv_kernel, conv_padding, gemm_weight, pool_output_side
+from .resize import Resize
+from .shape import Concat, Pad, Reshape, Slice, Split, Transpose, reshape_target
+
+OP_TYPES = tuple(sorted(OPS))
+
+__all__ = ["OPS", "OP_TYPES", "Ctx", "OpDef", "NoParams", "ACTIVATIONS", "Activation",
+           "BatchNorm", "Conv", "Pool", "Reduce", "Gemm", "Softmax", "Resize", "Concat",
+           "Split", "Slice", "Reshape", "Transpose", "Pad", "batchnorm_affine",
+           "conv_kernel", "conv_padding", "gemm_weight", "pool_output_side", "reshape_target"]
