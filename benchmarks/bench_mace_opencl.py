@@ -16,7 +16,7 @@ ResNet's stride-1 3x3 layers) the same input tensor, weights and bias go to:
   are tuned per kernel as MACE's tuner does, over a wider candidate set (MACE's own
   candidates plus every power-of-two shape), so MACE's times here are if anything better
   than MACE would pick.
-- **tensorlayout**: a one-layer ONNX model in :class:`tensorlayout.opencl.OpenCLSession`
+- **tensorlayout**: a one-layer ONNX model in :class:`tensorlayout.model.OpenCLSession`
   with ``winograd`` = 0 (direct), 2, 4, 6 and ``tune=True``; its conv kernels' times.
 - **cuDNN**: ``torch.nn.functional.conv2d`` on CUDA, TF32 off, ``cudnn.benchmark`` on; CUDA
   events around one call, which also count the launch of the call on an idle stream (a few
@@ -259,7 +259,7 @@ def conv_model(C, O, H, W, w, b):
 
 def run_tensorlayout(device, x, w, b, runs):
     from tensorlayout.model import load
-    from tensorlayout.opencl import OpenCLSession
+    from tensorlayout.model import OpenCLSession
 
     N, C, H, W = x.shape
     O = w.shape[0]

@@ -91,7 +91,8 @@ def main() -> int:
     from tensorlayout.errors import LayoutError
     from tensorlayout.model import load
     from tensorlayout.backends.cpu import threads_limit
-    from tensorlayout.opencl import OpenCLSession, get_context
+    from tensorlayout.model import OpenCLSession
+    from tensorlayout.opencl import get_context
 
     try:
         cctx = get_context(args.device)

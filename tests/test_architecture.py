@@ -92,8 +92,6 @@ def test_the_checker_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.xfail(strict=True, reason="the OpenCL and NPU network runtimes (opencl/network.py, "
-                   "npu/network.py) still read the model from inside the device rooms")
 def test_no_import_cycle(graph):
     _, edges = graph
     assert _cycles(edges) == []
@@ -104,8 +102,6 @@ def _room(module):
     return parts[1] if len(parts) > 1 else ""
 
 
-@pytest.mark.xfail(strict=True, reason="the OpenCL and NPU network runtimes (opencl/network.py, "
-                   "npu/network.py) still read the model from inside the device rooms")
 def test_network_layers_import_only_downwards(graph):
     """graph <- schedule <- backends <- model <- cli: no layer imports one above it, and
     nothing below the network layers (layouts, images, npu, opencl, winograd) imports them."""

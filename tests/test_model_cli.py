@@ -63,10 +63,16 @@ def test_plan_json_chip_html(tiny, capsys, tmp_path):
     d = json.loads(capsys.readouterr().out)
     assert rc == 0
     rows = {r["name"]: r for r in d["tensors"]}
-    # (1, 16, 16, 16) NCHW: IN_OUT_CHANNEL [q(16) * 16, 1 * 16] = [64, 16]: past 40 wide
-    assert rows["b"]["image"] == [64, 16] and rows["b"]["fits"] is False
+    # (1, 16, 16, 16) NCHW: IN_OUT_CHANNEL [q(16) * 16, 1 * 16] = [64, 16]: past 40 wide, so
+    # held as two images of 8 channels ([32, 16] each); conv1 writes it (relu1 fused, b has none)
+    assert rows["c"]["image"] == [64, 16] and rows["c"]["fits"] is True
+    assert rows["c"]["note"] == "held as 2 images of 8 channels"
+    assert rows["b"]["image"] is None and rows["b"]["note"].startswith("fused: layer conv1")
     assert rows["d"]["image"] == [32, 8] and rows["d"]["fits"] is True
-    assert any("tensor b:" in p for p in d["problems"])
+    # conv3's OIHW filter (32, 16, 3, 3): CONV2D_FILTER [16, 9 * q(32)] = [16, 72], too tall
+    assert rows["c3.w"]["image"] == [16, 72] and rows["c3.w"]["fits"] is False
+    assert any("c3.w" in p and "[16, 72]" in p for p in d["problems"])
+    assert sorted(i["image"] for i in d["images"] if i["tensor"].startswith("c[")) == [[32, 16]] * 2
     assert d["chip"]["name"] == "BM1688" and len(d["npu_layers"]) == 9
     html = (tmp_path / "rep" / "index.html").read_text()
     assert html.count("<svg") == 3 and 'data-over="1"' in html
@@ -85,7 +91,8 @@ def test_plan_json_chip_html(tiny, capsys, tmp_path):
 
 
 def test_plan_peak_memory_on_a_diamond(tmp_path):
-    """x -> a -> b; c = a + b; y = relu(c): live images by hand, from the seed's image size."""
+    """x -> a -> b; c = a + b; y = relu(c): live images and the blocks they share, by hand from
+    the seed's image size."""
     x = np.zeros((1, 8, 6, 5), np.float32)
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="n0"),
              helper.make_node("Sigmoid", ["a"], ["b"], name="n1"),
@@ -94,11 +101,16 @@ def test_plan_peak_memory_on_a_diamond(tmp_path):
     m = load(make_model(nodes, {"x": x}, ["y"]).SerializeToString())
     plan = plan_model(m)
     img = 2 * 5 * 6 * 16          # [q(8) * 5, 6] pixels x 4 lanes x 4 bytes
-    # n0: x, a   n1: a, b   n2: a, b, c   n3: c, y
-    assert plan.live_f32 == [2 * img, 2 * img, 3 * img, 2 * img]
+    # n3 is fused into n2 (c has no image): layers n0: x, a   n1: a, b   n2: a, b, y
+    assert plan.steps == ["n0", "n1", "n2"]
+    assert plan.live == [2 * img, 2 * img, 3 * img]
     mem = plan.memory()
-    assert mem["peak_f32"] == 3 * img and mem["peak_layer"] == "n2"
-    assert mem["sum_f32"] == 5 * img and mem["peak_f16"] == 3 * img // 2
+    assert mem["live_peak_bytes"] == 3 * img and mem["peak_layer"] == "n2"
+    # b takes x's block once x is read; y needs a third while a and b are still read
+    assert mem["peak_image_bytes"] == 3 * img
+    slots = {i["tensor"]: i["slot"] for i in plan.images()}
+    assert slots["b"] == slots["x"] and len({slots["a"], slots["x"], slots["y"]}) == 3
+    assert plan_model(m, half=True).memory()["peak_image_bytes"] == 3 * img // 2
 
 
 def test_demo_part_runs(tmp_path):

@@ -78,4 +78,4 @@ def test_tour_part_runs_on_the_simulator(tmp_path):
 
     with_onnx = importlib.util.find_spec("onnx") is not None   # the ONNX model part of the tour
     assert len(errors) == 3 + with_onnx and max(errors) < 1e-5
-    assert ("Conv npu" in text and "Flatten host" in text) == with_onnx
+    assert ("Conv npu" in text and "Flatten view" in text) == with_onnx

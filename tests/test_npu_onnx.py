@@ -8,7 +8,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from tensorlayout.errors import LayoutError  # noqa: E402
 from tensorlayout.model import load, zoo  # noqa: E402
-from tensorlayout.npu.network import run_onnx  # noqa: E402
+from tensorlayout.backends.npu import run_onnx  # noqa: E402
 
 from _simulator import skip_module_without_simulator  # noqa: E402
 
@@ -41,7 +41,7 @@ def _where(report):
 def test_tiny_onnx():
     report = _check(zoo.tiny_onnx())
     assert _where(report) == {"Conv": {"npu"}, "Relu": {"npu"}, "MaxPool": {"npu"},
-                              "GlobalAveragePool": {"npu"}, "Flatten": {"host"}, "Gemm": {"npu"}}
+                              "GlobalAveragePool": {"npu"}, "Flatten": {"view"}, "Gemm": {"npu"}}
     assert all(r["why"] for r in report)
 
 
@@ -52,7 +52,7 @@ def test_resnet18_32():
     for op in ("Conv", "Relu", "Add", "MaxPool", "GlobalAveragePool"):
         assert where[op] == {"npu"}, op
     assert sum(r["op"] == "Add" for r in report) == 8
-    assert where["Gemm"] == {"npu"} and where["Flatten"] == {"host"}
+    assert where["Gemm"] == {"npu"} and where["Flatten"] == {"view"}
 
 
 def test_mobilenet_v2_32():
@@ -170,7 +170,69 @@ def test_cli_run_onnx(tmp_path):
     r = _cli(str(path), "--input", str(tmp_path / "x.npy"), "--check", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
-    assert info["npu_nodes"] == 9 and [n["where"] for n in info["nodes"]][-2:] == ["host", "npu"]
+    assert info["npu_nodes"] == 9 and [n["where"] for n in info["nodes"]][-2:] == ["view", "npu"]
     assert info["rel_max_vs_onnxruntime"] < 1e-5
     r = _cli(str(tmp_path / "missing.onnx"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.onnx" in r.stderr
+
+
+def test_the_run_uses_the_placements_the_plan_prints():
+    """Every NPU node's tensors, as the instructions used them, are the plan's NPU rows."""
+    from tensorlayout.model import plan_model
+
+    m = load(zoo.tiny_onnx())
+    x = np.random.default_rng(6).standard_normal((1, 3, 16, 16), dtype=np.float32)
+    m.run(x, runtime="npu")
+    rows = {r["layer"]: r for r in plan_model(m, chip="BM1684").layers}
+    ran = [r for r in m.last_report if r["where"] == "npu"]
+    assert len(ran) == 9
+    for r in ran:
+        assert r["tensors"] == rows[r["name"]]["tensors"], r["name"]
+        assert rows[r["name"]]["place"] == "npu" and rows[r["name"]]["why"] == r["why"]
+
+
+def test_standalone_batchnorm_and_concat_as_densenet_has_them():
+    """A dense block's pattern: Concat, then BatchNormalization (folded into nothing), Relu,
+    convolutions; the BatchNorm runs on the NPU as a depthwise 1 x 1 of scale and shift."""
+    from onnx import helper
+
+    rng = np.random.default_rng(8)
+    c = 12
+    inits = {"w0": rng.standard_normal((8, 4, 3, 3)).astype(np.float32),
+             "w1": rng.standard_normal((8, c, 1, 1)).astype(np.float32),
+             "g": rng.uniform(0.5, 1.5, c).astype(np.float32),
+             "b": rng.standard_normal(c).astype(np.float32),
+             "m": rng.standard_normal(c).astype(np.float32),
+             "v": rng.uniform(0.5, 1.5, c).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="conv0", pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["x", "a"], ["cat"], name="cat", axis=1),
+             helper.make_node("BatchNormalization", ["cat", "g", "b", "m", "v"], ["bn"], name="bn"),
+             helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w1"], ["y"], name="conv1")]
+    report = _check(_graph(nodes, inits, [2, 4, 9, 7], [2, 8, 9, 7]))
+    where = {r["name"]: r["where"] for r in report}
+    assert where == {"conv0": "npu", "cat": "host", "bn": "npu", "relu": "npu", "conv1": "npu"}
+    bn = next(r for r in report if r["name"] == "bn")
+    assert "scale and shift" in bn["why"] and [t["role"] for t in bn["tensors"]] == [
+        "input", "output", "weight", "bias"]
+
+
+def test_a_densenet_block_on_the_npu_path():
+    """DenseNet-121's stem, first dense block and transition (the whole network runs the same
+    way: ``tensorlayout run densenet.onnx --runtime npu --check``)."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    net = zoo.torch_net("densenet121", classes=10)
+    part = torch.nn.Sequential(*list(net.children())[:8]).eval()
+    import warnings
+
+    buf = io.BytesIO()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(part, torch.randn(1, 3, 32, 32), buf, dynamo=False, opset_version=17,
+                          do_constant_folding=False, input_names=["input"], output_names=["y"])
+    report = _check(buf.getvalue())
+    where = _where(report)
+    assert where["BatchNormalization"] == {"npu"} and where["Conv"] == {"npu"}
+    assert where["Concat"] == {"host"}

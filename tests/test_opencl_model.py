@@ -1,6 +1,7 @@
-"""Whole networks on OpenCL images (PoCL here) against onnxruntime: the five test networks,
+"""Whole networks on OpenCL images (PoCL here) against onnxruntime: the six test networks,
 float32 images (relative L2 <= 1e-4, same top-1) and float16 images (cosine >= 0.999, same
-top-1); what was prepared (image types, fusion, memory) and the profile."""
+top-1); what was prepared (image types, fusion, memory), that it is image for image what
+the plan says, and the profile."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from _model_util import opencl_context, ort_session, rel_l2  # noqa: E402
 from tensorlayout.model import load, zoo  # noqa: E402
 
 NETS = [("resnet18", 32, True), ("mobilenet_v2", 32, False), ("vgg11", 32, True),
-        ("squeezenet1_1", 33, True), ("shufflenet_v2", 32, False)]
+        ("squeezenet1_1", 33, True), ("shufflenet_v2", 32, False), ("densenet121", 32, False)]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,7 +41,7 @@ def cosine(a, b):
 
 
 def test_float32_images(net):
-    from tensorlayout.opencl import OpenCLSession
+    from tensorlayout.model import OpenCLSession
 
     name, model, x, ref = net
     sess = OpenCLSession(model)
@@ -56,6 +57,8 @@ def test_float32_images(net):
         assert "WINOGRAD_FILTER" in kinds and "WEIGHT_WIDTH" in kinds
     if name in ("mobilenet_v2", "shufflenet_v2"):
         assert "DW_CONV2D_FILTER" in kinds
+    if name == "densenet121":       # BatchNormalization after each Concat: a layer of its own
+        assert any(la.op == "BatchNormalization" for la in sess.layers)
     # activations fused: no layer of their own
     assert not any(la.op in ("Relu", "Clip") for la in sess.layers)
     s = sess.summary()
@@ -64,7 +67,7 @@ def test_float32_images(net):
 
 
 def test_float16_images(net):
-    from tensorlayout.opencl import OpenCLSession
+    from tensorlayout.model import OpenCLSession
 
     name, model, x, ref = net
     sess = OpenCLSession(model, half=True)
@@ -75,3 +78,37 @@ def test_float16_images(net):
     assert len(per_layer) == len(sess.layers) + 2          # + upload and download
     assert all(t >= 0 for _, t in per_layer)
     assert {op for op, _ in per_op} >= {"Conv", "upload", "download"}
+
+
+def test_the_session_allocates_what_the_plan_says(net):
+    """The plan's list of images (each tensor's image, its memory block and that block's
+    size) equals the one the session reads back from the images it allocated, and so does
+    the memory they take; float32 and float16."""
+    from tensorlayout.model import OpenCLSession, plan_model
+
+    name, model, x, ref = net
+    for half in (False, True):
+        sess = OpenCLSession(model, half=half)
+        plan = plan_model(model, device=sess.cctx, half=half)
+        got, want = sess.images(), plan.images()
+        assert got == want
+        assert {i["role"] for i in got} >= {"weight", "activation"}
+        assert sess.summary()["peak_image_bytes"] == plan.memory()["peak_image_bytes"]
+        assert all(i["dtype"] == ("float16" if half else "float32") for i in got
+                   if i["role"] != "temporary")
+
+
+def test_plan_and_run_agree_on_the_command_line(tmp_path, capsys):
+    import json
+
+    from tensorlayout.cli import main
+
+    data, _ = zoo.export("squeezenet1_1", size=33, classes=10)
+    path = str(tmp_path / "sq.onnx")
+    open(path, "wb").write(data)
+    assert main(["plan", path, "--device", "0", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert main(["run", path, "--runtime", "opencl", "--device", "0", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert plan["images"] == run["images"] and len(run["images"]) > 20
+    assert plan["peak_image_bytes"] == run["peak_image_bytes"] > 0

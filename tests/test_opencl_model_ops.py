@@ -28,7 +28,7 @@ def rnd(*shape):
 
 
 def run_both(nodes, inputs, outputs, inits=None, opset=17, **kw):
-    from tensorlayout.opencl import OpenCLSession
+    from tensorlayout.model import OpenCLSession
 
     data = make_model(nodes, inputs, outputs, inits, opset).SerializeToString()
     sess = OpenCLSession(load(data), **kw)
@@ -87,7 +87,7 @@ def test_winograd_gemm_blockings(block, monkeypatch):
     # Each GEMM blocking on its own, on tiles (30 at tile 2, 12 at tile 4) and output
     # channels (13: the last group of 4 holds one) that do not fill its blocks: rows of U
     # past O must not reach a channel that is written.
-    from tensorlayout.opencl import network
+    from tensorlayout.schedule import image_ops as network
 
     monkeypatch.setattr(network, "_GEMM_BLOCKS", (block,))
     for tile in (2, 4):
@@ -103,9 +103,9 @@ def test_direct_conv_split_over_input_channels(C, O, k, stride, act, monkeypatch
     # As a GPU splits small layers with long sums: slices of the input channel blocks (17,
     # 100 and 12 blocks, in 4, 25 and 3 slices, the first uneven), their float32 sums added
     # with the bias, then the activation.
-    from tensorlayout.opencl import network
+    from tensorlayout.schedule import image_ops as network
 
-    monkeypatch.setitem(network._SPLIT_ITEMS, "CPU", 16384)
+    monkeypatch.setitem(network._SPLIT_ITEMS, False, 16384)
     x, w, b = rnd(2, C, 9, 11), rnd(O, C, k, k), rnd(O)
     nodes = [conv_node("x", "w", "b", "c" if act else "y", strides=[stride] * 2,
                        pads=[k // 2] * 4)]
@@ -121,9 +121,9 @@ def test_winograd_gemm_split_over_input_channels(block, monkeypatch):
     # As a GPU runs small layers: the GEMM's sums in slices of the input channel blocks (70
     # channels: 18 blocks in 2 slices of 9), each in its own rows of M, added by the output
     # stage before the bias and the activation.
-    from tensorlayout.opencl import network
+    from tensorlayout.schedule import image_ops as network
 
-    monkeypatch.setitem(network._GEMM_SPLIT_ITEMS, "CPU", 10**6)
+    monkeypatch.setitem(network._GEMM_SPLIT_ITEMS, False, 10**6)
     monkeypatch.setattr(network, "_GEMM_BLOCKS", (block,))
     x, w, b = rnd(2, 70, 6, 7), rnd(13, 70, 3, 3), rnd(13)
     sess = check([conv_node("x", "w", "b", "c", pads=[1] * 4), helper.make_node("Relu", ["c"], ["y"])],
@@ -423,7 +423,7 @@ def test_ops_without_split_operands_are_clear_errors():
 
 
 def test_unknown_op_and_bad_device_are_clear_errors():
-    from tensorlayout.opencl import OpenCLSession
+    from tensorlayout.model import OpenCLSession
 
     data = make_model([helper.make_node("Pad", ["x", "p"], ["y"])], {"x": (1, 2, 3, 3)}, ["y"],
                       {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}).SerializeToString()
@@ -456,7 +456,7 @@ def test_cli_runs_and_refuses_bad_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "matches no OpenCL device" in err
     assert main(["run", str(path), "--half"]) == 2
-    assert "applies to --runtime opencl only" in capsys.readouterr().err
+    assert "--half does not apply to --runtime cpu" in capsys.readouterr().err
 
 
 def test_work_group_tuner_caches_per_device(tmp_path, monkeypatch):

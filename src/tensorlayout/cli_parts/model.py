@@ -1,40 +1,45 @@
 """``tensorlayout run`` and ``tensorlayout plan``: a whole ONNX network on the CPU runtime,
-and every tensor's layout on each target.
+OpenCL images or the NPU simulator, and every tensor's layout on each target.
 
 >>> import os, tempfile
 >>> from tensorlayout.cli import main
 >>> from tensorlayout.model import zoo
 >>> path = os.path.join(tempfile.mkdtemp(), "tiny.onnx")
 >>> _ = open(path, "wb").write(zoo.tiny_onnx())
->>> main(["plan", path, "--max-image", "40,40"])    # doctest: +ELLIPSIS
-model '...tiny.onnx': opset 17, 10 layers, input x (1, 3, 16, 16)
-image limits [40, 40] (given); ! marks a tensor past them or without an image
-  tensor      role        shape            buffer  image type              [W, H]    f32 bytes  f16 bytes  waste
-  x           input       (1, 3, 16, 16)   NCHW    IN_OUT_CHANNEL          [16, 16]       4096       2048  25.0%
-! b           activation  (1, 16, 16, 16)  NCHW    IN_OUT_CHANNEL          [64, 16]      16384       8192   0.0%
-! c           activation  (1, 16, 16, 16)  NCHW    IN_OUT_CHANNEL          [64, 16]      16384       8192   0.0%
-  d           activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL          [32, 8]        4096       2048   0.0%
-  e           activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL          [32, 8]        4096       2048   0.0%
-  f           activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL          [32, 8]        4096       2048   0.0%
-  g           activation  (1, 32, 4, 4)    NCHW    IN_OUT_CHANNEL          [32, 4]        2048       1024   0.0%
-  h           activation  (1, 32, 4, 4)    NCHW    IN_OUT_CHANNEL          [32, 4]        2048       1024   0.0%
-  i           activation  (1, 32, 1, 1)    NCHW    IN_OUT_CHANNEL          [8, 1]          128         64   0.0%
-  j           activation  (1, 32)          NCHW    IN_OUT_CHANNEL          [8, 1]          128         64   0.0%
-  y           output      (1, 10)          NCHW    IN_OUT_CHANNEL          [3, 1]           48         24  16.7%
-  conv1.W_bn  weight      (16, 3, 3, 3)    OIHW    CONV2D_FILTER           [3, 36]        1728        864   0.0%
-  conv1.B_bn  bias        (16,)            W       ARGUMENT                [4, 1]           64         32   0.0%
-! c2.w        weight      (16, 16, 3, 3)   OIHW    WINOGRAD_FILTER F(2,3)  [4, 256]      16384       8192   0.0%
-  c2.b        bias        (16,)            W       ARGUMENT                [4, 1]           64         32   0.0%
-! c3.w        weight      (32, 16, 3, 3)   OIHW    CONV2D_FILTER           [16, 72]      18432       9216   0.0%
-  c3.b        bias        (32,)            W       ARGUMENT                [8, 1]          128         64   0.0%
-  fc.w        weight      (10, 32)         OIHW    WEIGHT_WIDTH            [8, 10]        1280        640   0.0%
-  fc.b        bias        (10,)            W       ARGUMENT                [3, 1]           48         24  16.7%
+>>> main(["plan", path, "--max-image", "40,40"])    # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
+model '...tiny.onnx': opset 17, 10 nodes, input x (1, 3, 16, 16)
+image limits [40, 40] (given), float32 images; ! marks an image past them
+  tensor            role        shape            buffer  image type      [W, H]    f32 bytes  f16 bytes  waste  note
+  x                 input       (1, 3, 16, 16)   NCHW    IN_OUT_CHANNEL  [16, 16]       4096       2048  25.0%
+  b                 activation  (1, 16, 16, 16)  -       -               -                 -          -      -  fused: layer conv1 writes relu1 into c
+  c                 activation  (1, 16, 16, 16)  NCHW    IN_OUT_CHANNEL  [64, 16]      16384       8192   0.0%  held as 2 images of 8 channels
+  d                 activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
+  e                 activation  (1, 16, 8, 8)    -       -               -                 -          -      -  fused: layer conv2 writes relu2 into f
+  f                 activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
+  g                 activation  (1, 32, 4, 4)    -       -               -                 -          -      -  fused: layer conv3 writes relu3 into h
+  h                 activation  (1, 32, 4, 4)    NCHW    IN_OUT_CHANNEL  [32, 4]        2048       1024   0.0%
+  i                 activation  (1, 32, 1, 1)    NCHW    IN_OUT_CHANNEL  [8, 1]          128         64   0.0%
+  j                 activation  (1, 32)          -       -               -                 -          -      -  moved by flatten (Flatten): no image of its own; read where used
+  y                 output      (1, 10)          NCHW    IN_OUT_CHANNEL  [3, 1]           48         24  16.7%
+  conv1.B_bn[0:8]   bias        (8,)             W       ARGUMENT        [2, 1]           32         16   0.0%
+  conv1.W_bn[0:8]   weight      (8, 3, 3, 3)     OIHW    CONV2D_FILTER   [3, 18]         864        432   0.0%
+  conv1.B_bn[8:16]  bias        (8,)             W       ARGUMENT        [2, 1]           32         16   0.0%
+  conv1.W_bn[8:16]  weight      (8, 3, 3, 3)     OIHW    CONV2D_FILTER   [3, 18]         864        432   0.0%
+  c2.b              bias        (16,)            W       ARGUMENT        [4, 1]           64         32   0.0%
+  c2.w              weight      (16, 16, 3, 3)   OIHW    CONV2D_FILTER   [16, 36]       9216       4608   0.0%
+  c3.b              bias        (32,)            W       ARGUMENT        [8, 1]          128         64   0.0%
+! c3.w              weight      (32, 16, 3, 3)   OIHW    CONV2D_FILTER   [16, 72]      18432       9216   0.0%
+  fc.b              bias        (10,)            W       ARGUMENT        [3, 1]           48         24  16.7%
+  fc.w              weight      (10, 32, 1, 1)   OIHW    WEIGHT_WIDTH    [8, 10]        1280        640   0.0%
 <BLANKLINE>
-peak image memory  32.0 KiB f32 / 16.0 KiB f16 at layer relu1 (images reused after their last reader)
-sum without reuse  52.3 KiB f32 / 26.1 KiB f16
-weights            37.2 KiB f32 / 18.6 KiB f16
+fallback           conv1: 'c' [64, 16] held as 2 images of 8 channels (width past the limit [40, 40])
+fallback           conv2: Winograd tile 4 -> direct kernel (V [16, 64], M [16, 64], U [4, 256] past the limit [40, 40])
+images             4 blocks for 8 activations and temporaries, 10 weight images (--json lists each)
+peak image memory  24.0 KiB float32 as allocated, images reused after their last reader (most live at one layer: 20.0 KiB, at conv1)
+weights            30.2 KiB float32
 <BLANKLINE>
-problems           4
+problems           1
+  layer 'conv3' (Conv): the CONV2D_FILTER weight c3.w image [16, 72] is past the image limit [40, 40]
 0
 """
 
@@ -52,17 +57,19 @@ def register(sub) -> None:
     from ..npu.chip import CHIPS
 
     r = sub.add_parser(
-        "run", help="run an ONNX model on the CPU runtime (NumPy, Winograd convolutions)",
-        description="Run an ONNX model on the CPU runtime: NCHW float32 NumPy kernels, "
-                    "convolutions through plan_conv2d (algorithm and tile per layer).")
+        "run", help="run an ONNX model on the CPU, OpenCL images or Sophgo's NPU simulator",
+        description="Run an ONNX model: on the CPU runtime (NCHW NumPy kernels, convolutions "
+                    "through plan_conv2d), on an OpenCL device with every activation in MACE's "
+                    "images, or on Sophgo's BM1684 simulator node by node (the rest on the host).")
     r.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to run")
     r.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",
                    help="input array (.npy, float32); default: random normal (--seed)")
     r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
                    help="fix a dynamic input shape; repeatable")
-    r.add_argument("--runtime", default="cpu", type=str.lower, choices=("cpu", "opencl"),
+    r.add_argument("--runtime", default="cpu", type=str.lower, choices=("cpu", "opencl", "npu"),
                    help="cpu: NumPy kernels (default); opencl: every activation in MACE's RGBA "
-                        "images on an OpenCL device, prepared once")
+                        "images on an OpenCL device, prepared once; npu: Sophgo's BM1684 "
+                        "simulator, each node's placements as tensorlayout plan --chip prints them")
     r.add_argument("--device", default=None,
                    help="--runtime opencl: the OpenCL device (index or name substring)")
     r.add_argument("--half", action="store_true",
@@ -74,6 +81,8 @@ def register(sub) -> None:
     r.add_argument("--tune", action="store_true",
                    help="--runtime opencl: time work-group sizes per kernel (cached per device)")
     r.add_argument("--threads", type=int, default=None, help="threads for the runtime (default: all)")
+    r.add_argument("--chip", default=None, metavar="BM1684",
+                   help="--runtime npu: the chip (only BM1684 has a simulator; the default)")
     r.add_argument("--profile", action="store_true",
                    help="time each layer and each op type (after one warm-up run; on OpenCL, "
                         "device time from profiling events)")
@@ -96,6 +105,9 @@ def register(sub) -> None:
                    help="image limits (default 16384,16384, many mobile GPUs)")
     p.add_argument("--device", default=None,
                    help="read the image limits from this OpenCL device (index or name)")
+    p.add_argument("--half", action="store_true", help="float16 images (as run --runtime opencl --half)")
+    p.add_argument("--winograd", default="auto",
+                   help="auto (default), 0 (none) or a tile 2, 4 or 6, as run --runtime opencl takes it")
     p.add_argument("--chip", default=None, metavar="|".join(CHIPS),
                    help="place each layer's tensors in NPU local memory and check the fit")
     p.add_argument("--html", default=None, metavar="DIR", help="write an HTML/SVG report there")
@@ -197,14 +209,24 @@ def _rel_l2(a, b):
 
 
 # ------------------------------------------------------------------------------ run
+def _only(args, runtime, options):
+    """Refuse the options given that do not apply to ``runtime``."""
+    for opt, val in options:
+        if val:
+            raise LayoutError(f"{opt} does not apply to --runtime {runtime}")
+
+
 def run_cmd(args) -> int:
+    if args.runtime != "opencl":
+        _only(args, args.runtime, (("--device", args.device), ("--half", args.half),
+                                   ("--max-image", args.max_image), ("--tune", args.tune),
+                                   ("--winograd", None if args.winograd == "auto" else args.winograd)))
+    if args.runtime != "npu":
+        _only(args, args.runtime, (("--chip", args.chip),))
     if args.runtime == "opencl":
         return _run_opencl(args)
-    for opt, val in (("--device", args.device), ("--half", args.half),
-                     ("--max-image", args.max_image), ("--tune", args.tune),
-                     ("--winograd", None if args.winograd == "auto" else args.winograd)):
-        if val:
-            raise LayoutError(f"{opt} applies to --runtime opencl only (the runtime is cpu)")
+    if args.runtime == "npu":
+        return run_npu(args)
     model = _load(args)
     feeds = read_inputs(args, model)
     if args.threads is not None and args.threads < 1:
@@ -272,8 +294,70 @@ def _print_outputs(outputs):
             print("  top 5: " + ", ".join(f"{i} ({v:.4g})" for i, v in o["top5"]))
 
 
+def run_npu(args) -> int:
+    """``run --runtime npu`` (and ``npu run-onnx``): the NPU schedule on the simulator."""
+    from ..backends.npu import NpuProgram
+    from ..npu import BM1684, cmodel
+
+    _only(args, "npu", (("--threads", getattr(args, "threads", None)),
+                        ("--profile", getattr(args, "profile", False))))
+    model = _load(args)
+    feeds = read_inputs(args, model)
+    prog = NpuProgram(model.graph, getattr(args, "chip", None) or BM1684)
+    cmodel.simulator()  # a missing simulator is one line, before any work
+    t0 = time.perf_counter()
+    outs, report = prog.run(feeds)
+    seconds = time.perf_counter() - t0
+    if getattr(args, "save", None):
+        np.save(args.save, outs[0])
+    cpu, _ = model.cpu().run(feeds)
+    npu = sum(r["where"] == "npu" for r in report)
+    info = {"model": model.label, "runtime": "npu", "chip": prog.schedule.chip.name,
+            "inputs": {k: list(v.shape) for k, v in feeds.items()}, "seconds": seconds,
+            "outputs": _outputs_info(model, outs),
+            "nodes": [{**r, "shape": list(r["shape"])} for r in report], "npu_nodes": npu,
+            "host_nodes": sum(r["where"] == "host" for r in report),
+            "rel_max_vs_cpu": _rel_max(outs[0], cpu[0]),
+            "nonfinite": {"npu": _nonfinite(outs), "cpu": _nonfinite(cpu)}}
+    if args.check:
+        ref = onnxruntime_outputs(args.model, feeds)
+        info["check"] = _compare(model.outputs, outs, ref)
+        info["rel_max_vs_onnxruntime"] = _rel_max(outs[0], ref[0])
+    if args.json:
+        print_json(info)
+        return 0
+    views = len(report) - npu - info["host_nodes"]
+    print(f"model {model.label}: {len(report)} nodes, {npu} on the {info['chip']} simulator, "
+          f"{info['host_nodes']} on the host, {views} view{'s' * (views != 1)} ({seconds:.1f} s)")
+    wn = max(len(r["name"]) for r in report)
+    wo = max(len(r["op"]) for r in report)
+    for r in report:
+        print(f"  {r['name']:<{wn}}  {r['op']:<{wo}}  {r['where']:<4}  {str(r['shape']):<18}  {r['why']}")
+    _print_outputs(info["outputs"])
+    bad = info["nonfinite"]
+    if bad["npu"] or bad["cpu"]:
+        print(f"non-finite values: {bad['npu']} from the NPU path, {bad['cpu']} from the CPU runtime")
+    print(f"output {tuple(outs[0].shape)}: max |difference| / max |value| against the CPU runtime "
+          f"{info['rel_max_vs_cpu']:.2e}")
+    if args.check:
+        print(f"against onnxruntime {info['rel_max_vs_onnxruntime']:.2e}")
+        _print_check(info["check"], cosine=True)
+    return 0
+
+
+def _nonfinite(outs) -> int:
+    return int(sum(int(np.size(o) - np.isfinite(o).sum()) for o in outs))
+
+
+def _rel_max(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if not np.isfinite(a).all() or not np.isfinite(b).all():
+        return float("nan")
+    return float(np.abs(a - b).max(initial=0) / max(np.abs(b).max(initial=0), 1e-30))
+
+
 def _run_opencl(args) -> int:
-    from ..opencl.network import OpenCLSession
+    from ..backends.opencl import OpenCLSession
 
     if args.threads is not None:
         raise LayoutError("--threads applies to --runtime cpu only (OpenCL uses the device)")
@@ -298,7 +382,7 @@ def _run_opencl(args) -> int:
     info = {"model": model.label, "runtime": "opencl", **summ,
             "inputs": {k: list(v.shape) for k, v in feeds.items()},
             "prepare_seconds": prep, "seconds": seconds, "outputs": _outputs_info(model, outs),
-            "layers": sess.layer_table()}
+            "layers": sess.layer_table(), "images": sess.images()}
     if args.profile:
         info["profile"] = [{"layer": ln, "op": op, "kernel": k, "ms": t * 1e3}
                            for ln, op, k, t in sess.last_profile]
@@ -311,11 +395,9 @@ def _run_opencl(args) -> int:
     print(f"model {model.label}: opset {model.opset}, {len(model.graph.nodes)} nodes, input {ins}")
     print(f"device {summ['device']}: {summ['dtype']} images, {summ['layers']} layers, "
           f"{summ['kernels']} kernels, prepared in {prep:.2f} s")
-    plan = summ["plan_peak_bytes"]
-    print(f"images {summ['images_allocated']} allocated: {_kib(summ['activation_bytes'])} "
-          f"activations (the plan's peak with reuse: "
-          f"{_kib(plan) if plan is not None else 'n/a'}) + {_kib(summ['temporary_bytes'])} "
-          f"Winograd temporaries; weights {_kib(summ['weight_bytes'])}")
+    print(f"images {summ['images_allocated']} blocks allocated: {_kib(summ['peak_image_bytes'])} "
+          f"({_kib(summ['activation_bytes'])} holding activations, "
+          f"{_kib(summ['temporary_bytes'])} temporaries only); weights {_kib(summ['weight_bytes'])}")
     for f in summ["fallbacks"]:
         print(f"fallback {f}")
     print(f"ran in {seconds * 1e3:.2f} ms (wall, one inference after a warm-up)")
@@ -400,7 +482,8 @@ def plan_cmd(args) -> int:
     max_image = _max_image(args.max_image)
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
-    plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip)
+    plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip,
+                      half=args.half, winograd=_winograd_arg(args.winograd))
     report = None
     if args.html:
         from ..model.report import write_report
@@ -413,47 +496,55 @@ def plan_cmd(args) -> int:
         print_json(d)
         return 0
     ins = ", ".join(f"{k} {v}" for k, v in model.inputs.items())
-    print(f"model {model.label}: opset {model.opset}, {len(model.graph.nodes)} layers, input {ins}")
-    print(f"image limits [{plan.max_image[0]}, {plan.max_image[1]}] ({plan.limits_from}); "
-          "! marks a tensor past them or without an image")
+    print(f"model {model.label}: opset {model.opset}, {len(model.graph.nodes)} nodes, input {ins}")
+    print(f"image limits [{plan.max_image[0]}, {plan.max_image[1]}] ({plan.limits_from}), "
+          f"{plan.dtype} images; ! marks an image past them")
     rows, marks = [], []
     for r in plan.tensors:
         if r["image"] is None:
-            rows.append((r["name"], r["role"], str(tuple(r["shape"])), r["buffer"], "-", "-", "-",
-                         "-", "-"))
+            rows.append((r["name"], r["role"], str(tuple(r["shape"])), "-", "-", "-", "-", "-",
+                         "-", r["note"] or ""))
         else:
             itype = r["image_type"] + (f" F({r['tile']},3)" if r.get("tile") else "")
             rows.append((r["name"], r["role"], str(tuple(r["shape"])), r["buffer"], itype,
                          f"[{r['image'][0]}, {r['image'][1]}]", str(r["bytes_f32"]),
-                         str(r["bytes_f16"]), f"{r['waste']:.1%}"))
-        marks.append("! " if r["problem"] else "  ")
+                         str(r["bytes_f16"]), f"{r['waste']:.1%}", r["note"] or ""))
+        marks.append("! " if r["fits"] is False else "  ")
     _table(("tensor", "role", "shape", "buffer", "image type", "[W, H]", "f32 bytes", "f16 bytes",
-            "waste"), rows, right=(6, 7, 8), mark=marks)
+            "waste", "note"), rows, right=(6, 7, 8), mark=marks)
     mem = plan.memory()
+    images = plan.images()
+    blocks = len({i["slot"] for i in images if i["role"] != "weight"})
     print()
-    print(f"peak image memory  {_kib(mem['peak_f32'])} f32 / {_kib(mem['peak_f16'])} f16 at layer "
-          f"{mem['peak_layer']} (images reused after their last reader)")
-    print(f"sum without reuse  {_kib(mem['sum_f32'])} f32 / {_kib(mem['sum_f16'])} f16")
-    print(f"weights            {_kib(mem['weights_f32'])} f32 / {_kib(mem['weights_f16'])} f16")
+    for f in plan.schedule.fallbacks:
+        print(f"fallback           {f}")
+    print(f"images             {blocks} blocks for {sum(i['role'] != 'weight' for i in images)} "
+          f"activations and temporaries, {sum(i['role'] == 'weight' for i in images)} weight "
+          "images (--json lists each)")
+    print(f"peak image memory  {_kib(mem['peak_image_bytes'])} {mem['dtype']} as allocated, images "
+          f"reused after their last reader (most live at one layer: "
+          f"{_kib(mem['live_peak_bytes'])}, at {mem['peak_layer']})")
+    print(f"weights            {_kib(mem['weight_bytes'])} {mem['dtype']}")
     if plan.chip is not None:
         c = plan.chip
         print()
-        print(f"NPU placement on {c.name}: {c.npus} NPUs x {c.lmem_bytes // 1024} KiB, align "
-              f"{c.align_bytes} bytes; activations aligned from NPU 0, conv weights [I, O, KH, KW] "
-              "2IC compact; bytes = span in the fullest NPU; ! = working set past one NPU")
+        print(f"NPU schedule on {c.name}: {c.npus} NPUs x {c.lmem_bytes // 1024} KiB, align "
+              f"{c.align_bytes} bytes; each tensor at its local address, with its channels and "
+              "bytes in the fullest NPU (the placements a run uses); ! = working set past one NPU")
         rows, marks = [], []
         for r in plan.layers:
-            def cell(ps):
-                return " + ".join(f"{p['channels_per_npu']}ch/{p['bytes_per_npu']}B" for p in ps) or "-"
-            rows.append((r["layer"], r["op"], cell(r["inputs"]), cell(r["weights"]),
-                         cell(r["outputs"]), str(r["working_set"]),
-                         "yes" if r["fits"] else "NO"))
+            cell = ", ".join(f"{t['role']} {t['channels_per_npu']}ch/{t['bytes_per_npu']}B@{t['address']}"
+                             for t in r["tensors"]) or "-"
+            rows.append((r["layer"], r["op"], r["place"], cell,
+                         str(r["working_set"]) if r["tensors"] else "-", r["why"]))
             marks.append("  " if r["fits"] else "! ")
-        _table(("layer", "op", "input (ch/NPU, bytes/NPU)", "weights", "output",
-                "working set", "fits"), rows, right=(5,), mark=marks)
+        _table(("layer", "op", "place", "tensors (channels/NPU, bytes/NPU @ address)", "working set",
+                "why"), rows, right=(4,), mark=marks)
     problems = plan.problems()
     print()
     print(f"problems           {len(problems)}")
+    for line in problems:
+        print(f"  {line}")
     if report:
         print(f"report             {report}")
     return 0
@@ -488,7 +579,7 @@ def demo(tour) -> None:
     with open(path, "wb") as f:
         f.write(data)
     model = load(path)
-    tour.print(f"A network built now with {how}: {len(model.steps)} layers, written to {path}.")
+    tour.print(f"A network built now with {how}: {len(model.graph.nodes)} nodes, written to {path}.")
     plan = plan_model(model, chip="BM1688")
     mem = plan.memory()
     convs = [s for s in model.steps if s.node.op == "Conv"]
@@ -497,8 +588,10 @@ def demo(tour) -> None:
         algs[s.info["algorithm"]] = algs.get(s.info["algorithm"], 0) + 1
     tour.print(f"Convolutions: {len(convs)} ("
                + ", ".join(f"{n} {a}" for a, n in sorted(algs.items())) + "), plans made once at load.")
-    tour.print(f"Peak image memory {_kib(mem['peak_f32'])} (float32) with images reused after their "
-               f"last reader, {_kib(mem['sum_f32'])} without; weights {_kib(mem['weights_f32'])}.")
+    acts = sum(r["bytes_f32"] for r in plan.activations if r["image"])
+    tour.print(f"Image memory on a GPU: {_kib(mem['peak_image_bytes'])} (float32) allocated with images "
+               f"reused after their last reader, {_kib(acts)} if each activation had its own; "
+               f"weights {_kib(mem['weight_bytes'])}.")
     for what, rows in (("activation", plan.activations),
                        ("weight", [r for r in plan.tensors if r["role"] == "weight"])):
         big = max((r for r in rows if r["image"]), key=lambda r: r["bytes_f32"])

@@ -33,7 +33,8 @@ def register(sub) -> None:
 
 def register_run_onnx(cmds) -> None:
     r = cmds.add_parser(
-        "run-onnx", help="run an ONNX model on the BM1684 simulator, node by node (the rest on the host)",
+        "run-onnx", help="run an ONNX model on the BM1684 simulator, node by node (the rest on the "
+                         "host); the same as tensorlayout run --runtime npu",
         description="Run an ONNX model with the nodes that BDC instructions compute exactly (Conv, "
         "depthwise Conv, Relu, Clip, MaxPool, AveragePool, GlobalAveragePool, Add) on Sophgo's BM1684 "
         "simulator and the others on the host CPU runtime; print where each node ran and why, and "
@@ -41,54 +42,21 @@ def register_run_onnx(cmds) -> None:
     r.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to run (one input)")
     r.add_argument("--input", action="append", default=[], metavar="X.npy",
                    help="input array (.npy, float32); default: random normal (--seed)")
+    r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
+                   help="fix a dynamic input shape; repeatable")
     r.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     r.add_argument("--check", action="store_true", help="also compare with onnxruntime")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=_run_onnx)
 
 
-def _rel_max(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-
-
 def _run_onnx(args) -> int:
-    from ..model import load
-    from ..npu import cmodel
-    from ..npu.network import run_onnx
-    from .model import onnxruntime_outputs, read_inputs
+    """``npu run-onnx``: the same as ``run --runtime npu``."""
+    from .model import run_npu
 
-    model = load(args.model)
-    feeds = read_inputs(args, model)
-    if len(feeds) != 1:
-        raise LayoutError(f"model = {args.model!r} has {len(feeds)} inputs: run-onnx runs one-input models")
-    cmodel.simulator()  # a missing simulator is one line, before any work
-    x = next(iter(feeds.values()))
-    t0 = time.perf_counter()
-    y, report = run_onnx(model, x)
-    seconds = time.perf_counter() - t0
-    y = y[0] if isinstance(y, list) else y
-    cpu = model.run(feeds)
-    cpu = cpu[0] if isinstance(cpu, list) else cpu
-    info = {"model": model.label, "input": list(x.shape), "seconds": seconds, "output": list(y.shape),
-            "nodes": [{**r, "shape": list(r["shape"])} for r in report],
-            "npu_nodes": sum(r["where"] == "npu" for r in report), "rel_max_vs_cpu": _rel_max(y, cpu)}
-    if args.check:
-        info["rel_max_vs_onnxruntime"] = _rel_max(y, onnxruntime_outputs(args.model, feeds)[0])
-    if args.json:
-        print_json(info)
-        return 0
-    print(f"model {model.label}: {len(report)} nodes, {info['npu_nodes']} on the BM1684 simulator, "
-          f"{len(report) - info['npu_nodes']} on the host ({seconds:.1f} s)")
-    wn = max(len(r["name"]) for r in report)
-    wo = max(len(r["op"]) for r in report)
-    for r in report:
-        print(f"  {r['name']:<{wn}}  {r['op']:<{wo}}  {r['where']:<4}  {str(r['shape']):<18}  {r['why']}")
-    print(f"output {tuple(y.shape)}: max |difference| / max |value| against the CPU runtime "
-          f"{info['rel_max_vs_cpu']:.2e}")
-    if args.check:
-        print(f"against onnxruntime {info['rel_max_vs_onnxruntime']:.2e}")
-    return 0
+    for name, default in (("save", None), ("chip", None), ("threads", None), ("profile", False)):
+        setattr(args, name, getattr(args, name, default))
+    return run_npu(args)
 
 
 def _simulator(args) -> int:
@@ -263,7 +231,7 @@ def demo(tour) -> None:
         model = load(zoo.tiny_onnx())
     except ImportError:  # the onnx package (the 'model' extra) is missing
         return
-    from ..npu.network import run_onnx
+    from ..backends.npu import run_onnx
 
     xm = rng.standard_normal(model.inputs["x"], dtype=np.float32)
     y, report = run_onnx(model, xm)

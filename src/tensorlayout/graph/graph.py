@@ -110,6 +110,53 @@ class Graph:
     def output_shapes(self) -> dict:
         return {n: self.shapes[n] for n in self.outputs}
 
+    def feeds(self, args, kwargs, options=("runtime", "threads", "profile")) -> dict:
+        """The checked ``{input name: array}`` of a run's ``args`` (one dict, or the inputs in
+        order) or ``kwargs`` (the inputs by name): every input given once, a NumPy array of
+        its loaded shape and dtype; a ModelError naming the input otherwise.  ``options``: the
+        caller's own keywords, named when a keyword is neither one nor an input."""
+        names = list(self.inputs)
+        unknown = [k for k in kwargs if k not in self.inputs]
+        if unknown:
+            raise ModelError(f"run got the keyword {unknown[0]!r}, which is neither an option "
+                             f"({', '.join(options)}) nor an input of the model "
+                             f"({', '.join(repr(n) for n in names)})")
+        if args and kwargs:
+            raise ModelError(f"run got {len(args)} positional inputs and the keywords "
+                             f"{', '.join(repr(k) for k in kwargs)}: give the inputs either in "
+                             "order or by name (the model's inputs are "
+                             f"{', '.join(repr(n) for n in names)})")
+        if len(args) == 1 and isinstance(args[0], dict):
+            feeds = dict(args[0])
+        elif kwargs:
+            feeds = dict(kwargs)
+        else:
+            if len(args) != len(names):
+                raise ModelError(f"run got {len(args)} inputs: the model takes {len(names)} "
+                                 f"({', '.join(names)})")
+            feeds = dict(zip(names, args))
+        for name in feeds:
+            if name not in self.inputs:
+                raise ModelError(f"input {name!r} is not an input of the model: it takes "
+                                 f"{', '.join(repr(n) for n in names)}")
+        out = {}
+        for name, shape in self.inputs.items():
+            if name not in feeds:
+                raise ModelError(f"input {name!r} is missing")
+            x = feeds[name]
+            if isinstance(x, np.generic):
+                x = np.asarray(x)
+            if not isinstance(x, np.ndarray):
+                raise ModelError(f"input {name!r} is a {type(x).__name__}: give a NumPy array")
+            want = self.input_dtypes[name]
+            if x.dtype != want:
+                raise ModelError(f"input {name!r} has dtype {x.dtype}: the model takes {want}")
+            if tuple(x.shape) != shape:
+                raise ModelError(f"input {name!r} has shape {tuple(x.shape)}: the model was loaded "
+                                 f"for {shape} (load it with input_shapes to change it)")
+            out[name] = x
+        return out
+
 
 def _static(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
@@ -282,7 +329,8 @@ def _fold_constants(raws, consts, shapes, opset, infer):
             node = _parse(raw, flat, dt, consts, opset)
             g = Graph("", "", opset, {}, {}, [], [], consts, flat, dt)
             try:
-                outs = g.kernel(node)([consts.get(n) if n else None for n in raw.inputs])
+                with np.errstate(all="ignore"):     # ONNX's arithmetic: inf and nan, no warnings
+                    outs = g.kernel(node)([consts.get(n) if n else None for n in raw.inputs])
             except LayoutError:
                 raise
             except Exception as exc:  # noqa: BLE001 - NumPy's errors, named with the node

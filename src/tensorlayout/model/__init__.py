@@ -9,6 +9,8 @@ Needs the ``onnx`` package (the ``model`` extra); imported only when a model is 
 * :func:`plan_model` -> :class:`ModelPlan`: per tensor, its CPU buffer format, MACE image
   type and size, bytes, padding waste and device limits; the peak image memory with reuse;
   per layer, the NPU placement on a Sophgo chip and whether it fits one NPU's local memory.
+* :class:`OpenCLSession`: a network with every activation in OpenCL images, prepared once
+  (:mod:`tensorlayout.backends.opencl`).
 * :mod:`tensorlayout.model.zoo`: networks built at run time with random weights.
 
 >>> from tensorlayout.model import load, zoo
@@ -23,4 +25,13 @@ from ._model import RUNTIMES, Model, load
 from .plan import ModelPlan, plan_model
 
 __all__ = ["load", "Model", "ModelError", "OP_TYPES", "OPSET_RANGE", "RUNTIMES", "plan_model",
-           "ModelPlan"]
+           "ModelPlan", "OpenCLSession"]
+
+
+def __getattr__(name):
+    # the OpenCL backend (and PyOpenCL's lookup) only when a session is asked for
+    if name == "OpenCLSession":
+        from ..backends.opencl import OpenCLSession
+
+        return OpenCLSession
+    raise AttributeError(f"module 'tensorlayout.model' has no attribute {name!r}")

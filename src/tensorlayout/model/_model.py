@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from ..errors import ModelError
 from ..graph import load_graph
 
@@ -53,6 +51,7 @@ class Model:
         self.consts = graph.consts
         self.shapes = graph.shapes
         self.last_profile = None
+        self.last_report = None
         self._lock = threading.Lock()
         self._cpu = None
 
@@ -84,47 +83,7 @@ class Model:
     def feeds(self, args, kwargs) -> dict:
         """The checked ``{input name: array}`` of a call's ``args`` (one dict, or the inputs in
         order) or ``kwargs`` (the inputs by name), as :meth:`run` takes them."""
-        names = list(self.inputs)
-        unknown = [k for k in kwargs if k not in self.inputs]
-        if unknown:
-            raise ModelError(f"run got the keyword {unknown[0]!r}, which is neither an option "
-                             "(runtime, threads, profile) nor an input of the model "
-                             f"({', '.join(repr(n) for n in names)})")
-        if args and kwargs:
-            raise ModelError(f"run got {len(args)} positional inputs and the keywords "
-                             f"{', '.join(repr(k) for k in kwargs)}: give the inputs either in "
-                             "order or by name (the model's inputs are "
-                             f"{', '.join(repr(n) for n in names)})")
-        if len(args) == 1 and isinstance(args[0], dict):
-            feeds = dict(args[0])
-        elif kwargs:
-            feeds = dict(kwargs)
-        else:
-            if len(args) != len(names):
-                raise ModelError(f"run got {len(args)} inputs: the model takes {len(names)} "
-                                 f"({', '.join(names)})")
-            feeds = dict(zip(names, args))
-        for name in feeds:
-            if name not in self.inputs:
-                raise ModelError(f"input {name!r} is not an input of the model: it takes "
-                                 f"{', '.join(repr(n) for n in names)}")
-        out = {}
-        for name, shape in self.inputs.items():
-            if name not in feeds:
-                raise ModelError(f"input {name!r} is missing")
-            x = feeds[name]
-            if isinstance(x, np.generic):
-                x = np.asarray(x)
-            if not isinstance(x, np.ndarray):
-                raise ModelError(f"input {name!r} is a {type(x).__name__}: give a NumPy array")
-            want = self.graph.input_dtypes[name]
-            if x.dtype != want:
-                raise ModelError(f"input {name!r} has dtype {x.dtype}: the model takes {want}")
-            if tuple(x.shape) != shape:
-                raise ModelError(f"input {name!r} has shape {tuple(x.shape)}: the model was loaded "
-                                 f"for {shape} (load it with input_shapes to change it)")
-            out[name] = x
-        return out
+        return self.graph.feeds(args, kwargs)
 
     def run(self, *args, runtime="cpu", threads=None, profile=False, **inputs):
         """Run the model on inputs of the loaded shapes; the output array (a list when the model
@@ -163,16 +122,16 @@ class Model:
             sess = getattr(self, key, None)
             if sess is None:
                 if runtime == "opencl":
-                    from ..opencl.network import OpenCLSession
+                    from ..backends.opencl import OpenCLSession
 
-                    sess = OpenCLSession(self)
+                    sess = OpenCLSession(self.graph)
                 else:
-                    from ..npu.network import run_onnx
+                    from ..backends.npu import NpuProgram
 
-                    sess = run_onnx
+                    sess = NpuProgram(self.graph)
                 setattr(self, key, sess)
         if runtime == "npu":
-            out, _ = sess(self, *feeds.values())
+            out, self.last_report = sess.run(feeds)
             self.last_profile = None
         else:
             out = sess.run(feeds, profile=profile)

@@ -70,9 +70,9 @@ def write_report(plan, out_dir) -> str:
             rows.append((name, [("W", r["image"][0]), ("H", r["image"][1])]))
     parts = [_bars(f"Output image [W, H] per layer, against {plan.max_image[0]} x "
                    f"{plan.max_image[1]} ({plan.limits_from})", rows, limit, "px", str)]
-    live = [(name, [("live", v)]) for name, v in zip(plan.steps, plan.live_f32)]
-    parts.append(_bars("Live activation images while each layer runs (float32); limit line = "
-                       "peak", live, mem["peak_f32"], "", _kib))
+    live = [(name, [("live", v)]) for name, v in zip(plan.steps, plan.live)]
+    parts.append(_bars(f"Live activation and temporary images while each layer runs ({plan.dtype}); "
+                       "limit line = the blocks allocated", live, mem["peak_image_bytes"], "", _kib))
     if plan.chip is not None:
         npu = [(r["layer"], [("set", r["working_set"])]) for r in plan.layers]
         parts.append(_bars(f"Working set in one NPU of {plan.chip.name}, against its "
@@ -80,10 +80,9 @@ def write_report(plan, out_dir) -> str:
                            plan.chip.lmem_bytes, "", _kib))
     problems = plan.problems()
     body = [f"<h1>Layout plan: {html.escape(plan.model)}</h1>",
-            f"<p>Peak image memory with reuse: {_kib(mem['peak_f32'])} (float32), "
-            f"{_kib(mem['peak_f16'])} (float16), at layer {html.escape(str(mem['peak_layer']))}; "
-            f"without reuse {_kib(mem['sum_f32'])} / {_kib(mem['sum_f16'])}. Weights: "
-            f"{_kib(mem['weights_f32'])} / {_kib(mem['weights_f16'])}.</p>",
+            f"<p>Image memory with reuse ({plan.dtype}): {_kib(mem['peak_image_bytes'])} allocated; "
+            f"the most live at one layer {_kib(mem['live_peak_bytes'])}, at layer "
+            f"{html.escape(str(mem['peak_layer']))}. Weights: {_kib(mem['weight_bytes'])}.</p>",
             "<p>" + (f"{len(problems)} problems:</p><ul>" + "".join(
                 f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>" if problems
                      else "No tensor breaks the limits.</p>")]

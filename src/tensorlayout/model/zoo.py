@@ -1,13 +1,13 @@
 """Networks built at run time, with random weights (nothing is downloaded).
 
 * :func:`tiny_onnx` — a small conv net written with ``onnx.helper`` (needs only ``onnx``);
-* :func:`torch_net` — ResNet-18, MobileNetV2, VGG-11, SqueezeNet 1.1 and ShuffleNetV2 x1.0
-  in plain PyTorch, following the torchvision architectures layer by layer (torchvision
+* :func:`torch_net` — ResNet-18, MobileNetV2, VGG-11, SqueezeNet 1.1, ShuffleNetV2 x1.0 and
+  DenseNet-121 in plain PyTorch, following the torchvision architectures layer by layer (torchvision
   itself is not needed);
 * :func:`export` — one of them as ONNX bytes, through ``torch.onnx.export``.
 
 >>> NETS
-('resnet18', 'mobilenet_v2', 'vgg11', 'squeezenet1_1', 'shufflenet_v2')
+('resnet18', 'mobilenet_v2', 'vgg11', 'squeezenet1_1', 'shufflenet_v2', 'densenet121')
 >>> import onnx; [n.op_type for n in onnx.load_from_string(tiny_onnx()).graph.node][:4]
 ['Conv', 'BatchNormalization', 'Relu', 'MaxPool']
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = ["NETS", "tiny_onnx", "torch_net", "export"]
 
-NETS = ("resnet18", "mobilenet_v2", "vgg11", "squeezenet1_1", "shufflenet_v2")
+NETS = ("resnet18", "mobilenet_v2", "vgg11", "squeezenet1_1", "shufflenet_v2", "densenet121")
 
 
 def tiny_onnx(seed: int = 0, classes: int = 10) -> bytes:
@@ -174,6 +174,37 @@ def torch_net(name: str, classes: int = 1000, seed: int = 0, size: int = 224):
             Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256),
             Fire(512, 64, 256, 256), nn.Dropout(0.5), nn.Conv2d(512, classes, 1),
             nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    elif name == "densenet121":
+        # dense blocks of BN-ReLU-conv 1x1 (4 x 32 channels) and BN-ReLU-conv 3x3 (32): each
+        # layer's input is the concatenation of everything before it in the block, so its
+        # BatchNormalization follows a Concat and folds into nothing
+        def dense_layer(cin):
+            return nn.Sequential(bn(cin), nn.ReLU(inplace=True), nn.Conv2d(cin, 128, 1, bias=False),
+                                 bn(128), nn.ReLU(inplace=True),
+                                 nn.Conv2d(128, 32, 3, padding=1, bias=False))
+
+        class Block(nn.Module):
+            def __init__(self, cin, n):
+                super().__init__()
+                self.layers = nn.ModuleList(dense_layer(cin + 32 * i) for i in range(n))
+
+            def forward(self, x):
+                feats = [x]
+                for layer in self.layers:
+                    feats.append(layer(torch.cat(feats, 1)))
+                return torch.cat(feats, 1)
+
+        layers, cin = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), bn(64), nn.ReLU(inplace=True),
+                       nn.MaxPool2d(3, 2, 1)], 64
+        for i, n in enumerate((6, 12, 24, 16)):
+            layers.append(Block(cin, n))
+            cin += 32 * n
+            if i < 3:
+                layers += [bn(cin), nn.ReLU(inplace=True), nn.Conv2d(cin, cin // 2, 1, bias=False),
+                           nn.AvgPool2d(2, 2)]
+                cin //= 2
+        net = nn.Sequential(*layers, bn(cin), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1),
+                            nn.Flatten(), nn.Linear(cin, classes))
     else:  # shufflenet_v2 x1.0
         def shuffle(x, groups=2):
             n, c, h, w = x.shape

@@ -9,7 +9,9 @@ driver); both are looked for only when a function is called.
   CL_FLOAT and CL_HALF_FLOAT, byte-identical to :func:`tensorlayout.to_image`.
 - :func:`conv2d_direct_image`, :func:`conv2d_winograd_image`: convolution on images;
   :func:`conv2d`: the same from NumPy NCHW arrays.
-- :class:`OpenCLSession`: a whole ONNX network with every activation in images, prepared once.
+
+Whole networks on images run through :class:`tensorlayout.model.OpenCLSession` (the OpenCL
+backend of the network pipeline, :mod:`tensorlayout.backends.opencl`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ from ._device import CLContext, DeviceInfo, ENV_VAR, get_context, list_devices
 from .transfer import (PATHS, choose_path, empty_image, enqueue_buffer_to_image,
                        enqueue_image_to_buffer, from_cl_image, image_dtype, to_cl_image)
 from .conv import conv2d, conv2d_direct_image, conv2d_winograd_image, winograd_image_shapes
-from .network import NETWORK_OPS, OpenCLSession
 
 __all__ = [
     "CLContext", "DeviceInfo", "ENV_VAR", "get_context", "list_devices",
     "to_cl_image", "from_cl_image", "empty_image", "image_dtype",
     "enqueue_buffer_to_image", "enqueue_image_to_buffer", "choose_path", "PATHS",
     "conv2d", "conv2d_direct_image", "conv2d_winograd_image", "winograd_image_shapes",
-    "OpenCLSession", "NETWORK_OPS",
 ]

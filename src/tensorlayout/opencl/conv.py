@@ -129,7 +129,7 @@ def _transform_defines(m: int) -> str:
 @functools.lru_cache(maxsize=None)
 def wino_source(m: int) -> str:
     """conv.cl with F(m, 3)'s transforms prepended: the program of the Winograd stages, which
-    single convolutions and :class:`~tensorlayout.opencl.OpenCLSession` networks both run."""
+    single convolutions and :class:`~tensorlayout.model.OpenCLSession` networks both run."""
     return _transform_defines(m) + read_source("conv.cl")
 
 

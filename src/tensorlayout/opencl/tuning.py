@@ -30,7 +30,7 @@ import numpy as np
 
 from ._device import cl
 
-__all__ = ["cache_dir", "candidates", "round_up", "tune_session"]
+__all__ = ["cache_dir", "candidates", "round_up", "choose_local_sizes"]
 
 _LOCK = threading.Lock()
 
@@ -134,19 +134,20 @@ def _final(queue, kernels, variants, timings, top=4, rounds=7):
     return shortlist[i]
 
 
-def tune_session(sess) -> int:
-    """Choose and set the local size of every launch of an OpenCLSession; returns how many
-    launches got a size other than the driver's choice.  Results are cached per device."""
+def choose_local_sizes(cctx, queue, launches) -> list:
+    """For each launch (``program`` (source name, options, source), ``kernel``, ``base_gsize``,
+    ``variants``, ``kobj`` and ``kargs``), the ``(kernel, global size it needs, local size or
+    None)`` to run it with, timed on ``queue`` (a profiling queue) or read from the cache; the
+    caller applies them.  Results are cached per device."""
     pcl = cl()
-    cctx = sess.cctx
     path = _path(cctx)
+    out = []
     with _LOCK:
         cache = _load(path)
         changed = False
-        chosen = 0
         max_dev = int(cctx.device.max_work_group_size)
         wide = cctx.info.is_gpu
-        for _, ln in sess.launches():
+        for ln in launches:
             key = _key(cctx, ln)
             variants = ln.variants or ((ln.kernel, ln.base_gsize),)
             kernels = {ln.kernel: ln.kobj}
@@ -171,12 +172,12 @@ def tune_session(sess) -> int:
                     for cand in candidates(need, limit, wide):
                         g = need if cand is None else round_up(need, cand)
                         try:
-                            t = _time(sess.queue, k, g, cand)
+                            t = _time(queue, k, g, cand)
                         except pcl.Error:
                             continue
                         timings.append((t, name, cand))
                 if timings:
-                    _, name, best = _final(sess.queue, kernels, variants, timings)
+                    _, name, best = _final(queue, kernels, variants, timings)
                 else:
                     name, best = ln.kernel, None
                 lsize = list(best) if best else None
@@ -185,12 +186,8 @@ def tune_session(sess) -> int:
             need = dict(variants).get(name)
             if need is None:                     # a cache entry from other kernels
                 name, need = variants[0]
-            if name != ln.kernel:
-                ln.kernel, ln.kobj, ln.base_gsize = name, kernel(name), tuple(need)
-            ln.lsize = best
-            ln.gsize = tuple(need) if best is None else round_up(need, best)
-            chosen += best is not None
-        sess.queue.finish()
+            out.append((name, tuple(need), best))
+        queue.finish()
         if changed:
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -200,4 +197,4 @@ def tune_session(sess) -> int:
                 os.replace(tmp, path)
             except OSError:
                 pass      # a read-only cache: the choice holds for this session only
-    return chosen
+    return out

@@ -10,7 +10,10 @@ Device limits come in as data: nothing here imports a device runtime.
 
 from .common import ELEMENTWISE, IN_PLACE, MOVES, VIEWS, fusions, live_ranges
 from .cpu import CpuSchedule, CpuStep, schedule_cpu
+from .image_build import schedule_images
+from .images import ImageSchedule, ImageTarget
 from .winograd import cpu_conv, image_sizes, image_tile
 
 __all__ = ["VIEWS", "MOVES", "ELEMENTWISE", "IN_PLACE", "fusions", "live_ranges",
-           "schedule_cpu", "CpuSchedule", "CpuStep", "cpu_conv", "image_tile", "image_sizes"]
+           "schedule_cpu", "CpuSchedule", "CpuStep", "cpu_conv", "image_tile", "image_sizes",
+           "ImageTarget", "ImageSchedule", "schedule_images"]
