@@ -353,7 +353,7 @@ def run_conv_plan(plan: ConvPlan, x, weight, bias=None, mem=None) -> np.ndarray:
     need = sys_y + _E * n * k * ho * wo
     if mem is None:
         mem = LocalMemory(BM1684, system_bytes=need, backend="cmodel")
-    elif mem.simulator is None or mem.system.size < need:
+    elif mem.simulator is None or mem.system_bytes < need:
         raise LayoutError(f"mem = {mem!r} is not allowed: it must be a cmodel-backed LocalMemory with at "
                           f"least {need} bytes of system memory")
     mem.write_system(sys_x, x)
