@@ -292,6 +292,9 @@ BAD = [
      lambda m, x, w, y: bdc.relu(m, y, tensor_layout(BM1684, 0, y.shape, stride=(200, 200, 20, 2)))),
     ("channels", ConvolutionError, "channels",
      lambda m, x, w, y: bdc.conv2d(m, y, tensor_layout(BM1684, 0, (1, 5, 8, 8)), w)),
+    ("conv 4096 output channels", ShapeError, "at most 4095",       # the simulator would exit
+     lambda m, x, w, y: bdc.conv2d(m, tensor_layout(BM1684, 300 * KB, (1, 4096, 6, 6)), x,
+                                   tensor_layout(BM1684, 100 * KB, (4, 4096, 3, 3), mode="2IC"))),
     ("matmul bias an array", LayoutError, "bias = array",
      lambda m, x, w, y: bdc.matmul(m, matrix_layout(BM1684, 400 * KB, 2, 3, 3), matrix_layout(BM1684, 0, 2, 4, 4),
                                    matrix_layout(BM1684, 200 * KB, 4, 3, 3), np.ones((1, 3), np.float32))),

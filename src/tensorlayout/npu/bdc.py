@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 _LIMIT_NHW = 1 << 16      # N, H, W fields: 16 bits
-_LIMIT_C = 1 << 12        # conv input channels: 12 bits
+_LIMIT_C = 1 << 12        # conv input and output channels: 12 bits
 _LIMIT_SPAD = 1 << 4      # stride and padding fields: 4 bits
 _LIMIT_DIL = 1 << 4       # dilation - 1: 4 bits
 _LIMIT_PADDED = 1 << 11   # input H (W) + padding of a convolution: below 2048
@@ -262,6 +262,9 @@ def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: Np
                                f"equal the input's {ic} channels")
     if ic >= _LIMIT_C:
         raise ShapeError(f"input c = {ic} is not allowed: the convolution's channel field holds at most {_LIMIT_C - 1}")
+    if oc >= _LIMIT_C:
+        raise ShapeError(f"weight O = {oc} output channels is not allowed: the convolution's output channel "
+                         f"field holds at most {_LIMIT_C - 1}")
     if h + pad[0] + pad[1] >= _LIMIT_PADDED or w + pad[2] + pad[3] >= _LIMIT_PADDED:
         raise ConvolutionError(f"input {h}x{w} with padding {pad} is not allowed: padded H and W must stay "
                                f"below {_LIMIT_PADDED}")
