@@ -45,7 +45,8 @@ import time
 import numpy as np
 
 from ..errors import LayoutError
-from ._common import int_list, print_json
+from ._common import (MAX_THREADS, difference, input_arg, int_list, nonneg, output_arg, print_json, threads,
+                      write_output)
 
 
 def register(sub) -> None:
@@ -73,14 +74,15 @@ def register(sub) -> None:
                    help="--runtime opencl: image limits below the device's (layers fall back)")
     r.add_argument("--tune", action="store_true",
                    help="--runtime opencl: time work-group sizes per kernel (cached per device)")
-    r.add_argument("--threads", type=int, default=None, help="threads for the runtime (default: all)")
+    r.add_argument("--threads", type=threads, default=None,
+                   help=f"threads for the runtime, 1 to {MAX_THREADS} (default: all)")
     r.add_argument("--profile", action="store_true",
                    help="time each layer and each op type (after one warm-up run; on OpenCL, "
                         "device time from profiling events)")
     r.add_argument("--check", action="store_true",
                    help="compare with onnxruntime on the same input (same threads)")
     r.add_argument("--save", default=None, metavar="OUT.npy", help="save the (first) output")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    r.add_argument("--seed", type=nonneg, default=0, help="seed of the random input, >= 0 (default 0)")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=run_cmd)
 
@@ -131,6 +133,7 @@ def _input_shapes(args):
 def _load(args):
     from ..model import load
 
+    input_arg(args.model, "MODEL.onnx")
     return load(args.model, input_shapes=_input_shapes(args))
 
 
@@ -146,12 +149,16 @@ def read_inputs(args, model):
     feeds = {}
     for name, shape in model.inputs.items():
         if name in files:
-            path = files[name]
+            path = input_arg(files[name], "--input")
             try:
                 arr = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, EOFError) as exc:
                 raise LayoutError(f"--input = {path!r} cannot be read as a .npy array: "
-                                  f"{str(exc).splitlines()[0]}") from None
+                                  f"{(str(exc) or 'it is empty').splitlines()[0]}") from None
+            if not isinstance(arr, np.ndarray):          # an .npz archive holds several arrays
+                arr.close()
+                raise LayoutError(f"--input = {path!r} is not allowed: it is an .npz archive; "
+                                  "give one array saved with numpy.save (.npy)")
             feeds[name] = arr
         else:
             feeds[name] = rng.standard_normal(shape).astype(np.float32)
@@ -172,19 +179,29 @@ def onnxruntime_outputs(path, feeds, threads=None):
     if threads:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    try:
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types, whatever they are
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise LayoutError(f"--check: onnxruntime could not run it: {first}") from None
 
 
 def _compare(names, outs, ref) -> list:
-    """Each output against onnxruntime's: relative L2, cosine similarity and, for one row of
-    scores, both top-1 classes."""
+    """Each output against onnxruntime's: relative L2 and cosine similarity over the values
+    finite in both (None where there are none), the NaN and inf of each and whether they sit
+    at the same places, and, for one row of scores, both top-1 classes."""
     checks = []
     for name, y, r in zip(names, outs, ref):
         a, b = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
-        c = {"name": name, "rel_l2": _rel_l2(y, r),
-             "cosine": float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))}
-        if y.ndim == 2 and y.shape[0] == 1:
+        d = difference(a, b)
+        both = np.isfinite(a) & np.isfinite(b)
+        a, b = a[both], b[both]
+        c = {"name": name, "rel_l2": _rel_l2(a, b) if both.any() else None,
+             "cosine": float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300)) if both.any() else None,
+             **{k: d[k] for k in ("finite", "nan", "inf", "same_nonfinite")},
+             "nan_onnxruntime": d["nan_reference"], "inf_onnxruntime": d["inf_reference"]}
+        if y.ndim == 2 and y.shape[0] == 1 and np.isfinite(y).all() and np.isfinite(r).all():
             c["top1"] = int(np.argmax(y[0]))
             c["top1_onnxruntime"] = int(np.argmax(r[0]))
         checks.append(c)
@@ -198,6 +215,8 @@ def _rel_l2(a, b):
 
 # ------------------------------------------------------------------------------ run
 def run_cmd(args) -> int:
+    if args.save is not None:
+        output_arg(args.save, "--save")
     if args.runtime == "opencl":
         return _run_opencl(args)
     for opt, val in (("--device", args.device), ("--half", args.half),
@@ -207,16 +226,14 @@ def run_cmd(args) -> int:
             raise LayoutError(f"{opt} applies to --runtime opencl only (the runtime is cpu)")
     model = _load(args)
     feeds = read_inputs(args, model)
-    if args.threads is not None and args.threads < 1:
-        raise LayoutError(f"--threads = {args.threads} is not allowed: it must be a positive integer")
     if args.profile:
         model.run(feeds, threads=args.threads)            # warm-up: first-call costs
     t0 = time.perf_counter()
     out = model.run(feeds, threads=args.threads, profile=args.profile)
     seconds = time.perf_counter() - t0
     outs = out if isinstance(out, list) else [out]
-    if args.save:
-        np.save(args.save, outs[0])
+    if args.save is not None:
+        write_output(args.save, "--save", outs[0])
     info = {"model": model.label, "inputs": {k: list(v.shape) for k, v in feeds.items()},
             "seconds": seconds, "threads": args.threads,
             "outputs": _outputs_info(model, outs)}
@@ -292,8 +309,8 @@ def _run_opencl(args) -> int:
     if args.profile:
         sess.run(feeds, profile=True)
     outs = out if isinstance(out, list) else [out]
-    if args.save:
-        np.save(args.save, outs[0])
+    if args.save is not None:
+        write_output(args.save, "--save", outs[0])
     summ = sess.summary()
     info = {"model": model.label, "runtime": "opencl", **summ,
             "inputs": {k: list(v.shape) for k, v in feeds.items()},
@@ -338,9 +355,17 @@ def _run_opencl(args) -> int:
 
 def _print_check(checks, cosine):
     for c in checks:
-        line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
-        if cosine:
-            line += f", cosine {c['cosine']:.6f}"
+        if c["rel_l2"] is None:
+            line = f"onnxruntime: {c['name']} has no value finite in both"
+        else:
+            line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
+            if cosine:
+                line += f", cosine {c['cosine']:.6f}"
+        if c["nan"] or c["inf"] or c["nan_onnxruntime"] or c["inf_onnxruntime"]:
+            line += "" if c["rel_l2"] is None else f" over the {c['finite']} values finite in both"
+            line += (f"; NaN and inf {c['nan']} and {c['inf']} "
+                     f"here, {c['nan_onnxruntime']} and {c['inf_onnxruntime']} in onnxruntime, "
+                     + ("at the same places" if c["same_nonfinite"] else "at DIFFERENT places"))
         if "top1" in c:
             same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
             line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
@@ -394,18 +419,22 @@ def _max_image(text):
 
 
 def plan_cmd(args) -> int:
+    from .._checks import renamed
     from ..model import plan_model
 
+    if args.html is not None:
+        output_arg(args.html, "--html", folder=True)
     model = _load(args)
     max_image = _max_image(args.max_image)
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip)
     report = None
-    if args.html:
+    if args.html is not None:
         from ..model.report import write_report
 
-        report = write_report(plan, args.html)
+        with renamed({"out_dir": "--html"}):
+            report = write_report(plan, args.html)
     if args.json:
         d = plan.as_dict()
         d["problems"] = plan.problems()
