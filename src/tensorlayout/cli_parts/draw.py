@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from ..errors import LayoutError, short
 from ._common import image_arguments, int_list, no_action, output_arg, positive, print_json, write_output
 from .npu import add_tensor_options, place
 
