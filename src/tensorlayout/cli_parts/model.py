@@ -45,8 +45,8 @@ import time
 import numpy as np
 
 from ..errors import LayoutError
-from ._common import (MAX_THREADS, difference, input_arg, int_list, nonneg, output_arg, print_json, threads,
-                      write_output)
+from ._common import (MAX_THREADS, check_array_size, difference, input_arg, int_list, nonneg, output_arg,
+                      print_json, threads, write_output)
 
 
 def register(sub) -> None:
@@ -161,6 +161,7 @@ def read_inputs(args, model):
                                   "give one array saved with numpy.save (.npy)")
             feeds[name] = arr
         else:
+            check_array_size(f"input {name} (random, --seed)", shape, 8)
             feeds[name] = rng.standard_normal(shape).astype(np.float32)
     for name in files:
         if name not in model.inputs:
@@ -424,10 +425,10 @@ def plan_cmd(args) -> int:
 
     if args.html is not None:
         output_arg(args.html, "--html", folder=True)
-    model = _load(args)
     max_image = _max_image(args.max_image)
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
+    model = _load(args)
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip)
     report = None
     if args.html is not None:
