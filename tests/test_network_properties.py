@@ -10,8 +10,6 @@ The OpenCL runtime's options are drawn only where the CPU runtime refuses them.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 
 import numpy as np
@@ -21,10 +19,10 @@ from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 
-from tensorlayout.cli import main  # noqa: E402
-from tensorlayout.cli_parts import _common  # noqa: E402
 from tensorlayout.model import zoo  # noqa: E402
 from tensorlayout.npu import cmodel  # noqa: E402
+
+from _cli_util import assert_clean_end, draw_command_line, run, small_allocations  # noqa: E402,F401 (a fixture)
 
 NUMBERS = st.sampled_from(["0", "1", "2", "3", "-1", "-7", "16", "4097", str(2 ** 31), str(10 ** 30), "",
                            "1.5", "x", "1e3", "\uff11", "nan"])
@@ -51,34 +49,20 @@ COMMANDS = {
         "--chip": st.sampled_from(["BM1684", "bm1688", "nope", ""]), "--html": FOLDERS_OUT, "--json": None}),
     ("npu", "run-onnx"): dict(positional=MODELS, opts={
         "--input": ARRAYS, "--input-shape": SHAPES, "--seed": NUMBERS, "--check": None, "--json": None}),
-    ("npu", "plan-conv"): dict(positional=None, opts={
+    ("npu", "plan-conv"): dict(positional=None, required=("--input", "--out-channels", "--kernel"), opts={
         "--input": CONV_INPUTS, "--out-channels": NUMBERS, "--kernel": st.sampled_from(["1", "3", "3,1", "0", "99"]),
         "--stride": st.sampled_from(["1", "2", "16", "0"]), "--padding": st.sampled_from(["0", "1", "1,2", "15", "16"]),
         "--dilation": st.sampled_from(["1", "2", "17"]), "--no-bias": None, "--seed": NUMBERS,
         "--svg": FILES_OUT, "--chip": st.sampled_from(["BM1684", "BM1688", "nope"]), "--json": None,
         "--run": None}),
 }
-REQUIRED = {("npu", "plan-conv"): ("--input", "--out-channels", "--kernel")}
 
 
 @st.composite
 def command_lines(draw):
     # run-onnx runs the simulator (a second a model): drawn less often than the others
-    words = draw(st.sampled_from([("run",), ("run",), ("plan",), ("plan",), ("npu", "plan-conv"),
-                                  ("npu", "plan-conv"), ("npu", "run-onnx")]))
-    spec = COMMANDS[words]
-    argv = list(words)
-    if spec["positional"] is not None and draw(st.integers(0, 5)):
-        argv.append(draw(spec["positional"]))
-    chosen = draw(st.lists(st.sampled_from(sorted(spec["opts"])), max_size=4))
-    chosen += [r for r in REQUIRED.get(words, ()) if draw(st.integers(0, 6))]
-    for name in chosen:
-        value = spec["opts"][name]
-        if value is None:
-            argv.append(name)
-        else:
-            argv += [name, draw(value)]
-    return argv
+    return draw_command_line(draw, COMMANDS, draw(st.sampled_from(
+        [("run",), ("run",), ("plan",), ("plan",), ("npu", "plan-conv"), ("npu", "plan-conv"), ("npu", "run-onnx")])))
 
 
 @pytest.fixture(scope="module")
@@ -102,26 +86,6 @@ def workdir(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="module", autouse=True)
-def small_allocations():
-    """plan-conv --run refuses past 4 MiB here, so that accepted random layers stay quick."""
-    old = _common.MAX_ARRAY_BYTES
-    _common.MAX_ARRAY_BYTES = 1 << 22
-    yield
-    _common.MAX_ARRAY_BYTES = old
-
-
-def _run(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:          # only --help / -h may exit, with status 0
-            rc = exc.code
-            assert rc == 0 and ("-h" in argv or "--help" in argv), (argv, err.getvalue())
-    return rc, out.getvalue(), err.getvalue()
-
-
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(argv=command_lines())
@@ -130,11 +94,8 @@ def test_network_commands_never_show_a_traceback(argv, workdir, monkeypatch):
     if argv[:2] == ["npu", "run-onnx"] or "--run" in argv:
         if not cmodel.available():
             argv = [a for a in argv if a != "--run"] if "--run" in argv else ["npu", "run-onnx", "missing.onnx"]
-    rc, _, err = _run(argv)
-    assert rc in (0, 2), (argv, rc, err)
-    if rc == 2:
-        lines = err.splitlines()
-        assert len(lines) == 1 and "error" in lines[0], (argv, err)
+    rc, _, err = run(*argv)
+    assert_clean_end(argv, rc, err)
 
 
 def test_the_generator_reaches_both_outcomes(workdir, monkeypatch):
@@ -145,5 +106,5 @@ def test_the_generator_reaches_both_outcomes(workdir, monkeypatch):
                                              "--kernel", "3", "--svg", "out.svg"]]
     bad = [["run", "tiny.onnx", "--input", "fifo"], ["plan", "tiny.onnx", "--html", "afile"],
            ["npu", "plan-conv", "--input", "1,3,8,8", "--out-channels", "2", "--kernel", "3", "--seed", "-1"]]
-    assert [_run(a)[0] for a in ok] == [0, 0, 0]
-    assert [_run(a)[0] for a in bad] == [2, 2, 2]
+    assert [run(*a)[0] for a in ok] == [0, 0, 0]
+    assert [run(*a)[0] for a in bad] == [2, 2, 2]

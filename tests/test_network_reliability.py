@@ -9,8 +9,6 @@ images too large for the machine. Each refusal is one line on stderr, exit statu
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -23,17 +21,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from tensorlayout import errors  # noqa: E402
-from tensorlayout.cli import main  # noqa: E402
 from tensorlayout.model import zoo  # noqa: E402
 
+from _cli_util import run  # noqa: E402
+
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main([str(a) for a in argv])
-    return rc, out.getvalue(), err.getvalue()
 
 
 def refused(*argv, match=()):
