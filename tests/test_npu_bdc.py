@@ -155,6 +155,27 @@ def test_special_functions(mem, name, fn):
     assert np.all(np.abs(got - want) <= 1e-5 * np.maximum(np.abs(want), 1) + 1e-6)
 
 
+def test_compares_on_the_chip_drop_nan_as_documented(mem):
+    """relu, maximum / minimum and max pooling compute "a > b ? a : b" (and "<"): NaN survives
+    only as the second operand of a tensor-tensor max or min."""
+    x = np.array([np.nan, -np.inf, np.inf, -1, 0, 2, np.nan, 1], np.float32).reshape(1, 1, 2, 4)
+    c = np.full_like(x, 0.5)
+    c[0, 0, 1, 3] = np.nan
+    xt, ct = mem.s2l(0, x), mem.s2l(8 * KB, c)
+    yt = tensor_layout(BM1684, 100 * KB, x.shape)
+    with np.errstate(invalid="ignore"):
+        for fn, want in ((lambda: bdc.relu(mem, yt, xt), np.where(x > 0, x, 0)),
+                         (lambda: bdc.maximum(mem, yt, xt, ct), np.where(x > c, x, c)),
+                         (lambda: bdc.maximum(mem, yt, ct, xt), np.where(c > x, c, x)),
+                         (lambda: bdc.minimum(mem, yt, xt, ct), np.where(x < c, x, c)),
+                         (lambda: bdc.maximum(mem, yt, xt, 0.5), np.where(x > 0.5, x, np.float32(0.5)))):
+            fn()
+            assert np.array_equal(mem.load(yt), want, equal_nan=True)
+    pt = tensor_layout(BM1684, 200 * KB, (1, 1, 1, 2))
+    bdc.max_pool2d(mem, pt, xt, 2)
+    assert mem.load(pt).ravel().tolist() == [2.0, np.inf]
+
+
 F32 = np.finfo(np.float32)
 #: How near float64 each function comes on the chip: (relative, absolute); 1.2e-38 covers the
 #: chip's flushing of subnormal numbers to 0.

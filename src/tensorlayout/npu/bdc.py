@@ -328,7 +328,8 @@ def _pool(fn, mem, output, input, kernel, padding, stride):
 
 
 def max_pool2d(mem, output: NpuTensor, input: NpuTensor, kernel, padding=0, stride=None) -> NpuTensor:
-    """``okk_bdc_max_pool2d`` (padding never wins the max); aligned input and output in one NPU."""
+    """``okk_bdc_max_pool2d`` (padding never wins the max); aligned input and output in one NPU.
+    The chip's compare drops NaN: a window holding NaN gives the max of its numbers."""
     return _pool("okk_bdc_max_pool2d", mem, output, input, kernel, padding, stride)
 
 
@@ -376,17 +377,19 @@ def mul(mem, output, a, b):
 
 
 def maximum(mem, output, a, b):
-    """``output = max(a, b)``."""
+    """``output = max(a, b)``, computed as ``a > b ? a : b``: NaN comes out only where ``b`` is a
+    NaN tensor element (a NaN in ``a``, or against a number, gives the other operand)."""
     return _binary("max", mem, output, a, b)
 
 
 def minimum(mem, output, a, b):
-    """``output = min(a, b)``."""
+    """``output = min(a, b)``, computed as ``a < b ? a : b`` (NaN as in :func:`maximum`)."""
     return _binary("min", mem, output, a, b)
 
 
 def relu(mem, output: NpuTensor, input: NpuTensor) -> NpuTensor:
-    """``okk_bdc_relu``: ``max(x, 0)``; any strides (W stride 1), in place allowed."""
+    """``okk_bdc_relu``: ``max(x, 0)``; any strides (W stride 1), in place allowed. relu(NaN) is 0
+    on the chip (ONNX's Relu keeps NaN)."""
     run = _sim(mem).call
     _tensor(output, "output")
     _tensor(input, "input")
