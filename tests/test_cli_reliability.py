@@ -8,8 +8,6 @@ and npu features.  Expected values come from the formulas of the seeds, written 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
@@ -20,17 +18,11 @@ import numpy as np
 import pytest
 
 from tensorlayout import errors
-from tensorlayout.cli import build_parser, main
+from tensorlayout.cli import build_parser
+
+from _cli_util import run
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def run(*argv):
-    """(exit status, stdout, stderr) of ``tensorlayout argv`` run in-process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main([str(a) for a in argv])
-    return rc, out.getvalue(), err.getvalue()
 
 
 def refused(*argv, match=None):

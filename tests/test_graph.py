@@ -162,3 +162,10 @@ def test_resize_align_corners_uses_the_unrounded_length():
     assert y.shape == ref.shape == (1, 1, 1, 2)
     assert rel_l2(y, ref) < 1e-6
     assert y[0, 0, 0, 1] == pytest.approx(1 + 3 / 1.4, rel=1e-6)
+
+
+def test_an_attribute_the_op_does_not_have_is_refused_by_name():
+    x = np.zeros((2, 3), np.float32)
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], bogus=1)], {"x": x}, ["y"])
+    with pytest.raises(ModelError, match="'bogus' is not an attribute of Relu at opset 17"):
+        load_graph(m)

@@ -20,7 +20,7 @@ from tensorlayout.errors import (  # noqa: E402
     ShapeError,
     StrideError,
 )
-from tensorlayout.npu import BM1684, LocalMemory, tensor_layout  # noqa: E402
+from tensorlayout.npu import BM1684, LocalMemory, matrix_layout, tensor_layout  # noqa: E402
 
 from _simulator import skip_module_without_simulator  # noqa: E402
 
@@ -155,6 +155,87 @@ def test_special_functions(mem, name, fn):
     assert np.all(np.abs(got - want) <= 1e-5 * np.maximum(np.abs(want), 1) + 1e-6)
 
 
+def test_compares_on_the_chip_drop_nan_as_documented(mem):
+    """relu, maximum / minimum and max pooling compute "a > b ? a : b" (and "<"): NaN survives
+    only as the second operand of a tensor-tensor max or min."""
+    x = np.array([np.nan, -np.inf, np.inf, -1, 0, 2, np.nan, 1], np.float32).reshape(1, 1, 2, 4)
+    c = np.full_like(x, 0.5)
+    c[0, 0, 1, 3] = np.nan
+    xt, ct = mem.s2l(0, x), mem.s2l(8 * KB, c)
+    yt = tensor_layout(BM1684, 100 * KB, x.shape)
+    with np.errstate(invalid="ignore"):
+        for fn, want in ((lambda: bdc.relu(mem, yt, xt), np.where(x > 0, x, 0)),
+                         (lambda: bdc.maximum(mem, yt, xt, ct), np.where(x > c, x, c)),
+                         (lambda: bdc.maximum(mem, yt, ct, xt), np.where(c > x, c, x)),
+                         (lambda: bdc.minimum(mem, yt, xt, ct), np.where(x < c, x, c)),
+                         (lambda: bdc.maximum(mem, yt, xt, 0.5), np.where(x > 0.5, x, np.float32(0.5)))):
+            fn()
+            assert np.array_equal(mem.load(yt), want, equal_nan=True)
+    pt = tensor_layout(BM1684, 200 * KB, (1, 1, 1, 2))
+    bdc.max_pool2d(mem, pt, xt, 2)
+    assert mem.load(pt).ravel().tolist() == [2.0, np.inf]
+
+
+F32 = np.finfo(np.float32)
+#: How near float64 each function comes on the chip: (relative, absolute); 1.2e-38 covers the
+#: chip's flushing of subnormal numbers to 0.
+SFU_TOLERANCE = {"sigmoid": (4e-7, 1.2e-38), "tanh": (0.0, 1e-6), "exp": (4e-7, 1.2e-38)}
+SFU_FLOAT64 = {"sigmoid": lambda v: 1 / (1 + np.exp(-v)), "tanh": np.tanh, "exp": np.exp}
+
+
+def _float32_sweep():
+    """Every kind of float32: the edges, random bit patterns (all exponents), and dense steps
+    over the ranges where the functions turn (integers from -300 to 300 among them)."""
+    rng = np.random.default_rng(17)
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, F32.max, -F32.max, F32.tiny, -F32.tiny, 1e-45, -1e-45,
+             88.72, 88.73, 88.75, 89.0, -87.3, -88.0, -88.7, -89.0, -103.9, -104.0, -200.0, 9.0, -9.0]
+    bits = rng.integers(0, 2 ** 32, 64 * 128, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    v = np.concatenate([np.array(edges, np.float32), bits, np.linspace(-120, 120, 64 * 256, dtype=np.float32),
+                        np.arange(-300, 301, dtype=np.float32)])
+    return np.concatenate([v, np.zeros(-v.size % 64, np.float32)]).reshape(1, 64, 1, -1)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "exp"])
+def test_special_functions_over_all_of_float32(mem, name):
+    """NaN where NumPy has NaN, ±inf exactly where it has them, every other value within the
+    function's tolerance; the input is left as it was."""
+    x = _float32_sweep()
+    q = 5
+    xt = mem.s2l(q * S, x)
+    yt = tensor_layout(BM1684, q * S + 150 * KB, x.shape)
+    wt = tensor_layout(BM1684, q * S + 300 * KB, x.shape)
+    getattr(bdc, name)(mem, yt, xt, wt)
+    assert np.array_equal(mem.load(xt), x, equal_nan=True)
+    got = mem.load(yt).astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = SFU_FLOAT64[name](x.astype(np.float64)).astype(np.float32).astype(np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), x[np.isnan(got) != np.isnan(want)]
+    inf = np.isinf(want)
+    assert np.array_equal(got[inf], want[inf]) and not np.isinf(got[~inf]).any()
+    rel, tiny = SFU_TOLERANCE[name]
+    ok = ~np.isnan(want) & ~inf
+    err = np.abs(got[ok] - want[ok])
+    worst = np.argmax(err - rel * np.abs(want[ok]))
+    assert np.all(err <= rel * np.abs(want[ok]) + tiny), (x[ok][worst], got[ok][worst], want[ok][worst])
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "exp"])
+def test_special_function_may_read_its_source_from_its_work_buffer(mem, name):
+    """What the clamp relies on: the instruction reads its source once, before it uses the work
+    buffer, so the clamped input may sit in the work buffer (compared with separate buffers)."""
+    from tensorlayout.npu.cmodel import dim4
+
+    x = (np.random.default_rng(8).standard_normal((2, 70, 5, 9)) * 10).astype(np.float32)
+    xt = mem.s2l(0, x)
+    yt = tensor_layout(BM1684, 100 * KB, x.shape)
+    wt = tensor_layout(BM1684, 200 * KB, x.shape)
+    mem.call(f"okk_bdc_{name}", yt.address, xt.address, wt.address, dim4(x.shape))
+    apart = mem.load(yt)
+    mem.store(wt, x)
+    mem.call(f"okk_bdc_{name}", yt.address, wt.address, wt.address, dim4(x.shape))
+    assert np.array_equal(mem.load(yt), apart)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_matmul(mem, seed):
     rng = np.random.default_rng(20 + seed)
@@ -232,6 +313,12 @@ BAD = [
      lambda m, x, w, y: bdc.relu(m, y, tensor_layout(BM1684, 0, y.shape, stride=(200, 200, 20, 2)))),
     ("channels", ConvolutionError, "channels",
      lambda m, x, w, y: bdc.conv2d(m, y, tensor_layout(BM1684, 0, (1, 5, 8, 8)), w)),
+    ("conv 4096 output channels", ShapeError, "at most 4095",       # the simulator would exit
+     lambda m, x, w, y: bdc.conv2d(m, tensor_layout(BM1684, 300 * KB, (1, 4096, 6, 6)), x,
+                                   tensor_layout(BM1684, 100 * KB, (4, 4096, 3, 3), mode="2IC"))),
+    ("matmul bias an array", LayoutError, "bias = array",
+     lambda m, x, w, y: bdc.matmul(m, matrix_layout(BM1684, 400 * KB, 2, 3, 3), matrix_layout(BM1684, 0, 2, 4, 4),
+                                   matrix_layout(BM1684, 200 * KB, 4, 3, 3), np.ones((1, 3), np.float32))),
 ]
 
 

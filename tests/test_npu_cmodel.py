@@ -128,12 +128,29 @@ def _randomize(sim, ref, rng):
 def test_cmodel_memory_is_the_simulators_memory(pair):
     sim, _ = pair
     s = sim.simulator
-    assert np.shares_memory(sim.local, s.local) and np.shares_memory(sim.system, s.system)
     assert sim.local.shape == (64, S) and not sim.local.flags.writeable
     x = np.arange(24, dtype=np.float32).reshape(1, 3, 2, 4)
     t = sim.s2l(S + 128, x)  # host packing straight into the simulator's bytes
     assert s.local[2, 128:160].view(np.float32).tolist() == list(range(8, 16))
     assert np.array_equal(sim.load(t), x)
+    assert np.array_equal(sim.local, s.local) and np.array_equal(sim.system, s.system[:SYSTEM_BYTES])
+
+
+@needs_sim
+def test_each_cmodel_memory_keeps_its_own_bytes(pair):
+    """One simulator, several memories: each sees only what was written to it."""
+    sim, _ = pair
+    a = LocalMemory(BM1684, system_bytes=4096, backend="cmodel")
+    b = LocalMemory(BM1684, system_bytes=4096, backend="cmodel")
+    xa = np.full((1, 70, 2, 3), 1.5, np.float32)
+    xb = np.full((1, 70, 2, 3), -2.5, np.float32)
+    ta, tb = a.s2l(256, xa), b.s2l(256, xb)      # the same address in both
+    a.write_system(64, xa)
+    assert not b.system.any()                    # b was created after a: zeros, whatever a holds
+    assert np.array_equal(a.load(ta), xa) and np.array_equal(b.load(tb), xb)
+    assert np.array_equal(a.read_system(64, xa.shape, "fp32"), xa)
+    c = LocalMemory(BM1684, system_bytes=4096, backend="cmodel")
+    assert not c.local.any() and np.array_equal(a.load(ta), xa)
 
 
 @needs_sim

@@ -112,3 +112,88 @@ def test_values_that_overflow_half_count_as_inf(cctx):
     with np.errstate(over="ignore"):
         ref = torch_conv(x.astype(np.float16), w.astype(np.float16), b.astype(np.float16), 1)
     assert np.array_equal(~np.isfinite(y), ~np.isfinite(ref))
+
+
+# ---------------------------------------------------------------- the network runtime
+def _nonfinite_input(seed=4, shape=(1, 5, 6, 7)):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, 1, 1] = x[0, 2, 3, 4] = np.nan        # the last and the third of their 2x2 windows
+    x[0, 4, 0, 0], x[0, 1, 5, 6] = np.inf, -np.inf
+    return x
+
+
+def _session_nodes():
+    """ONNX graphs whose ops keep NaN in onnxruntime; the oracle is onnxruntime itself."""
+    from _model_util import helper
+
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((4, 5, 3, 3)) / 4).astype(np.float32)
+    clip = {"lo": np.float32(-0.5), "hi": np.float32(0.5)}
+    return {
+        "Relu": ([helper.make_node("Relu", ["x"], ["y"])], {}),
+        "Clip": ([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], clip),
+        "HardSigmoid": ([helper.make_node("HardSigmoid", ["x"], ["y"])], {}),
+        "HardSwish": ([helper.make_node("HardSwish", ["x"], ["y"])], {}),
+        "LeakyRelu": ([helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.1)], {}),
+        "Sigmoid": ([helper.make_node("Sigmoid", ["x"], ["y"])], {}),
+        "Tanh": ([helper.make_node("Tanh", ["x"], ["y"])], {}),
+        "Softmax": ([helper.make_node("Softmax", ["x"], ["y"], axis=1)], {}),
+        "AveragePool": ([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], {}),
+        "Conv+Relu": ([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                       helper.make_node("Relu", ["c"], ["y"])], {"w": w}),
+        "Conv+Clip": ([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                       helper.make_node("Clip", ["c", "lo", "hi"], ["y"])], {"w": w, **clip}),
+    }
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["float32", "float16"])
+@pytest.mark.parametrize("name", list(_session_nodes()))
+def test_session_keeps_nan_as_onnxruntime_does(cctx, name, half):
+    """Relu, Clip and HardSigmoid of NaN are NaN (OpenCL's fmax and fmin would give numbers),
+    fused into a convolution too, and NaN stays NaN in float16 images."""
+    from _model_util import make_model, ort_session
+
+    from tensorlayout.model import load
+    from tensorlayout.model import OpenCLSession
+
+    if half and not cctx.info.half_images:
+        pytest.skip("the device has no half images")
+    nodes, inits = _session_nodes()[name]
+    x = _nonfinite_input()
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    ref = ort_session(data).run(None, {"x": x})[0]
+    assert np.isnan(ref).any()
+    y = OpenCLSession(load(data), half=half).run({"x": x})
+    assert np.array_equal(np.isnan(y), np.isnan(ref)), (int(np.isnan(y).sum()), int(np.isnan(ref).sum()))
+    assert np.array_equal(np.where(np.isinf(y), y, 0), np.where(np.isinf(ref), ref, 0))
+    fin = np.isfinite(ref)
+    tol = 1e-2 if half else 2e-5
+    np.testing.assert_allclose(y[fin], ref[fin], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["float32", "float16"])
+@pytest.mark.parametrize("op", ["MaxPool", "GlobalMaxPool"])
+def test_max_pooling_keeps_nan(cctx, op, half):
+    """The max of a window holding NaN is NaN, as in PyTorch and NumPy (the oracle here).
+    onnxruntime's own pooling keeps a NaN only where it is the last value of its window
+    (MaxPool) or never (GlobalMaxPool): an order effect of its vector max, not a rule."""
+    from _model_util import helper, make_model
+
+    from tensorlayout.model import load
+    from tensorlayout.model import OpenCLSession
+
+    if half and not cctx.info.half_images:
+        pytest.skip("the device has no half images")
+    x = _nonfinite_input()
+    if op == "MaxPool":
+        node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+        ref = torch.nn.functional.max_pool2d(torch.from_numpy(x), 2).numpy()
+    else:
+        node = helper.make_node("GlobalMaxPool", ["x"], ["y"])
+        ref = torch.amax(torch.from_numpy(x), dim=(2, 3), keepdim=True).numpy()
+    assert np.isnan(ref).sum() == 2
+    y = OpenCLSession(load(make_model([node], {"x": x}, ["y"]).SerializeToString()), half=half).run({"x": x})
+    assert np.array_equal(np.isnan(y), np.isnan(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(y[fin], ref[fin], rtol=1e-2 if half else 0, atol=1e-2 if half else 0)

@@ -10,9 +10,6 @@ The API: random bad shapes, dtypes and indices given to the layout functions rai
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,8 +17,8 @@ from hypothesis import strategies as st
 
 import tensorlayout as tl
 from tensorlayout import errors
-from tensorlayout.cli import main
-from tensorlayout.cli_parts import _common
+
+from _cli_util import assert_clean_end, draw_command_line, run, small_allocations  # noqa: F401 (a fixture)
 
 # ----------------------------------------------------------------------- values
 INTS = st.one_of(
@@ -108,33 +105,10 @@ COMMANDS = {
 
 @st.composite
 def command_lines(draw):
-    words = draw(st.sampled_from(sorted(COMMANDS)))
-    spec = COMMANDS[words]
-    argv = list(words)
-    if spec["positional"] is not None and draw(st.booleans() | st.just(True)):
-        argv.append(draw(spec["positional"]))
-    chosen = draw(st.lists(st.sampled_from(sorted(spec["opts"])), max_size=5))
-    chosen += [r for r in spec["required"] if draw(st.integers(0, 5))]
-    for name in chosen:
-        value = spec["opts"][name]
-        if value is None:
-            argv.append(name)
-        elif draw(st.integers(0, 4)) == 0:
-            argv.append(f"{name}={draw(value)}")
-        else:
-            argv += [name, draw(value)]
+    argv = draw_command_line(draw, COMMANDS, draw(st.sampled_from(sorted(COMMANDS))))
     if draw(st.integers(0, 9)) == 0:
         argv.insert(draw(st.integers(0, len(argv))), draw(st.sampled_from(["--bogus", "-x", "--json", "--"])))
     return argv
-
-
-@pytest.fixture(scope="module", autouse=True)
-def small_allocations():
-    """The size check refuses at 4 MiB here, so that accepted random convolutions stay quick."""
-    old = _common.MAX_ARRAY_BYTES
-    _common.MAX_ARRAY_BYTES = 1 << 22
-    yield
-    _common.MAX_ARRAY_BYTES = old
 
 
 @pytest.fixture(scope="module")
@@ -149,17 +123,8 @@ def workdir(tmp_path_factory):
 @given(argv=command_lines())
 def test_command_line_never_shows_a_traceback(argv, workdir, monkeypatch):
     monkeypatch.chdir(workdir)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:          # only --help / -h may exit, with status 0
-            rc = exc.code
-            assert rc == 0 and ("-h" in argv or "--help" in argv), (argv, err.getvalue())
-    assert rc in (0, 2), (argv, rc, err.getvalue())
-    if rc == 2:
-        lines = err.getvalue().splitlines()
-        assert len(lines) == 1 and "error" in lines[0], (argv, err.getvalue())
+    rc, _, err = run(*argv)
+    assert_clean_end(argv, rc, err)
 
 
 def test_the_generator_reaches_both_outcomes(workdir, monkeypatch):
@@ -169,9 +134,8 @@ def test_the_generator_reaches_both_outcomes(workdir, monkeypatch):
           ["conv", "--shape", "1,2,5,5", "--out-channels", "2", "--repeat", "1"]]
     bad = [["image", "IN_OUT_CHANNEL", "--shape", "1,\uff12,3,4"], ["npu", "--shape", "1,2,3,4"],
            ["conv", "--shape", "1,2,5,5", "--out-channels", str(2 ** 70)]]
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert [main(a) for a in ok] == [0, 0, 0]
-        assert [main(a) for a in bad] == [2, 2, 2]
+    assert [run(*a)[0] for a in ok] == [0, 0, 0]
+    assert [run(*a)[0] for a in bad] == [2, 2, 2]
 
 
 # ----------------------------------------------------------------------- the API

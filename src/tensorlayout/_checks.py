@@ -16,6 +16,8 @@ checks from one place.
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from .errors import (ConvolutionError, DTypeError, LayoutError, check_array, che
                      check_nonneg_int, check_positive_int, check_shape, dtype_text, short)
 
 __all__ = ["q", "round_up", "pair", "image_dtype", "IMAGE_DTYPES", "renamed", "keyword_only",
-           "check_array", "check_choice", "check_nonneg_int", "check_positive_int",
+           "check_output_path", "check_array", "check_choice", "check_nonneg_int", "check_positive_int",
            "check_shape"]
 
 #: Channel types an image can hold: CL_FLOAT and CL_HALF_FLOAT.
@@ -133,3 +135,83 @@ def keyword_only(entry: str, extra: tuple, old_names: tuple, head: str = "x, w, 
                       f"{entry}({head}, {kw})")
 
 
+
+
+#: Folders of the kernel's virtual files: nothing tensorlayout writes belongs there.
+VIRTUAL_ROOTS = ("/proc", "/sys")
+
+
+def check_output_path(name: str, path, folder: bool = False) -> str:
+    """``path`` as a str, once it is known that a file (``folder=True``: a folder) can be written
+    there; else a LayoutError naming ``name``, the value and the rule, before anything is written.
+
+    A file: an existing regular file that may be written, or a new name in an existing folder
+    that may be written. A folder: an existing one that may be written, or a new one (the writer
+    creates it, and the missing folders above it) under an existing folder that may be written.
+    Never under ``/proc`` or ``/sys``, never a device, a pipe or a socket (``/dev/null``
+    included), never under a file.
+
+    >>> check_output_path("out", "/proc/x.svg")
+    Traceback (most recent call last):
+    ...
+    tensorlayout.errors.LayoutError: out = '/proc/x.svg' is not allowed: it is under /proc, where the kernel keeps its virtual files; write to a folder on a disk
+    """
+    what = "folder" if folder else "file"
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bool):
+        raise LayoutError(f"{name} = {short(path)!r} is not allowed: it must be the path of a {what} (a str)")
+    p = os.fspath(path)
+
+    def refuse(rule):
+        return LayoutError(f"{name} = {short(p)!r} is not allowed: {rule}")
+
+    if p.strip() == "":
+        raise refuse(f"it must name a {what}")
+    if "\0" in p:
+        raise refuse("a path cannot hold a NUL character")
+    real = os.path.realpath(p)
+    for root in VIRTUAL_ROOTS:
+        if real == root or real.startswith(root + "/"):
+            raise refuse(f"it is under {root}, where the kernel keeps its virtual files; write to a "
+                         "folder on a disk")
+    st = _stat(p, refuse)
+    if st is not None:
+        if folder and not stat.S_ISDIR(st.st_mode):
+            raise refuse("it is a file, not a folder" if stat.S_ISREG(st.st_mode)
+                         else "it exists and is not a folder (a device, a pipe or a socket)")
+        if not folder and stat.S_ISDIR(st.st_mode):
+            raise refuse("it is a folder: name a file (inside it, for example)")
+        if not folder and not stat.S_ISREG(st.st_mode):
+            raise refuse("it is not a regular file (a device, a pipe or a socket): name a file")
+        if not os.access(p, os.W_OK | (os.X_OK if folder else 0)):
+            raise refuse(f"the {what} cannot be written (no permission, or a read-only disk)")
+        return p
+    parent = os.path.dirname(real) or "."
+    pst = _stat(parent, refuse)
+    if folder:                      # a new folder: the writer creates the missing ones above it too
+        while pst is None and os.path.dirname(parent) != parent:
+            parent = os.path.dirname(parent)
+            pst = _stat(parent, refuse)
+    if pst is None:
+        raise refuse(f"its folder {short(parent)!r} does not exist: create it first")
+    if not stat.S_ISDIR(pst.st_mode):
+        raise refuse(f"it lies under {short(parent)!r}, which is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise refuse(f"the folder {short(parent)!r} cannot be written (no permission, or a read-only disk)")
+    return p
+
+
+def _stat(path, refuse):
+    """os.stat of ``path``, None when nothing is there; a path through a file or one the system
+    cannot reach is refused."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise refuse("it lies under a file, not a folder") from None
+    except OSError as exc:
+        raise refuse(f"it cannot be reached ({exc.strerror or exc})") from None
+    except ValueError as exc:  # a path the system cannot hold at all
+        raise refuse(str(exc)) from None

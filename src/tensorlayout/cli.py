@@ -77,6 +77,9 @@ class Tour:
 
 
 def _run_demo(args, parts) -> int:
+    from .cli_parts._common import output_arg
+
+    output_arg(args.out, "--out", folder=True)
     if args.json:
         import io
 

@@ -40,6 +40,7 @@ column x = m*H*W + h*W + w, which fills the [M*H*W, q(I)] image the seeds give.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass
@@ -442,6 +443,31 @@ def check_image_limits(width: int, height: int, max_size=DEFAULT_MAX_IMAGE_SIZE)
             f"image height {height} is past the device maximum {max_h} by {height - max_h} pixels")
 
 
+def _host_memory_bytes():
+    """Bytes of this machine's memory, or None where the system does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def _allocating(argument: str, what: str, nbytes: int):
+    """Refuse, before allocating, ``what`` (an array past this machine's memory), and turn
+    NumPy's MemoryError inside the block into a DeviceLimitError naming ``argument``."""
+    have = _host_memory_bytes()
+    if have is not None and nbytes > have:
+        raise DeviceLimitError(f"{argument} is not allowed: {what} needs {nbytes} bytes, more than this "
+                               f"machine's {have} bytes of memory")
+    try:
+        yield
+    except MemoryError:
+        raise DeviceLimitError(f"{argument} is not allowed: {what} needs {nbytes} bytes, which this "
+                               "machine could not allocate") from None
+
+
 def checked_source(array, kind, layout, filter_format):
     """``(kind, array)`` for a tensor about to be stored in an image: the kind is known, the
     array has the rank of the kind's buffer format and holds floating-point data."""
@@ -532,14 +558,17 @@ def to_image(array, kind, *, layout=None, dtype=None, filter_format=None, tile=N
             f"out has shape {out.shape}: a {kind.name} image of a tensor of shape {array.shape} "
             f"needs a writeable C-contiguous array of shape (height, width, 4) = {lay.physical_shape}")
     transform = row(kind).transform
-    if transform:
-        array = transform.forward(array, tile)
-    elif array.dtype != out_dtype and array.dtype.itemsize > out_dtype.itemsize:
-        # One correctly rounded conversion (float64 -> float16 directly, not via float32).
-        array = array.astype(out_dtype)
-    if out is not None:
-        return lay.pack(array, out=out)
-    return lay.pack(array, dtype=out_dtype)
+    nbytes = width * height * 4 * out_dtype.itemsize + (array.nbytes if transform else 0)
+    with _allocating(f"array.shape = {tuple(array.shape)}", f"its {kind.name} image of [{width}, {height}] "
+                     "pixels", nbytes):
+        if transform:
+            array = transform.forward(array, tile)
+        elif array.dtype != out_dtype and array.dtype.itemsize > out_dtype.itemsize:
+            # One correctly rounded conversion (float64 -> float16 directly, not via float32).
+            array = array.astype(out_dtype)
+        if out is not None:
+            return lay.pack(array, out=out)
+        return lay.pack(array, dtype=out_dtype)
 
 
 def image_from_dump(data, width, height, *, dtype=np.float32, row_pitch=None) -> np.ndarray:
@@ -614,13 +643,18 @@ def from_image(image, kind, shape, *, layout=None, filter_format=None, tile=None
         out = check_array("out", out, shape=tuple(shape) if transform else lay.shape, dtypes=(image.dtype,))
         if not out.flags.writeable:
             raise ShapeError("out is read-only: from_image needs a writeable array")
-    if transform:
-        w = transform.inverse(lay.unpack(image), tile).astype(image.dtype)
-        if out is None:
-            return w
-        out[...] = w
-        return out
-    return lay.unpack(image, out=out)
+    n = 1
+    for d in shape:
+        n *= int(d)
+    with _allocating(f"shape = {tuple(shape)}", "the tensor read back",
+                     n * image.dtype.itemsize * (3 if transform else 1)):
+        if transform:
+            w = transform.inverse(lay.unpack(image), tile).astype(image.dtype)
+            if out is None:
+                return w
+            out[...] = w
+            return out
+        return lay.unpack(image, out=out)
 
 
 def pixel_of(kind, shape, index, *, layout=None, filter_format=None, tile=None):

@@ -19,7 +19,10 @@ from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
 
-__all__ = ["CpuProgram", "Step", "threads_limit", "run_step"]
+__all__ = ["CpuProgram", "Step", "threads_limit", "run_step", "MAX_THREADS"]
+
+#: The most threads a run may ask for.
+MAX_THREADS = 4096
 
 
 @dataclass
@@ -127,6 +130,8 @@ def threads_limit(n):
         yield
         return
     n = check_positive_int("threads", n)
+    if n > MAX_THREADS:
+        raise LayoutError(f"threads = {n} is not allowed: it must be at most {MAX_THREADS}")
     restore = []
     numba = _backend.numba()
     if numba is not None:

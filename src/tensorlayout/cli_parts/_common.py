@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 
+from .._checks import check_output_path
 from ..errors import DTypeError, LayoutError, ShapeError, short
 
 # Only ASCII digits: int() would also take full-width digits, '1_0' and surrounding blanks.
@@ -104,6 +105,70 @@ def dtype_arg(text: str, name: str, allowed) -> np.dtype:
     return np.dtype(key)
 
 
+def output_arg(path, option: str, folder: bool = False) -> str:
+    """The door of every command that writes: ``path`` checked before anything is computed or
+    written (the rules of :func:`tensorlayout._checks.check_output_path`), else a LayoutError
+    naming ``option``, the value and the rule.
+
+    >>> output_arg("/dev/null", "--save")
+    Traceback (most recent call last):
+    ...
+    tensorlayout.errors.LayoutError: --save = '/dev/null' is not allowed: it is not a regular file (a device, a pipe or a socket): name a file
+    """
+    return check_output_path(option, path, folder=folder)
+
+
+def input_arg(path, option: str) -> str:
+    """An input file checked before it is opened: an existing regular file that may be read.
+    A folder, a pipe or a device (which could block the read forever or never end) is refused.
+
+    >>> input_arg("/dev/zero", "--input")
+    Traceback (most recent call last):
+    ...
+    tensorlayout.errors.LayoutError: --input = '/dev/zero' is not allowed: it is not a regular file (a device, a pipe or a socket): name a file
+    """
+    import os
+    import stat
+
+    p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not p or "\0" in p:
+        raise LayoutError(f"{option} = {short(path)!r} is not allowed: it must name a file")
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise LayoutError(f"{option} = {short(p)!r} is not allowed: it does not exist") from None
+    except OSError as exc:
+        raise LayoutError(f"{option} = {short(p)!r} is not allowed: it cannot be read "
+                          f"({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise LayoutError(f"{option} = {short(p)!r} is not allowed: it is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise LayoutError(f"{option} = {short(p)!r} is not allowed: it is not a regular file "
+                          "(a device, a pipe or a socket): name a file")
+    if not os.access(p, os.R_OK):
+        raise LayoutError(f"{option} = {short(p)!r} is not allowed: it cannot be read (no permission)")
+    return p
+
+
+def write_output(path: str, option: str, data) -> None:
+    """Write ``data`` (text, bytes, or an array saved as .npy) to exactly ``path``, checked first
+    with :func:`output_arg`; a failure while writing (a full disk) is a LayoutError naming ``option``."""
+    output_arg(path, option)
+    try:
+        if isinstance(data, str):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(data)
+        else:
+            with open(path, "wb") as f:
+                if isinstance(data, np.ndarray):
+                    np.save(f, data, allow_pickle=False)
+                else:
+                    f.write(data)
+    except OSError as exc:
+        raise LayoutError(f"{option} = {short(path)!r} is not allowed: it cannot be written "
+                          f"({exc.strerror or exc})") from None
+
+
 def check_array_size(name: str, shape, itemsize: int, limit: int | None = None) -> None:
     """Refuse, before allocating, a random tensor larger than ``limit`` bytes (default :data:`MAX_ARRAY_BYTES`)."""
     limit = MAX_ARRAY_BYTES if limit is None else limit
@@ -116,7 +181,31 @@ def check_array_size(name: str, shape, itemsize: int, limit: int | None = None) 
 
 
 def print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, default=_default))
+    """``obj`` as strict JSON: a NaN or infinite number is written as the string "NaN",
+    "Infinity" or "-Infinity" (JSON has no such numbers; ``json.dumps`` would write bare NaN).
+
+    >>> print_json({"max": float("nan"), "n": [1, float("-inf")]})
+    {
+      "max": "NaN",
+      "n": [
+        1,
+        "-Infinity"
+      ]
+    }
+    """
+    print(json.dumps(_strict(obj), indent=2, default=_default, allow_nan=False))
+
+
+def _strict(o):
+    if isinstance(o, dict):
+        return {k: _strict(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_strict(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _strict(o.tolist())
+    if isinstance(o, (float, np.floating)) and not np.isfinite(o):
+        return "NaN" if np.isnan(o) else ("Infinity" if o > 0 else "-Infinity")
+    return o
 
 
 def _default(o):
@@ -130,7 +219,7 @@ def _default(o):
 
 
 # ------------------------------------------------------------------ argparse types
-def _arg_type(minimum, what):
+def _arg_type(minimum, what, maximum=None):
     import argparse
 
     def parse(text):
@@ -139,8 +228,8 @@ def _arg_type(minimum, what):
             raise argparse.ArgumentTypeError(f"{short(t)!r} is not allowed: it must be {what} "
                                              "written with the digits 0-9")
         v = int(t)
-        if minimum is not None and v < minimum:
-            raise argparse.ArgumentTypeError(f"{v} is not allowed: it must be {what}")
+        if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+            raise argparse.ArgumentTypeError(f"{short(str(v))} is not allowed: it must be {what}")
         return v
 
     parse.__name__ = what
@@ -151,6 +240,9 @@ def _arg_type(minimum, what):
 integer = _arg_type(None, "an integer")
 positive = _arg_type(1, "a positive integer")
 nonneg = _arg_type(0, "a non-negative integer")
+#: Most threads a command asks a runtime for; more is a typo, not a machine.
+MAX_THREADS = 4096
+threads = _arg_type(1, f"a positive integer at most {MAX_THREADS}", MAX_THREADS)
 
 
 def no_action(parser):
@@ -174,6 +266,37 @@ def image_arguments(p, kind_help: str, shape_help: str, layout_help: str) -> Non
     p.add_argument("--layout", default=None, help=layout_help)
     p.add_argument("--filter-format", default=None, help=FILTER_FORMAT_HELP)
     p.add_argument("--tile", type=integer, default=None, help="Winograd tile for WINOGRAD_FILTER: 2, 4 or 6")
+
+
+def difference(y, ref) -> dict:
+    """``y`` against ``ref``: max |difference| / max |value| over the places where both are
+    finite (None where there are none), the NaN and inf of each, and whether they sit at the
+    same places with the same signs (``same_nonfinite``).
+
+    >>> d = difference(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    >>> d["rel_max"], d["nan"], d["nan_reference"], d["same_nonfinite"]
+    (0.0, 1, 0, False)
+    """
+    a, b = np.asarray(y, np.float64), np.asarray(ref, np.float64)
+    both = np.isfinite(a) & np.isfinite(b)
+    rel = None
+    if both.any():
+        rel = float(np.abs(a[both] - b[both]).max() / max(np.abs(b[both]).max(), 1e-30))
+    same = bool(np.array_equal(np.isnan(a), np.isnan(b))
+                and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
+    return {"rel_max": rel, "finite": int(both.sum()), "nan": int(np.isnan(a).sum()),
+            "inf": int(np.isinf(a).sum()), "nan_reference": int(np.isnan(b).sum()),
+            "inf_reference": int(np.isinf(b).sum()), "same_nonfinite": same}
+
+
+def difference_line(d, against) -> str:
+    head = "max |difference| / max |value| against " + against
+    if not (d["nan"] or d["inf"] or d["nan_reference"] or d["inf_reference"]):
+        return f"{head} {d['rel_max']:.2e}"
+    rel = "no value is finite in both" if d["rel_max"] is None else \
+        f"{d['rel_max']:.2e} over the {d['finite']} values finite in both"
+    return (f"{head}: {rel}; NaN and inf {d['nan']} and {d['inf']} here, {d['nan_reference']} and "
+            f"{d['inf_reference']} there, " + ("at the same places" if d["same_nonfinite"] else "at DIFFERENT places"))
 
 
 def print_table(tour, head, rows) -> None:

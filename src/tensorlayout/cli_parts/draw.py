@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import LayoutError, short
-from ._common import image_arguments, int_list, no_action, positive, print_json
+from ._common import image_arguments, int_list, no_action, output_arg, positive, print_json, write_output
 from .npu import add_tensor_options, place
 
 
@@ -41,28 +40,13 @@ def register(sub) -> None:
     i.set_defaults(func=_draw_image)
 
 
-def _write(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise LayoutError(f"--output = {short(path)!r} is not allowed: folder {short(folder)!r} does not exist")
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise LayoutError(f"--output = {short(path)!r} is not allowed: it cannot be written "
-                          f"({exc.strerror or exc})") from None
-
-
 def _figures(args) -> int:
+    from .._checks import renamed
     from ..draw import write_gallery
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise LayoutError(f"--out = {short(args.out)!r} is not allowed: it is a file, not a folder")
-    try:
+    output_arg(args.out, "--out", folder=True)
+    with renamed({"out_dir": "--out"}):
         paths = write_gallery(args.out)
-    except OSError as exc:
-        raise LayoutError(f"--out = {short(args.out)!r} is not allowed: it cannot be written "
-                          f"({exc.strerror or exc})") from None
     if args.json:
         print_json({"folder": args.out, "files": [str(p) for p in paths]})
     else:
@@ -81,19 +65,21 @@ def _wrote(args) -> int:
 def _draw_npu(args) -> int:
     from ..draw import npu_figure
 
+    output_arg(args.output, "--output")
     t = place(args)
     svg = npu_figure(t, blocks_per_row=args.blocks_per_row, max_rows=args.max_rows)
-    _write(args.output, svg)
+    write_output(args.output, "--output", svg)
     return _wrote(args)
 
 
 def _draw_image(args) -> int:
     from ..draw import image_figure
 
+    output_arg(args.output, "--output")
     shape = int_list(args.shape, "--shape")
     svg = image_figure(args.kind, shape, layout=args.layout, filter_format=args.filter_format,
                        tile=args.tile, max_width=args.max_width, max_height=args.max_height)
-    _write(args.output, svg)
+    write_output(args.output, "--output", svg)
     return _wrote(args)
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import DeviceLimitError, LayoutError, short
 from ..image import (ImageType, table, buffer_format, check_image_limits, element_at, from_image, image_from_dump,
                      image_layout, image_nbytes, image_shape, pixel_of, row)
-from ._common import dtype_arg, int_list, integer, positive, print_json, print_table
+from ._common import (dtype_arg, input_arg, int_list, integer, output_arg, positive, print_json, print_table,
+                      write_output)
 
 
 def register(sub) -> None:
@@ -119,18 +120,14 @@ def _run_dump(args, shape) -> int:
     t = read_dump(_kind_arg(args.kind), shape, args.from_dump, layout=args.layout,
                   filter_format=args.filter_format, tile=args.tile, dtype=args.dtype,
                   row_pitch=args.row_pitch)
-    if args.save:
-        try:
-            np.save(args.save, t)
-        except OSError as exc:
-            raise LayoutError(f"--save = {short(args.save)!r} is not allowed: it cannot be written "
-                              f"({exc.strerror or exc})") from None
+    if args.save is not None:
+        write_output(args.save, "--save", t)
     if args.json:
         print_json({"shape": list(t.shape), "dtype": t.dtype.name, "values": t.tolist(),
                     "saved": args.save})
         return 0
     print(f"tensor {tuple(t.shape)} {t.dtype.name} from {args.from_dump}"
-          + (f", saved to {args.save}" if args.save else ""))
+          + (f", saved to {args.save}" if args.save is not None else ""))
     with np.printoptions(threshold=200, edgeitems=3):
         print(t)
     return 0
@@ -140,6 +137,9 @@ def run(args) -> int:
     if args.from_dump is None and (args.row_pitch is not None or args.save is not None):
         raise LayoutError("--row-pitch and --save are not allowed without --from-dump FILE")
     if args.from_dump is not None:
+        input_arg(args.from_dump, "--from-dump")
+        if args.save is not None:
+            output_arg(args.save, "--save")
         return _run_dump(args, int_list(args.shape, "--shape"))
     info = describe(_kind_arg(args.kind), int_list(args.shape, "--shape"), layout=args.layout,
                     filter_format=args.filter_format, tile=args.tile, dtype=args.dtype,

@@ -50,7 +50,8 @@ import time
 import numpy as np
 
 from ..errors import LayoutError
-from ._common import int_list, print_json
+from ._common import (MAX_THREADS, check_array_size, difference, difference_line, input_arg,
+                      int_list, nonneg, output_arg, print_json, threads, write_output)
 
 
 def register(sub) -> None:
@@ -80,7 +81,8 @@ def register(sub) -> None:
                    help="--runtime opencl: image limits below the device's (layers fall back)")
     r.add_argument("--tune", action="store_true",
                    help="--runtime opencl: time work-group sizes per kernel (cached per device)")
-    r.add_argument("--threads", type=int, default=None, help="threads for the runtime (default: all)")
+    r.add_argument("--threads", type=threads, default=None,
+                   help=f"threads for the runtime, 1 to {MAX_THREADS} (default: all)")
     r.add_argument("--chip", default=None, metavar="BM1684",
                    help="--runtime npu: the chip (only BM1684 has a simulator; the default)")
     r.add_argument("--profile", action="store_true",
@@ -89,7 +91,7 @@ def register(sub) -> None:
     r.add_argument("--check", action="store_true",
                    help="compare with onnxruntime on the same input (same threads)")
     r.add_argument("--save", default=None, metavar="OUT.npy", help="save the (first) output")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    r.add_argument("--seed", type=nonneg, default=0, help="seed of the random input, >= 0 (default 0)")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=run_cmd)
 
@@ -143,6 +145,7 @@ def _input_shapes(args):
 def _load(args):
     from ..model import load
 
+    input_arg(args.model, "MODEL.onnx")
     return load(args.model, input_shapes=_input_shapes(args))
 
 
@@ -158,14 +161,19 @@ def read_inputs(args, model):
     feeds = {}
     for name, shape in model.inputs.items():
         if name in files:
-            path = files[name]
+            path = input_arg(files[name], "--input")
             try:
                 arr = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, EOFError) as exc:
                 raise LayoutError(f"--input = {path!r} cannot be read as a .npy array: "
-                                  f"{str(exc).splitlines()[0]}") from None
+                                  f"{(str(exc) or 'it is empty').splitlines()[0]}") from None
+            if not isinstance(arr, np.ndarray):          # an .npz archive holds several arrays
+                arr.close()
+                raise LayoutError(f"--input = {path!r} is not allowed: it is an .npz archive; "
+                                  "give one array saved with numpy.save (.npy)")
             feeds[name] = arr
         else:
+            check_array_size(f"input {name} (random, --seed)", shape, 8)
             feeds[name] = rng.standard_normal(shape).astype(np.float32)
     for name in files:
         if name not in model.inputs:
@@ -184,19 +192,29 @@ def onnxruntime_outputs(path, feeds, threads=None):
     if threads:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    try:
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types, whatever they are
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise LayoutError(f"--check: onnxruntime could not run it: {first}") from None
 
 
 def _compare(names, outs, ref) -> list:
-    """Each output against onnxruntime's: relative L2, cosine similarity and, for one row of
-    scores, both top-1 classes."""
+    """Each output against onnxruntime's: relative L2 and cosine similarity over the values
+    finite in both (None where there are none), the NaN and inf of each and whether they sit
+    at the same places, and, for one row of scores, both top-1 classes."""
     checks = []
     for name, y, r in zip(names, outs, ref):
         a, b = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
-        c = {"name": name, "rel_l2": _rel_l2(y, r),
-             "cosine": float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))}
-        if y.ndim == 2 and y.shape[0] == 1:
+        d = difference(a, b)
+        both = np.isfinite(a) & np.isfinite(b)
+        a, b = a[both], b[both]
+        c = {"name": name, "rel_l2": _rel_l2(a, b) if both.any() else None,
+             "cosine": float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300)) if both.any() else None,
+             **{k: d[k] for k in ("finite", "nan", "inf", "same_nonfinite")},
+             "nan_onnxruntime": d["nan_reference"], "inf_onnxruntime": d["inf_reference"]}
+        if y.ndim == 2 and y.shape[0] == 1 and np.isfinite(y).all() and np.isfinite(r).all():
             c["top1"] = int(np.argmax(y[0]))
             c["top1_onnxruntime"] = int(np.argmax(r[0]))
         checks.append(c)
@@ -223,22 +241,22 @@ def run_cmd(args) -> int:
                                    ("--winograd", None if args.winograd == "auto" else args.winograd)))
     if args.runtime != "npu":
         _only(args, args.runtime, (("--chip", args.chip),))
+    if args.save is not None:
+        output_arg(args.save, "--save")
     if args.runtime == "opencl":
         return _run_opencl(args)
     if args.runtime == "npu":
         return run_npu(args)
     model = _load(args)
     feeds = read_inputs(args, model)
-    if args.threads is not None and args.threads < 1:
-        raise LayoutError(f"--threads = {args.threads} is not allowed: it must be a positive integer")
     if args.profile:
         model.run(feeds, threads=args.threads)            # warm-up: first-call costs
     t0 = time.perf_counter()
     out = model.run(feeds, threads=args.threads, profile=args.profile)
     seconds = time.perf_counter() - t0
     outs = out if isinstance(out, list) else [out]
-    if args.save:
-        np.save(args.save, outs[0])
+    if args.save is not None:
+        write_output(args.save, "--save", outs[0])
     info = {"model": model.label, "inputs": {k: list(v.shape) for k, v in feeds.items()},
             "seconds": seconds, "threads": args.threads,
             "outputs": _outputs_info(model, outs)}
@@ -309,23 +327,26 @@ def run_npu(args) -> int:
     outs, report = prog.run(feeds)
     seconds = time.perf_counter() - t0
     if getattr(args, "save", None):
-        np.save(args.save, outs[0])
+        write_output(args.save, "--save", outs[0])
     cpu, _ = model.cpu().run(feeds)
     npu = sum(r["where"] == "npu" for r in report)
     info = {"model": model.label, "runtime": "npu", "chip": prog.schedule.chip.name,
             "inputs": {k: list(v.shape) for k, v in feeds.items()}, "seconds": seconds,
             "outputs": _outputs_info(model, outs),
             "nodes": [{**r, "shape": list(r["shape"])} for r in report], "npu_nodes": npu,
-            "host_nodes": sum(r["where"] == "host" for r in report),
-            "rel_max_vs_cpu": _rel_max(outs[0], cpu[0]),
-            "nonfinite": {"npu": _nonfinite(outs), "cpu": _nonfinite(cpu)}}
+            "host_nodes": sum(r["where"] == "host" for r in report)}
+    info["vs_cpu"] = difference(outs[0], cpu[0])
+    info["rel_max_vs_cpu"] = info["vs_cpu"]["rel_max"]
     if args.check:
         ref = onnxruntime_outputs(args.model, feeds)
         info["check"] = _compare(model.outputs, outs, ref)
-        info["rel_max_vs_onnxruntime"] = _rel_max(outs[0], ref[0])
+        info["vs_onnxruntime"] = difference(outs[0], ref[0])
+        info["rel_max_vs_onnxruntime"] = info["vs_onnxruntime"]["rel_max"]
+    # NaN or inf where the reference has none (or the other way round) is a wrong answer
+    rc = 0 if all(d["same_nonfinite"] for k, d in info.items() if k.startswith("vs_")) else 1
     if args.json:
         print_json(info)
-        return 0
+        return rc
     views = len(report) - npu - info["host_nodes"]
     print(f"model {model.label}: {len(report)} nodes, {npu} on the {info['chip']} simulator, "
           f"{info['host_nodes']} on the host, {views} view{'s' * (views != 1)} ({seconds:.1f} s)")
@@ -334,26 +355,10 @@ def run_npu(args) -> int:
     for r in report:
         print(f"  {r['name']:<{wn}}  {r['op']:<{wo}}  {r['where']:<4}  {str(r['shape']):<18}  {r['why']}")
     _print_outputs(info["outputs"])
-    bad = info["nonfinite"]
-    if bad["npu"] or bad["cpu"]:
-        print(f"non-finite values: {bad['npu']} from the NPU path, {bad['cpu']} from the CPU runtime")
-    print(f"output {tuple(outs[0].shape)}: max |difference| / max |value| against the CPU runtime "
-          f"{info['rel_max_vs_cpu']:.2e}")
+    print(f"output {tuple(outs[0].shape)}: " + difference_line(info["vs_cpu"], "the CPU runtime"))
     if args.check:
-        print(f"against onnxruntime {info['rel_max_vs_onnxruntime']:.2e}")
-        _print_check(info["check"], cosine=True)
-    return 0
-
-
-def _nonfinite(outs) -> int:
-    return int(sum(int(np.size(o) - np.isfinite(o).sum()) for o in outs))
-
-
-def _rel_max(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if not np.isfinite(a).all() or not np.isfinite(b).all():
-        return float("nan")
-    return float(np.abs(a - b).max(initial=0) / max(np.abs(b).max(initial=0), 1e-30))
+        print(difference_line(info["vs_onnxruntime"], "onnxruntime"))
+    return rc
 
 
 def _run_opencl(args) -> int:
@@ -376,8 +381,8 @@ def _run_opencl(args) -> int:
     if args.profile:
         sess.run(feeds, profile=True)
     outs = out if isinstance(out, list) else [out]
-    if args.save:
-        np.save(args.save, outs[0])
+    if args.save is not None:
+        write_output(args.save, "--save", outs[0])
     summ = sess.summary()
     info = {"model": model.label, "runtime": "opencl", **summ,
             "inputs": {k: list(v.shape) for k, v in feeds.items()},
@@ -420,9 +425,17 @@ def _run_opencl(args) -> int:
 
 def _print_check(checks, cosine):
     for c in checks:
-        line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
-        if cosine:
-            line += f", cosine {c['cosine']:.6f}"
+        if c["rel_l2"] is None:
+            line = f"onnxruntime: {c['name']} has no value finite in both"
+        else:
+            line = f"onnxruntime: {c['name']} relative L2 error {c['rel_l2']:.2e}"
+            if cosine:
+                line += f", cosine {c['cosine']:.6f}"
+        if c["nan"] or c["inf"] or c["nan_onnxruntime"] or c["inf_onnxruntime"]:
+            line += "" if c["rel_l2"] is None else f" over the {c['finite']} values finite in both"
+            line += (f"; NaN and inf {c['nan']} and {c['inf']} "
+                     f"here, {c['nan_onnxruntime']} and {c['inf_onnxruntime']} in onnxruntime, "
+                     + ("at the same places" if c["same_nonfinite"] else "at DIFFERENT places"))
         if "top1" in c:
             same = "same" if c["top1"] == c["top1_onnxruntime"] else "DIFFERENT"
             line += f", top-1 {c['top1']} vs {c['top1_onnxruntime']} ({same})"
@@ -476,19 +489,24 @@ def _max_image(text):
 
 
 def plan_cmd(args) -> int:
+    from .._checks import renamed
     from ..model import plan_model
 
-    model = _load(args)
+    if args.html is not None:
+        output_arg(args.html, "--html", folder=True)
     max_image = _max_image(args.max_image)
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
+    winograd = _winograd_arg(args.winograd)
+    model = _load(args)
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip,
-                      half=args.half, winograd=_winograd_arg(args.winograd))
+                      half=args.half, winograd=winograd)
     report = None
-    if args.html:
+    if args.html is not None:
         from ..model.report import write_report
 
-        report = write_report(plan, args.html)
+        with renamed({"out_dir": "--html"}):
+            report = write_report(plan, args.html)
     if args.json:
         d = plan.as_dict()
         d["problems"] = plan.problems()

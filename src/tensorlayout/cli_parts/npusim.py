@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..errors import LayoutError
-from ._common import print_json
+from ._common import nonneg, positive, print_json
 
 
 def register(sub) -> None:
@@ -38,13 +38,15 @@ def register_run_onnx(cmds) -> None:
         description="Run an ONNX model with the nodes that BDC instructions compute exactly (Conv, "
         "depthwise Conv, Relu, Clip, MaxPool, AveragePool, GlobalAveragePool, Add) on Sophgo's BM1684 "
         "simulator and the others on the host CPU runtime; print where each node ran and why, and "
-        "the difference from the model run wholly on the CPU runtime.")
+        "the difference from the model run wholly on the CPU runtime: over the values finite in "
+        "both, with the NaN and inf counted apart. Exit status 1 when the two do not have NaN "
+        "and inf at the same places (the chip's Relu, Clip and MaxPool turn NaN into numbers).")
     r.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to run (one input)")
     r.add_argument("--input", action="append", default=[], metavar="X.npy",
                    help="input array (.npy, float32); default: random normal (--seed)")
     r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
                    help="fix a dynamic input shape; repeatable")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    r.add_argument("--seed", type=nonneg, default=0, help="seed of the random input, >= 0 (default 0)")
     r.add_argument("--check", action="store_true", help="also compare with onnxruntime")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=_run_onnx)
@@ -94,14 +96,14 @@ def register_plan(cmds) -> None:
     )
     p.add_argument("--chip", default="BM1684", help=f"{', '.join(CHIPS)} (--run needs BM1684)")
     p.add_argument("--input", required=True, help="N,C,H,W")
-    p.add_argument("--out-channels", type=int, required=True, help="output channels K")
+    p.add_argument("--out-channels", type=positive, required=True, help="output channels K")
     p.add_argument("--kernel", required=True, help="k or kh,kw")
     p.add_argument("--stride", default="1", help="s or sh,sw (default 1)")
     p.add_argument("--padding", help="p, ph,pw or top,bottom,left,right (default: 'same', dilation*(k-1)//2)")
     p.add_argument("--dilation", default="1", help="d or dh,dw (default 1)")
     p.add_argument("--no-bias", action="store_true", help="a convolution without bias")
     p.add_argument("--run", action="store_true", help="run it on the simulator and check it")
-    p.add_argument("--seed", type=int, default=0, help="random data seed for --run")
+    p.add_argument("--seed", type=nonneg, default=0, help="random data seed for --run, >= 0")
     p.add_argument("--svg", help="write the local-memory timeline as SVG to this file")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_plan_conv)
@@ -124,16 +126,21 @@ def _plan_conv(args) -> int:
     from ..npu import get_chip
     from ..npu.planner import plan_conv, run_conv_plan, timeline_svg
     from ..npu.reference import conv2d_reference
-    from ._common import int_list
+    from .._checks import renamed
+    from ._common import check_array_size, int_list, output_arg, write_output
 
+    if args.svg is not None:
+        output_arg(args.svg, "--svg")
     shape = int_list(args.input, "--input")
     if len(shape) != 4:
         raise LayoutError(f"--input = {args.input!r} is not allowed: it must be N,C,H,W")
-    plan = plan_conv(shape, args.out_channels, _one_or_more(args.kernel, "--kernel", (1, 2)),
-                     stride=_one_or_more(args.stride, "--stride", (1, 2)),
-                     padding=None if args.padding is None else _one_or_more(args.padding, "--padding", (1, 2, 4)),
-                     dilation=_one_or_more(args.dilation, "--dilation", (1, 2)), bias=not args.no_bias,
-                     chip=get_chip(args.chip))
+    with renamed({"input_shape": "--input", "out_channels": "--out-channels", "kernel": "--kernel",
+                  "stride": "--stride", "padding": "--padding", "dilation": "--dilation"}):
+        plan = plan_conv(shape, args.out_channels, _one_or_more(args.kernel, "--kernel", (1, 2)),
+                         stride=_one_or_more(args.stride, "--stride", (1, 2)),
+                         padding=None if args.padding is None else _one_or_more(args.padding, "--padding", (1, 2, 4)),
+                         dilation=_one_or_more(args.dilation, "--dilation", (1, 2)), bias=not args.no_bias,
+                         chip=get_chip(args.chip))
     info = {"input": list(plan.input_shape), "output": list(plan.output_shape), "split": list(plan.split),
             "slices": plan.slices_count, "bytes_per_npu": plan.bytes_per_npu,
             "buffers": {b.name: {"shape": list(b.shape), "offset": b.offset, "bytes": b.bytes}
@@ -141,8 +148,11 @@ def _plan_conv(args) -> int:
             "gdma_bytes": plan.gdma_bytes, "minimum_gdma_bytes": plan.minimum_gdma_bytes}
     lines = plan.describe()
     if args.run:
-        rng = np.random.default_rng(args.seed)
         n, c, h, w = plan.input_shape
+        for what, dims in (("--input", plan.input_shape), ("weights of --out-channels", (plan.out_channels, c)
+                                                             + plan.kernel), ("output", plan.output_shape)):
+            check_array_size(what, dims, 4)
+        rng = np.random.default_rng(args.seed)
         x = rng.standard_normal(plan.input_shape, dtype=np.float32)
         wt = rng.standard_normal((plan.out_channels, c) + plan.kernel, dtype=np.float32)
         b = rng.standard_normal(plan.out_channels, dtype=np.float32) if plan.bias else None
@@ -154,9 +164,8 @@ def _plan_conv(args) -> int:
         info["run"] = {"relative_error": err, "seconds": seconds, "ok": err < 1e-5}
         lines.append(f"run         on the BM1684 simulator in {seconds:.2f} s: max |y - ref| / max |ref| = "
                      f"{err:.2e} against float64 direct convolution ({'ok' if err < 1e-5 else 'TOO LARGE'})")
-    if args.svg:
-        with open(args.svg, "w") as f:
-            f.write(timeline_svg(plan))
+    if args.svg is not None:
+        write_output(args.svg, "--svg", timeline_svg(plan))
         info["svg"] = args.svg
         lines.append(f"timeline    {args.svg}")
     if args.json:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import os
 
+from .._checks import check_output_path
 from ..errors import LayoutError
 from .image import image_figure
 from .npu import address_figure, npu_figure
@@ -232,9 +233,7 @@ def write_gallery(out_dir) -> list[str]:
     >>> len(paths), os.path.basename(paths[-1])
     (29, 'index.html')
     """
-    out_dir = os.fspath(out_dir)
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise LayoutError(f"out = {out_dir!r} is not allowed: it exists and is not a folder")
+    out_dir = check_output_path("out_dir", out_dir, folder=True)
     figures = list(gallery_figures())
     files = [(name, svg) for name, _, svg in figures]
     files.append(("index.html", _index_html([(n, c) for n, c, _ in figures])))
@@ -247,6 +246,6 @@ def write_gallery(out_dir) -> list[str]:
                 f.write(text)
             paths.append(path)
     except OSError as exc:
-        raise LayoutError(f"out = {out_dir!r} is not allowed: the gallery cannot be written there "
+        raise LayoutError(f"out_dir = {out_dir!r} is not allowed: the gallery cannot be written there "
                           f"({exc.strerror or exc})") from None
     return paths

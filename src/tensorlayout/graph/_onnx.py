@@ -106,6 +106,15 @@ def attributes(node_proto) -> dict:
     return out
 
 
+def attribute_names(op: str, opset: int) -> set:
+    """The attributes ONNX defines for ``op`` at ``opset`` (the schema in force then)."""
+    onnx = onnx_module()
+    try:
+        return set(onnx.defs.get_schema(op, opset, "").attributes)
+    except Exception:  # noqa: BLE001 - an op the installed onnx does not know
+        return set()
+
+
 def np_dtype(elem_type: int):
     """The NumPy dtype of an ONNX element type, or None when NumPy has none (strings, float8...)."""
     onnx = onnx_module()

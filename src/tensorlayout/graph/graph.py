@@ -244,7 +244,12 @@ def load_graph(source, input_shapes=None) -> Graph:
         if p.op_type not in OPS:
             raise ModelError(f"node {name!r} ({p.op_type}): op {p.op_type} is not supported; the "
                              f"runtime has {', '.join(OP_TYPES)}")
-        raws.append(_Raw(name, p.op_type, list(p.input), list(p.output), _onnx.attributes(p), p))
+        attrs = _onnx.attributes(p)
+        unknown = sorted(set(attrs) - _onnx.attribute_names(p.op_type, opset))
+        if unknown:
+            raise ModelError(f"node {name!r} ({p.op_type}): attribute {unknown[0]!r} is not an "
+                             f"attribute of {p.op_type} at opset {opset}")
+        raws.append(_Raw(name, p.op_type, list(p.input), list(p.output), attrs, p))
     outputs = [o.name for o in g.output]
     infer = _Inference(list(proto.opset_import), proto.ir_version, inputs, consts, outputs)
     shapes = infer(raws)

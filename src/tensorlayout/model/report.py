@@ -19,7 +19,9 @@ from __future__ import annotations
 import html
 import os
 
+from .._checks import check_output_path
 from ..draw._svg import Svg
+from ..errors import LayoutError, short
 
 __all__ = ["write_report"]
 
@@ -55,8 +57,23 @@ def _kib(v):
 
 
 def write_report(plan, out_dir) -> str:
-    """Write ``index.html`` into ``out_dir`` (created if needed); returns its path."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Write ``index.html`` into ``out_dir`` (created if needed); returns its path.
+
+    ``out_dir`` is checked before anything is written: an existing folder that may be written,
+    or a new one in such a folder (see :func:`tensorlayout._checks.check_output_path`).
+
+    >>> from tensorlayout.model import load, plan_model, zoo
+    >>> write_report(plan_model(load(zoo.tiny_onnx())), "")
+    Traceback (most recent call last):
+    ...
+    tensorlayout.errors.LayoutError: out_dir = '' is not allowed: it must name a folder
+    """
+    from .plan import ModelPlan
+
+    if not isinstance(plan, ModelPlan):
+        raise LayoutError(f"plan = {short(plan)!r} is not allowed: it must be a ModelPlan "
+                          "(tensorlayout.model.plan_model(...))")
+    out_dir = check_output_path("out_dir", out_dir, folder=True)
     mem = plan.memory()
     by_producer = {}
     for r in plan.activations:
@@ -92,6 +109,11 @@ def write_report(plan, out_dir) -> str:
             "<style>body{font-family:sans-serif;margin:1.5em}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
     path = os.path.join(out_dir, "index.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise LayoutError(f"out_dir = {short(out_dir)!r} is not allowed: the report cannot be written "
+                          f"there ({exc.strerror or exc})") from None
     return path

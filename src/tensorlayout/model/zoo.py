@@ -18,14 +18,43 @@ import io
 
 import numpy as np
 
-__all__ = ["NETS", "tiny_onnx", "torch_net", "export"]
+from ..errors import LayoutError, check_choice, check_nonneg_int, check_positive_int
+
+__all__ = ["NETS", "MIN_SIZE", "MAX_SIZE", "MAX_CLASSES", "OPSETS", "tiny_onnx", "torch_net", "export"]
 
 NETS = ("resnet18", "mobilenet_v2", "vgg11", "squeezenet1_1", "shufflenet_v2", "densenet121")
+#: Smallest input side each network runs on (five 2x2 max pools in VGG-11 and in DenseNet-121's
+#: stem and transitions; SqueezeNet's unpadded first convolution and three ceil-mode pools);
+#: the others run on any side.
+MIN_SIZE = {"vgg11": 32, "squeezenet1_1": 17, "densenet121": 32}
+#: Largest input side and number of classes the zoo builds (its networks are for tests and demos).
+MAX_SIZE, MAX_CLASSES = 1024, 100_000
+#: Opsets :func:`export` writes: those tensorlayout's loader reads.
+OPSETS = (11, 21)
+
+
+def _check(classes, seed, name=None, size=None):
+    """The zoo's arguments, checked before anything is built."""
+    check_positive_int("classes", classes)
+    if classes > MAX_CLASSES:
+        raise LayoutError(f"classes = {classes} is not allowed: the zoo builds at most {MAX_CLASSES}")
+    check_nonneg_int("seed", seed)
+    if seed >= 1 << 63:
+        raise LayoutError(f"seed = {seed} is not allowed: it must be below 2**63")
+    if name is not None:
+        check_choice("name", name, NETS)
+    if size is not None:
+        check_positive_int("size", size)
+        low = MIN_SIZE.get(name, 1)
+        if not low <= size <= MAX_SIZE:
+            raise LayoutError(f"size = {size} is not allowed: {name} takes input sides from {low} to {MAX_SIZE}")
 
 
 def tiny_onnx(seed: int = 0, classes: int = 10) -> bytes:
     """A small classifier as ONNX bytes: Conv-BN-ReLU, MaxPool, two 3x3 convs (the second on
-    16 channels, where Winograd pays), GlobalAveragePool and Gemm, input (1, 3, 16, 16)."""
+    16 channels, where Winograd pays), GlobalAveragePool and Gemm, input (1, 3, 16, 16).
+    ``seed`` is a non-negative integer, ``classes`` a positive one (at most :data:`MAX_CLASSES`)."""
+    _check(classes, seed)
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -79,13 +108,11 @@ def _torch():
 def torch_net(name: str, classes: int = 1000, seed: int = 0, size: int = 224):
     """One of :data:`NETS` as a ``torch.nn.Module`` in eval mode, with random weights and
     random BatchNorm statistics (so that folding them is tested).  ``size`` is the input
-    side; only VGG-11 depends on it (its pooled grid, 7 x 7 at 224, is size / 32)."""
+    side; only VGG-11 depends on it (its pooled grid, 7 x 7 at 224, is size / 32), and the
+    network must run on it (:data:`MIN_SIZE`, at most :data:`MAX_SIZE`)."""
+    _check(classes, seed, name, size)
     torch = _torch()
     nn = torch.nn
-    if name not in NETS:
-        from .ops import ModelError
-
-        raise ModelError(f"net = {name!r} is not allowed: it must be one of {', '.join(NETS)}")
     torch.manual_seed(seed)
 
     def bn(c):
@@ -251,7 +278,18 @@ def export(name: str, size: int = 224, classes: int = 1000, seed: int = 0, opset
     """``(onnx_bytes, torch_module)`` of one of :data:`NETS` for a (1, 3, size, size) input.
 
     ``fold=False`` asks the exporter not to fold constants: BatchNormalization nodes and
-    Shape / Gather / Concat chains stay in the graph, for the loader to fold."""
+    Shape / Gather / Concat chains stay in the graph, for the loader to fold.
+
+    >>> export("vgg11", size=16)
+    Traceback (most recent call last):
+    ...
+    tensorlayout.errors.LayoutError: size = 16 is not allowed: vgg11 takes input sides from 32 to 1024
+    """
+    _check(classes, seed, name, size)
+    check_positive_int("opset", opset)
+    if not OPSETS[0] <= opset <= OPSETS[1]:
+        raise LayoutError(f"opset = {opset} is not allowed: it must be from {OPSETS[0]} to {OPSETS[1]}, "
+                          "the opsets tensorlayout reads")
     torch = _torch()
     net = torch_net(name, classes, seed, size)
     buf = io.BytesIO()
@@ -259,7 +297,12 @@ def export(name: str, size: int = 224, classes: int = 1000, seed: int = 0, opset
 
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(net, torch.randn(1, 3, size, size), buf, dynamo=False,
-                          opset_version=opset, do_constant_folding=fold,
-                          input_names=["input"], output_names=["logits"])
+        try:
+            torch.onnx.export(net, torch.randn(1, 3, size, size), buf, dynamo=False,
+                              opset_version=opset, do_constant_folding=fold,
+                              input_names=["input"], output_names=["logits"])
+        except Exception as exc:  # noqa: BLE001 - the exporter's own errors, whatever their type
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise LayoutError(f"opset = {opset} is not allowed for {name}: torch.onnx.export "
+                              f"refused it ({first})") from None
     return buf.getvalue(), net

@@ -50,12 +50,12 @@ from .tensor import NpuTensor, aligned_stride, compact_stride, dtype_name
 __all__ = [
     "conv2d", "depthwise2d", "max_pool2d", "avg_pool2d", "add", "sub", "mul", "maximum",
     "minimum", "relu", "sigmoid", "tanh", "exp", "matmul", "int8_4n_to_fp32", "fp32_to_int8_4n",
-    "conv2d_output_shape", "pool_output_shape", "store_conv_weight", "store_bias",
+    "conv2d_output_shape", "pool_output_shape", "store_conv_weight", "store_bias", "SFU_RANGE",
     "store_depthwise_weight", "conv_weight_2ic",
 ]
 
 _LIMIT_NHW = 1 << 16      # N, H, W fields: 16 bits
-_LIMIT_C = 1 << 12        # conv input channels: 12 bits
+_LIMIT_C = 1 << 12        # conv input and output channels: 12 bits
 _LIMIT_SPAD = 1 << 4      # stride and padding fields: 4 bits
 _LIMIT_DIL = 1 << 4       # dilation - 1: 4 bits
 _LIMIT_PADDED = 1 << 11   # input H (W) + padding of a convolution: below 2048
@@ -77,12 +77,14 @@ def _padding(value):
 
 
 def _sim(mem):
+    """``mem`` itself, once it is known to be simulator-backed: its ``call`` runs an instruction
+    on its own bytes, the simulator's lock held."""
     from .memory import LocalMemory
 
     if not isinstance(mem, LocalMemory) or mem.simulator is None:
         raise LayoutError(f"mem = {mem!r} is not allowed: BDC instructions run on Sophgo's simulator, "
                           "LocalMemory(BM1684, backend='cmodel')")
-    return mem.simulator
+    return mem
 
 
 def _tensor(t, name, dtype="float32", mode=None, matrix=False):
@@ -248,7 +250,7 @@ def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: Np
     """
     keyword_only("tensorlayout.npu.bdc.conv2d", args, _OLD_ORDER + ("accumulate",),
                  "mem, output, input, weight, bias")
-    sim = _sim(mem)
+    run = _sim(mem).call
     _tensor(input, "input")
     _tensor(weight, "weight", mode="2IC")
     _aligned(_tensor(output, "output"), "output")
@@ -260,6 +262,9 @@ def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: Np
                                f"equal the input's {ic} channels")
     if ic >= _LIMIT_C:
         raise ShapeError(f"input c = {ic} is not allowed: the convolution's channel field holds at most {_LIMIT_C - 1}")
+    if oc >= _LIMIT_C:
+        raise ShapeError(f"weight O = {oc} output channels is not allowed: the convolution's output channel "
+                         f"field holds at most {_LIMIT_C - 1}")
     if h + pad[0] + pad[1] >= _LIMIT_PADDED or w + pad[2] + pad[3] >= _LIMIT_PADDED:
         raise ConvolutionError(f"input {h}x{w} with padding {pad} is not allowed: padded H and W must stay "
                                f"below {_LIMIT_PADDED}")
@@ -272,7 +277,7 @@ def conv2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bias: Np
         _compact(_tensor(bias, "bias"), "bias")
         _shape(bias, "bias", (1, oc, 1, 1))
     _no_overlap(output, "output", (input, "input"), (weight, "weight"), (bias, "bias"))
-    sim.call("okk_bdc_conv2d", output.address, input.address, weight.address,
+    run("okk_bdc_conv2d", output.address, input.address, weight.address,
              0 if bias is None else bias.address, dim4(input.shape), oc, kh, kw, dim4(input.stride),
              dim4(weight.stride), bias is not None, bool(accumulate), c_padding(pad), dim2(st), dim2(dil))
     return output
@@ -284,7 +289,7 @@ def depthwise2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bia
     ``(1, C, kh, kw)`` tensor of :func:`store_depthwise_weight` in the output's NPU, bias ``(1, C, 1, 1)``;
     everything after ``bias`` keyword-only."""
     keyword_only("tensorlayout.npu.bdc.depthwise2d", args, _OLD_ORDER, "mem, output, input, weight, bias")
-    sim = _sim(mem)
+    run = _sim(mem).call
     _aligned(_tensor(input, "input"), "input")
     _aligned(_tensor(output, "output"), "output")
     _compact(_tensor(weight, "weight"), "weight")
@@ -301,14 +306,14 @@ def depthwise2d(mem, output: NpuTensor, input: NpuTensor, weight: NpuTensor, bia
         _shape(bias, "bias", (1, c, 1, 1))
         _same_npu(bias, "bias", output, "output")
     _no_overlap(output, "output", (input, "input"), (weight, "weight"), (bias, "bias"))
-    sim.call("okk_bdc_depthwise2d", output.address, input.address, weight.address,
+    run("okk_bdc_depthwise2d", output.address, input.address, weight.address,
              0 if bias is None else bias.address, dim4(input.shape), kh, kw, bias is not None,
              c_padding(pad), dim2(st), dim2(dil))
     return output
 
 
 def _pool(fn, mem, output, input, kernel, padding, stride):
-    sim = _sim(mem)
+    run = _sim(mem).call
     _aligned(_tensor(input, "input"), "input")
     _aligned(_tensor(output, "output"), "output")
     kh, kw = pair("kernel", kernel)
@@ -318,12 +323,13 @@ def _pool(fn, mem, output, input, kernel, padding, stride):
     _shape(output, "output", pool_output_shape(input.shape, (kh, kw), pad, st))
     _same_npu(output, "output", input, "input")
     _no_overlap(output, "output", (input, "input"))
-    sim.call(fn, output.address, input.address, dim4(input.shape), kh, kw, c_padding(pad), dim2(st))
+    run(fn, output.address, input.address, dim4(input.shape), kh, kw, c_padding(pad), dim2(st))
     return output
 
 
 def max_pool2d(mem, output: NpuTensor, input: NpuTensor, kernel, padding=0, stride=None) -> NpuTensor:
-    """``okk_bdc_max_pool2d`` (padding never wins the max); aligned input and output in one NPU."""
+    """``okk_bdc_max_pool2d`` (padding never wins the max); aligned input and output in one NPU.
+    The chip's compare drops NaN: a window holding NaN gives the max of its numbers."""
     return _pool("okk_bdc_max_pool2d", mem, output, input, kernel, padding, stride)
 
 
@@ -334,7 +340,7 @@ def avg_pool2d(mem, output: NpuTensor, input: NpuTensor, kernel, padding=0, stri
 
 # -------------------------------------------------------------- element-wise
 def _binary(op, mem, output, a, b):
-    sim = _sim(mem)
+    run = _sim(mem).call
     _tensor(output, "output")
     _tensor(a, "a")
     _shape(a, "a", output.shape)
@@ -342,7 +348,7 @@ def _binary(op, mem, output, a, b):
         _tensor(b, "b")
         _shape(b, "b", output.shape)
         _no_overlap(output, "output", (a, "a"), (b, "b"), allow_same=True)
-        sim.call(f"okk_bdc_{op}", output.address, a.address, b.address, dim4(output.shape),
+        run(f"okk_bdc_{op}", output.address, a.address, b.address, dim4(output.shape),
                  dim4(output.stride), dim4(a.stride), dim4(b.stride))
         return output
     if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
@@ -350,7 +356,7 @@ def _binary(op, mem, output, a, b):
         raise DTypeError(f"b = {b!r} is not allowed: it must be an NpuTensor or a number fp32 holds "
                          "(it is rounded to fp32)")
     _no_overlap(output, "output", (a, "a"), allow_same=True)
-    sim.call(f"okk_bdc_{op}_C", output.address, a.address, float(b), dim4(output.shape),
+    run(f"okk_bdc_{op}_C", output.address, a.address, float(b), dim4(output.shape),
              dim4(output.stride), dim4(a.stride))
     return output
 
@@ -371,29 +377,40 @@ def mul(mem, output, a, b):
 
 
 def maximum(mem, output, a, b):
-    """``output = max(a, b)``."""
+    """``output = max(a, b)``, computed as ``a > b ? a : b``: NaN comes out only where ``b`` is a
+    NaN tensor element (a NaN in ``a``, or against a number, gives the other operand)."""
     return _binary("max", mem, output, a, b)
 
 
 def minimum(mem, output, a, b):
-    """``output = min(a, b)``."""
+    """``output = min(a, b)``, computed as ``a < b ? a : b`` (NaN as in :func:`maximum`)."""
     return _binary("min", mem, output, a, b)
 
 
 def relu(mem, output: NpuTensor, input: NpuTensor) -> NpuTensor:
-    """``okk_bdc_relu``: ``max(x, 0)``; any strides (W stride 1), in place allowed."""
-    sim = _sim(mem)
+    """``okk_bdc_relu``: ``max(x, 0)``; any strides (W stride 1), in place allowed. relu(NaN) is 0
+    on the chip (ONNX's Relu keeps NaN)."""
+    run = _sim(mem).call
     _tensor(output, "output")
     _tensor(input, "input")
     _shape(input, "input", output.shape)
     _no_overlap(output, "output", (input, "input"), allow_same=True)
-    sim.call("okk_bdc_relu", output.address, input.address, dim4(output.shape), dim4(output.stride),
+    run("okk_bdc_relu", output.address, input.address, dim4(output.shape), dim4(output.stride),
              dim4(input.stride))
     return output
 
 
-def _sfu(fn, mem, output, input, work):
-    sim = _sim(mem)
+#: The input range on which each special-function instruction is right; inputs are clamped to it.
+#: The simulator computes exp(x) as a table entry for the integer part of x (truncated) times a
+#: series for the rest, and its table is right only for integer parts from -88 to 88: exp(89)
+#: comes out 0 and exp(-200) inf. sigmoid and tanh go through the same exp (of -x and of 2x).
+#: Past these bounds each function is already at its limit in float32 (exp: 0 or inf; sigmoid:
+#: 0 or 1; tanh: -1 or 1), so the clamp changes no right answer.
+SFU_RANGE = {"exp": (-88.0, 88.75), "sigmoid": (-88.0, 88.0), "tanh": (-9.0, 9.0)}
+
+
+def _sfu(name, mem, output, input, work):
+    run = _sim(mem).call
     _aligned(_tensor(output, "output"), "output")
     _aligned(_tensor(input, "input"), "input")
     _aligned(_tensor(work, "work"), "work")
@@ -401,24 +418,53 @@ def _sfu(fn, mem, output, input, work):
     _shape(work, "work", output.shape)
     _no_overlap(output, "output", (input, "input"), (work, "work"))
     _no_overlap(work, "work", (input, "input"))
-    sim.call(fn, output.address, input.address, work.address, dim4(output.shape))
+    lo, hi = SFU_RANGE[name]
+    shape, strides = dim4(output.shape), [dim4(t.stride) for t in (work, output, input)]
+    with mem.exclusive():
+        # work = min(hi, max(lo, x)). The chip's max(a, b) is "a > b ? a : b" (min alike), so
+        # with the bound first a NaN input stays NaN; the bound comes from a filled tensor.
+        mem.fill_local(output.address, output.shape, "fp32", lo, stride=output.stride)
+        run("okk_bdc_max", work.address, output.address, input.address, shape, *strides)
+        mem.fill_local(output.address, output.shape, "fp32", hi, stride=output.stride)
+        run("okk_bdc_min", work.address, output.address, work.address, shape, *strides[:2], strides[0])
+        # the clamped input in the work buffer may be the instruction's source and work at once:
+        # it reads its source once, first (checked on the simulator, tests/test_npu_bdc.py)
+        run(f"okk_bdc_{name}", output.address, work.address, work.address, shape)
     return output
 
 
 def sigmoid(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -> NpuTensor:
-    """``okk_bdc_sigmoid``: ``1 / (1 + exp(-x))``; output, input and a work buffer of the same shape,
-    all aligned (the instruction takes no strides), none overlapping."""
-    return _sfu("okk_bdc_sigmoid", mem, output, input, work)
+    """``okk_bdc_sigmoid``: ``1 / (1 + exp(-x))``.
+
+    Output, input and a work buffer of the same shape, all aligned (the instruction takes no
+    strides), none overlapping; ``input`` is left as it was, ``work`` is overwritten. The input
+    is first clamped to ``SFU_RANGE["sigmoid"]`` = [-88, 88], NaN staying NaN: unclamped, the
+    simulator gives sigmoid(-89) = 0.99999988 and sigmoid(±inf) = inf. Results within 4e-7
+    relative of float64, or within 1.2e-38 (float32's smallest normal number) where they are
+    that small: the chip flushes subnormal numbers to 0.
+    """
+    return _sfu("sigmoid", mem, output, input, work)
 
 
 def tanh(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -> NpuTensor:
-    """``okk_bdc_tanh`` (same operand rules as :func:`sigmoid`)."""
-    return _sfu("okk_bdc_tanh", mem, output, input, work)
+    """``okk_bdc_tanh`` (operands as :func:`sigmoid`).
+
+    The input is first clamped to ``SFU_RANGE["tanh"]`` = [-9, 9], NaN staying NaN:
+    unclamped, the simulator gives tanh(-88) = -inf. Results within 1e-6 of float64
+    (absolute: the chip's tanh is off by up to 2e-7 near 0 and may pass ±1 by that much).
+    """
+    return _sfu("tanh", mem, output, input, work)
 
 
 def exp(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -> NpuTensor:
-    """``okk_bdc_exp`` (same operand rules as :func:`sigmoid`)."""
-    return _sfu("okk_bdc_exp", mem, output, input, work)
+    """``okk_bdc_exp`` (operands as :func:`sigmoid`).
+
+    The input is first clamped to ``SFU_RANGE["exp"]`` = [-88, 88.75], NaN staying NaN:
+    unclamped, the simulator gives exp(89) = 0 and exp(-200) = inf. At the bounds the chip
+    gives inf and 0 (float32 has inf and the subnormal 6e-39). Results within 4e-7 relative
+    of float64, or within 1.2e-38 where they are that small, as :func:`sigmoid`.
+    """
+    return _sfu("exp", mem, output, input, work)
 
 
 # --------------------------------------------------------------------- matmul
@@ -429,7 +475,7 @@ def matmul(mem, output: NpuTensor, left: NpuTensor, right: NpuTensor, bias: NpuT
     ``left`` is M x K (any columns per channel), ``right`` K x N, ``output`` M x N and ``bias``
     1 x N, the last three with the same columns per channel.
     """
-    sim = _sim(mem)
+    run = _sim(mem).call
     for t, name in ((output, "output"), (left, "left"), (right, "right")):
         _tensor(t, name, matrix=True)
     m, k = left.matrix_shape
@@ -438,19 +484,19 @@ def matmul(mem, output: NpuTensor, left: NpuTensor, right: NpuTensor, bias: NpuT
         raise ShapeError(f"right shape = {right.matrix_shape} is not allowed: it must have {k} rows "
                          "(the left matrix's columns)")
     _shape(output, "output", (m, n))
+    if bias is not None:
+        _tensor(bias, "bias", matrix=True)
+        _shape(bias, "bias", (1, n))
     rw = right.cols_per_channel
     for t, name in ((output, "output"), (bias, "bias")):
         if t is not None and t.cols_per_channel != rw:
             raise LayoutError(f"{name} cols_per_channel = {t.cols_per_channel} is not allowed: it must equal "
                               f"the right matrix's {rw}")
-    if bias is not None:
-        _tensor(bias, "bias", matrix=True)
-        _shape(bias, "bias", (1, n))
     for v, name in ((m, "rows"), (left.cols_per_channel, "left cols per channel"), (rw, "right cols per channel")):
         if v >= _LIMIT_NHW:
             raise ShapeError(f"{name} = {v} is not allowed: the instruction's field holds at most {_LIMIT_NHW - 1}")
     _no_overlap(output, "output", (left, "left"), (right, "right"), (bias, "bias"))
-    sim.call("okk_bdc_matmul", output.address, left.address, right.address,
+    run("okk_bdc_matmul", output.address, left.address, right.address,
              0 if bias is None else bias.address, m, k, n, left.cols_per_channel, rw,
              bias is not None, bool(accumulate))
     return output
@@ -462,7 +508,7 @@ def int8_4n_to_fp32(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -
 
     ``work`` is an aligned fp32 tensor of the same shape; none of the three overlap.
     """
-    sim = _sim(mem)
+    run = _sim(mem).call
     if not isinstance(input, NpuTensor) or input.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
         raise DTypeError(f"input = {input!r} is not allowed: it must be an int8 or uint8 NpuTensor in the 4N mode")
     _aligned(_tensor(input, "input", dtype=input.dtype, mode="4N"), "input")
@@ -473,7 +519,7 @@ def int8_4n_to_fp32(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -
     _same_npu(output, "output", input, "input")
     _no_overlap(output, "output", (input, "input"), (work, "work"))
     _no_overlap(work, "work", (input, "input"))
-    sim.call("okk_bdc_4N_int8_to_fp32", output.address, input.address, work.address, dim4(input.shape),
+    run("okk_bdc_4N_int8_to_fp32", output.address, input.address, work.address, dim4(input.shape),
              input.dtype == np.int8, True)
     return output
 
@@ -485,7 +531,7 @@ def fp32_to_int8_4n(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -
     simulator does). ``work`` is an aligned fp32 tensor of the same shape; none of the three
     overlap; ``input`` is left unchanged.
     """
-    sim = _sim(mem)
+    run = _sim(mem).call
     if not isinstance(output, NpuTensor) or output.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
         raise DTypeError(f"output = {output!r} is not allowed: it must be an int8 or uint8 NpuTensor in the 4N mode")
     _aligned(_tensor(output, "output", dtype=output.dtype, mode="4N"), "output")
@@ -497,6 +543,6 @@ def fp32_to_int8_4n(mem, output: NpuTensor, input: NpuTensor, work: NpuTensor) -
     _same_npu(work, "work", input, "input")
     _no_overlap(output, "output", (input, "input"), (work, "work"))
     _no_overlap(work, "work", (input, "input"))
-    sim.call("okk_bdc_fp32_to_4N_int8", output.address, input.address, work.address, dim4(input.shape),
+    run("okk_bdc_fp32_to_4N_int8", output.address, input.address, work.address, dim4(input.shape),
              output.dtype == np.int8)
     return output

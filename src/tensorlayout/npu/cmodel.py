@@ -10,6 +10,11 @@ The simulator keeps global state, so a process holds one :class:`Simulator`
 (:func:`simulator` returns it, creating it on first use). Its C functions stop the process on
 operands they cannot handle, so tensorlayout checks every operand before calling one.
 
+Threads: the one simulator is guarded by one lock (:attr:`Simulator.lock`). Every C call holds
+it, and each cmodel-backed :class:`~tensorlayout.npu.LocalMemory` holds it for each of its
+operations, with its own bytes switched in (:meth:`Simulator.switch_to`), so threads that use
+different memories, or the same one, never see each other's bytes; their calls take turns.
+
 >>> sim = simulator()
 >>> sim.local.shape, sim.npus, sim.lmem_bytes
 ((64, 524288), 64, 524288)
@@ -19,6 +24,7 @@ operands they cannot handle, so tensorlayout checks every operand before calling
 
 from __future__ import annotations
 
+import contextlib
 import ctypes as C
 import hashlib
 import os
@@ -26,6 +32,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -211,6 +219,51 @@ _SIGNATURES = {
 }
 
 
+def _libm():
+    """The C maths library (for ``fegetenv`` / ``fesetenv``), or None."""
+    global _LIBM
+    if _LIBM is None:
+        import ctypes.util
+
+        name = ctypes.util.find_library("m")
+        try:
+            lib = C.CDLL(name) if name else None
+        except OSError:
+            lib = None
+        _LIBM = lib if lib is not None and hasattr(lib, "fesetenv") else False
+    return _LIBM or None
+
+
+_LIBM = None
+
+
+def _float_env():
+    """The calling thread's floating-point environment (rounding, flush-to-zero), as C's
+    ``fegetenv`` saves it; None where the C library has no ``fegetenv``."""
+    lib = _libm()
+    if lib is None:
+        return None
+    env = (C.c_ubyte * 64)()   # larger than fenv_t on every platform glibc supports
+    lib.fegetenv(env)
+    return env
+
+
+def _set_float_env(env) -> None:
+    if env is not None:
+        _libm().fesetenv(env)
+
+
+@contextlib.contextmanager
+def _float_env_of(env):
+    """Run a block in the floating-point environment ``env``, then put the thread's own back."""
+    caller = _float_env()
+    _set_float_env(env)
+    try:
+        yield
+    finally:
+        _set_float_env(caller)
+
+
 class _Quiet:
     """Send the C library's stdout to /dev/null for the duration (it prints on init)."""
 
@@ -247,11 +300,18 @@ class Simulator:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        caller = _float_env()
         try:
             lib = C.CDLL(str(self.path))
+            # Loading the library switches the loading thread to flushing subnormal numbers to
+            # zero (it is built for fast arithmetic); that mode is the simulator's own, set for
+            # its calls only, and the caller's is put back.
+            self._float_env = _float_env()
         except OSError as exc:
             raise SimulatorError(f"{ENV} or cache file {str(self.path)!r} cannot be loaded as "
                                  f"{LIBRARY}: {exc}") from None
+        finally:
+            _set_float_env(caller)
         missing = [name for name in _REQUIRED if not hasattr(lib, name)]
         if missing:
             raise SimulatorError(
@@ -266,11 +326,12 @@ class Simulator:
         lib.okk_npu_num.restype = C.c_int
         lib.okk_local_mem_size_per_npu.restype = C.c_uint
         lib.okk_global_mem_start_addr.restype = C.c_uint64
-        with _Quiet():
+        with _Quiet(), _float_env_of(self._float_env):
             rc = lib.cmodel_init(0, self.SYSTEM_BYTES)
         if rc != 0:
             raise SimulatorError(f"cmodel_init(0, {self.SYSTEM_BYTES}) of {str(self.path)!r} returned {rc}")
-        lib.okk_initialize()
+        with _float_env_of(self._float_env):
+            lib.okk_initialize()
         self.npus = int(lib.okk_npu_num())
         self.lmem_bytes = int(lib.okk_local_mem_size_per_npu())
         base = int(lib.okk_global_mem_start_addr())
@@ -286,12 +347,40 @@ class Simulator:
                                             shape=(self.SYSTEM_BYTES,))
         self.lib = lib
         self.calls = 0
+        #: Held by every C call and by every operation of a cmodel-backed LocalMemory.
+        self.lock = threading.RLock()
+        self._owner = None                          # weak reference to the memory switched in
+        self._parked = weakref.WeakKeyDictionary()  # the other memories' bytes, by memory
 
     def call(self, name: str, *args) -> None:
         """Run one OKKernel function (its operands already checked) and wait for it to finish."""
-        getattr(self.lib, name)(*args)
-        self.lib.okk_poll()
-        self.calls += 1
+        with self.lock, _float_env_of(self._float_env):
+            getattr(self.lib, name)(*args)
+            self.lib.okk_poll()
+            self.calls += 1
+
+    def switch_to(self, owner) -> None:
+        """Make the simulator's memory hold ``owner``'s bytes (call it with :attr:`lock` held).
+
+        ``owner`` is a cmodel-backed LocalMemory (anything with ``system_bytes``). The bytes of
+        the memory switched in before (all local memory and its first ``system_bytes`` of
+        system memory) are saved aside while that memory lives, and ``owner``'s are put back; a
+        memory never switched in before starts from zeros. Nothing is copied when ``owner`` is
+        already in.
+        """
+        current = self._owner() if self._owner is not None else None
+        if current is owner:
+            return
+        if current is not None:
+            self._parked[current] = (self.local.copy(), self.system[:current.system_bytes].copy())
+        saved = self._parked.pop(owner, None)
+        if saved is None:
+            self.local[...] = 0
+            self.system[:owner.system_bytes] = 0
+        else:
+            self.local[...] = saved[0]
+            self.system[:saved[1].size] = saved[1]
+        self._owner = weakref.ref(owner)
 
     def sha256(self) -> str:
         """SHA-256 of the loaded library file."""
@@ -299,15 +388,18 @@ class Simulator:
 
 
 _SIM: Simulator | None = None
+_LOADING = threading.Lock()
 
 
 def simulator() -> Simulator:
-    """The process's simulator, loaded and initialised on first use.
+    """The process's simulator, loaded and initialised on first use (once, whatever the threads).
 
     Raises :class:`SimulatorError` (naming the path and how to fetch it) when the library is
     missing, does not load, or is not the BM1684 simulator of ``tpu-mlir==1.30.2``.
     """
     global _SIM
     if _SIM is None:
-        _SIM = Simulator(find_library())
+        with _LOADING:
+            if _SIM is None:
+                _SIM = Simulator(find_library())
     return _SIM

@@ -20,8 +20,10 @@ The seed's 4N example, written and read back::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import threading
 
 import numpy as np
 
@@ -71,6 +73,17 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 BACKENDS = ("numpy", "cmodel")
 
 
+def _exclusive(method):
+    """Run a LocalMemory method inside :meth:`LocalMemory.exclusive` (its lock held, its bytes in)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self.exclusive():
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class LocalMemory:
     """Simulated local memory of ``chip`` (``X x S`` bytes) plus ``system_bytes`` of system memory.
 
@@ -79,9 +92,17 @@ class LocalMemory:
 
     ``backend="numpy"`` (the default) is tensorlayout's own byte-exact engine.
     ``backend="cmodel"`` (BM1684 only) is Sophgo's simulator (:mod:`tensorlayout.npu.cmodel`):
-    ``local`` and ``system`` are views of the simulator's own memory and the ``gdma_*``
-    copies run its ``okk_gdma_*`` functions.  The simulator is one per process, so every
-    cmodel-backed memory shares the same bytes; creating one zeroes them.
+    the bytes live in the simulator's own memory and the ``gdma_*`` copies run its
+    ``okk_gdma_*`` functions.  Each cmodel-backed memory has bytes of its own (a new one starts
+    from zeros), although the process has one simulator: every operation holds the
+    simulator's lock and switches this memory's bytes in first (see
+    :meth:`~tensorlayout.npu.cmodel.Simulator.switch_to`), so memories used from several
+    threads never see each other's bytes.  Their ``local`` and ``system`` are copies taken
+    under the lock.  :meth:`exclusive` holds the memory for a sequence of operations.
+
+    Threads: every method holds the memory's lock (the simulator's, with the cmodel backend),
+    so concurrent calls take turns and each one is whole; a sequence of calls that another
+    thread must not interleave with goes in ``with mem.exclusive():``.
 
     >>> mem = LocalMemory(Chip(4, 1024, 128), system_bytes=4096)
     >>> mem.local.shape, mem.system.shape
@@ -104,11 +125,13 @@ class LocalMemory:
                 raise FootprintError(f"system_bytes = {system_bytes} is not allowed with backend='cmodel': "
                                      f"the simulator holds {sim.SYSTEM_BYTES} bytes of system memory")
             self._sim = sim
+            self._lock = sim.lock
             self._local = sim.local
             self._system = sim.system[:system_bytes]
-            self._local[...] = 0
-            self._system[...] = 0
+            with sim.lock:
+                sim.switch_to(self)         # a memory never switched in starts from zeros
         else:
+            self._lock = threading.RLock()
             need = chip.npus * chip.lmem_bytes + system_bytes
             if need > MAX_SIMULATED_BYTES:
                 raise DeviceLimitError(
@@ -128,6 +151,39 @@ class LocalMemory:
         """The :class:`~tensorlayout.npu.cmodel.Simulator` behind a cmodel-backed memory (else None)."""
         return self._sim
 
+    @property
+    def system_bytes(self) -> int:
+        """Bytes of system memory."""
+        return self._system.size
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """Hold this memory (and, with the cmodel backend, the simulator) for a block of calls.
+
+        Other threads' calls on it, or on any cmodel-backed memory, wait until the block ends.
+
+        >>> mem = LocalMemory(Chip(4, 1024, 128))
+        >>> with mem.exclusive():
+        ...     t = mem.s2l(0, np.ones((1, 1, 1, 2), np.float32))
+        ...     mem.load(t).tolist()
+        [[[[1.0, 1.0]]]]
+        """
+        with self._lock:
+            if self._sim is not None:
+                self._sim.switch_to(self)
+            yield self
+
+    def call(self, name: str, *args) -> None:
+        """Run the simulator's OKKernel function ``name`` on this memory's bytes (cmodel backend).
+
+        The arguments are passed as they are: check them first, as :mod:`tensorlayout.npu.bdc` does.
+        """
+        if self._sim is None:
+            raise LayoutError(f"call({name!r}) is not allowed: this memory has backend='numpy'; "
+                              "OKKernel functions run with backend='cmodel'")
+        with self.exclusive():
+            self._sim.call(name, *args)
+
     def _gdma(self, kind: str, dtype, mode) -> str:
         """The okk_gdma function for a copy of ``dtype`` elements (cmodel backend)."""
         if mode is not None:
@@ -140,14 +196,17 @@ class LocalMemory:
     # ---------------------------------------------------------------- views
     @property
     def local(self) -> np.ndarray:
-        """The local memory bytes, read-only, shape ``(X, S)``."""
-        return _readonly(self._local)
+        """The local memory bytes, read-only, shape ``(X, S)`` (with the cmodel backend a copy)."""
+        with self.exclusive():
+            return _readonly(self._local if self._sim is None else self._local.copy())
 
     @property
     def system(self) -> np.ndarray:
-        """The system memory bytes, read-only, flat."""
-        return _readonly(self._system)
+        """The system memory bytes, read-only, flat (with the cmodel backend a copy)."""
+        with self.exclusive():
+            return _readonly(self._system if self._sim is None else self._system.copy())
 
+    @_exclusive
     def reset(self, byte: int = 0, system: bool = False) -> None:
         """Set every local byte (and, with ``system=True``, every system byte) to ``byte``."""
         if isinstance(byte, bool) or not isinstance(byte, (int, np.integer)) or not 0 <= byte <= 255:
@@ -166,11 +225,13 @@ class LocalMemory:
         7
         """
         if not isinstance(other, LocalMemory) or other.chip != self.chip \
-                or other.system.size != self.system.size:
+                or other.system_bytes != self.system_bytes:
             raise LayoutError(f"other = {other!r} is not allowed: it must be a LocalMemory of "
-                              f"{self.chip.name} with {self.system.size} bytes of system memory")
-        self._local[...] = other._local
-        self._system[...] = other._system
+                              f"{self.chip.name} with {self.system_bytes} bytes of system memory")
+        local, system = other.local, other.system
+        with self.exclusive():
+            self._local[...] = local
+            self._system[...] = system
 
     # ---------------------------------------------------------------- checks
     def _local_tensor(self, address, shape, dtype, stride, mode, what) -> NpuTensor:
@@ -217,6 +278,7 @@ class LocalMemory:
         return self._system[:self._system.size // e * e].view(word_dtype(dt))
 
     # ---------------------------------------------- host arrays <-> local
+    @_exclusive
     def s2l(self, address: int, array, stride=None, mode=None) -> NpuTensor:
         """Copy a host ``(N, C, H, W)`` array into local memory at ``address``; return its placement.
 
@@ -234,6 +296,7 @@ class LocalMemory:
         t.pack_into(self._local, array)
         return t
 
+    @_exclusive
     def l2s(self, address: int, shape, dtype, stride=None, mode=None) -> np.ndarray:
         """Read an ``(N, C, H, W)`` tensor at local ``address`` into a new host array.
 
@@ -245,11 +308,13 @@ class LocalMemory:
         t = self._local_tensor(address, shape, dtype, stride, mode, "local")
         return t.unpack_from(self._local)
 
+    @_exclusive
     def store(self, tensor: NpuTensor, array) -> None:
         """Write ``array`` to a placed tensor (from :func:`tensor_layout`, :meth:`alloc`, ...)."""
         self._own(tensor)
         tensor.pack_into(self._local, array)
 
+    @_exclusive
     def load(self, tensor: NpuTensor) -> np.ndarray:
         """Read a placed tensor back into a new host array."""
         self._own(tensor)
@@ -259,6 +324,7 @@ class LocalMemory:
         if not isinstance(tensor, NpuTensor) or tensor.chip != self.chip:
             raise LayoutError(f"tensor = {tensor!r} is not allowed: it must be an NpuTensor on {self.chip.name}")
 
+    @_exclusive
     def matrix_s2l(self, address: int, matrix, cols_per_channel: int) -> NpuTensor:
         """Copy a host ``rows x cols`` matrix into the matrix layout at ``address``.
 
@@ -274,6 +340,7 @@ class LocalMemory:
         t.pack_into(self._local, matrix)
         return t
 
+    @_exclusive
     def matrix_l2s(self, address: int, rows: int, cols: int, cols_per_channel: int, dtype) -> np.ndarray:
         """Read a ``rows x cols`` matrix in the matrix layout at ``address``.
 
@@ -285,6 +352,7 @@ class LocalMemory:
         return matrix_layout(self.chip, address, rows, cols, cols_per_channel, dtype).unpack_from(self._local)
 
     # ------------------------------------------------------------- system
+    @_exclusive
     def write_system(self, address: int, array, stride=None) -> None:
         """Put a host ``(N, C, H, W)`` array into system memory (continuous unless ``stride``)."""
         array = np.asarray(array)
@@ -293,6 +361,7 @@ class LocalMemory:
         lay, _, dt = self._system_tensor(address, array.shape, array.dtype, stride, "system", write=True)
         lay.pack(_bits_of(array, dt), out=self._system_words(dt), fill_padding=False)
 
+    @_exclusive
     def read_system(self, address: int, shape, dtype, stride=None) -> np.ndarray:
         """Read an ``(N, C, H, W)`` tensor out of system memory into a new host array.
 
@@ -305,6 +374,7 @@ class LocalMemory:
         return lay.unpack(self._system_words(dt)).view(dt)
 
     # ------------------------------------------------------- GDMA copies
+    @_exclusive
     def gdma_s2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
                  mode=None) -> NpuTensor:
         """System ``src`` -> local ``dst``: a tensor copy with a shape and strides on each side.
@@ -336,6 +406,7 @@ class LocalMemory:
         convert(t.elements, lay, self._local.reshape(-1).view(word_dtype(t.dtype)), out=self._system_words(t.dtype),
                 fill_padding=False)
 
+    @_exclusive
     def gdma_l2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
                  mode=None) -> None:
         """Local ``src`` -> system ``dst`` (strides: local aligned, system continuous when omitted)."""
@@ -348,6 +419,7 @@ class LocalMemory:
         else:
             self._to_system(t, lay)
 
+    @_exclusive
     def gdma_l2l(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None,
                  mode=None) -> NpuTensor:
         """Local ``src`` -> local ``dst`` (aligned on a side whose stride is omitted).
@@ -371,6 +443,7 @@ class LocalMemory:
             d.pack_into(self._local, s.unpack_from(self._local))
         return d
 
+    @_exclusive
     def gdma_s2s(self, dst: int, src: int, shape, dtype, dst_stride=None, src_stride=None) -> None:
         """System ``src`` -> system ``dst`` (continuous on a side whose stride is omitted)."""
         sl, sstride, dt = self._system_tensor(src, shape, dtype, src_stride, "src", write=False)
@@ -407,6 +480,7 @@ class LocalMemory:
             _refuse_shared(lay, f"{what} row_stride", row_stride, (rows, cols))
         return lay, row_stride
 
+    @_exclusive
     def gdma_matrix_s2l(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
                         dtype, src_row_stride=None) -> NpuTensor:
         """System matrix (row stride ``src_row_stride``, default cols) -> local matrix layout."""
@@ -426,6 +500,7 @@ class LocalMemory:
         self._sim.call(f"okk_gdma_32bit_matrix_{kind}", dst, src, rows, cols, t.cols_per_channel,
                        row_stride)
 
+    @_exclusive
     def gdma_matrix_l2s(self, dst: int, src: int, rows: int, cols: int, cols_per_channel: int,
                         dtype, dst_row_stride=None) -> None:
         """Local matrix layout -> system matrix (row stride ``dst_row_stride``, default cols)."""
@@ -451,6 +526,7 @@ class LocalMemory:
             raise DTypeError(f"value = {value!r} is not allowed: it must be a scalar that {dtype_name(dt)} holds exactly")
         return v
 
+    @_exclusive
     def fill_local(self, address: int, shape, dtype, value, stride=None, mode=None) -> NpuTensor:
         """Set every element of a local tensor to ``value`` (4N/2N dummies to 0).
 
@@ -469,6 +545,7 @@ class LocalMemory:
         t.pack_into(self._local, np.broadcast_to(v, t.elements.shape))
         return t
 
+    @_exclusive
     def fill_system(self, address: int, shape, dtype, value, stride=None) -> None:
         """Set every element of a system tensor to ``value``."""
         lay, stride, dt = self._system_tensor(address, shape, dtype, stride, "system", write=True)
@@ -497,6 +574,7 @@ class LocalMemory:
                     return other, None, both
         return None
 
+    @_exclusive
     def alloc(self, shape, dtype="fp32", *, mode=None, layout="aligned", stride=None,
               address=None, start_npu: int = 0, reuse_empty_blocks: bool = False) -> NpuTensor:
         """Place a tensor in local memory where it overlaps no other allocation; return it.
@@ -554,6 +632,7 @@ class LocalMemory:
         self._allocations.append((t, exact))
         return t
 
+    @_exclusive
     def free(self, tensor: NpuTensor) -> None:
         """Release an allocated tensor."""
         for i, (t, _) in enumerate(self._allocations):

@@ -27,6 +27,10 @@ from .chip import BM1684, Chip
 __all__ = ["ConvSlice", "Buffer", "ConvPlan", "plan_conv", "run_conv_plan", "timeline_svg"]
 
 _E = 4  # fp32
+#: Most output channels and images one convolution instruction takes (its 12- and 16-bit fields).
+_MOST_K, _MOST_N = (1 << 12) - 1, (1 << 16) - 1
+#: Most slices a plan is cut into: a layer that needs more is refused, not planned for minutes.
+MAX_SLICES = 4096
 
 
 @dataclass(frozen=True)
@@ -187,8 +191,10 @@ def plan_conv(input_shape, out_channels: int, kernel, stride=1, padding=None, di
 
     ``padding=None`` means "same" for odd kernels: ``dilation * (k - 1) // 2`` on each side.
     Raises :class:`~tensorlayout.errors.FootprintError` when not even one output row of one
-    image and one output channel fits, and ConvolutionError for limits of the instruction
-    (stride and padding at most 15, at most 4095 input channels, padded width below 2048).
+    image and one output channel fits, or when the layer needs more than :data:`MAX_SLICES`
+    slices, and ConvolutionError for limits of the instruction (stride and padding at most 15,
+    at most 4095 input channels, padded width below 2048). A slice holds at most 4095 output
+    channels and 65535 images, what one instruction takes.
 
     >>> p = plan_conv((4, 3, 300, 300), 2, 3)          # 2 images x 100 rows per slice
     >>> p.output_shape, p.split, [(s.ih0, s.ih1, s.pad_top, s.pad_bottom) for s in p.slices[:3]]
@@ -220,12 +226,17 @@ def plan_conv(input_shape, out_channels: int, kernel, stride=1, padding=None, di
     if w + pad[2] + pad[3] >= 2048:
         raise ConvolutionError(f"input width {w} with padding {pad[2:]} is not allowed: the padded width must "
                                "stay below 2048 (the planner splits along H only)")
+    fewest = -(-n // _MOST_N) * -(-k // _MOST_K)
+    if fewest > MAX_SLICES:
+        raise FootprintError(
+            f"input_shape = {(n, c, h, w)} with {k} output channels is not allowed: a slice holds at most "
+            f"{_MOST_K} output channels and {_MOST_N} images, so it needs at least {fewest} slices, more "
+            f"than the planner's {MAX_SLICES}")
     fp = lambda ns, ks, hs: _footprint(chip, c, h, w, wo, kh, kw, sh, ext_h, bias, ns, ks, hs)  # noqa: E731
     best = None
-    for ns in sorted({-(-n // b) for b in range(1, n + 1)}, reverse=True):
+    for ns in _slice_sizes(n, _MOST_N):
         nb = -(-n // ns)
-        kcands = sorted({-(-k // b) for b in range(1, k + 1)}, reverse=True)
-        for ks in kcands:
+        for ks in _slice_sizes(k, _MOST_K):
             kb = -(-k // ks)
             if best is not None and nb * kb > best[0]:
                 break
@@ -242,9 +253,15 @@ def plan_conv(input_shape, out_channels: int, kernel, stride=1, padding=None, di
             hb = -(-ho // lo)
             hs = -(-ho // hb)  # even rows per slice
             count = nb * kb * hb
+            if count > MAX_SLICES:
+                continue
             key = (count, _moved(n, c, h, w, k, kh, kw, ho, wo, bias, nb, kb, hb, sh, ext_h, pad[0]))
             if best is None or key < best[:2]:
                 best = (count, key[1], ns, ks, hs)
+    if best is None and fp(1, 1, 1) <= chip.lmem_bytes:
+        raise FootprintError(
+            f"input_shape = {(n, c, h, w)} with {k} output channels and kernel {kh}x{kw} is not allowed: "
+            f"the slices that fit one NPU are more than the planner's {MAX_SLICES}")
     if best is None:
         raise FootprintError(
             f"input_shape = {(n, c, h, w)} with kernel {kh}x{kw} does not fit: even one image, one output "
@@ -271,6 +288,23 @@ def plan_conv(input_shape, out_channels: int, kernel, stride=1, padding=None, di
                     (-(-n // ns), -(-k // ks), -(-ho // hs)), slices, buffers, weights_outer)
     plan.steps = _steps(plan)
     return plan
+
+
+def _slice_sizes(total: int, most: int) -> list[int]:
+    """The distinct sizes ceil(total / b) of b even slices, largest first, at most ``most``:
+    found in O(sqrt(total)) steps, not one per b.
+
+    >>> _slice_sizes(10, 4)
+    [4, 3, 2, 1]
+    """
+    sizes, b = [], 1
+    while True:
+        size = -(-total // b)
+        if size <= most:
+            sizes.append(size)
+        if size == 1:
+            return sizes
+        b = -(-total // (size - 1))        # the fewest slices with a smaller size
 
 
 def _moved(n, c, h, w, k, kh, kw, ho, wo, bias, nb, kb, hb, sh, ext_h, pad_top):
@@ -353,7 +387,7 @@ def run_conv_plan(plan: ConvPlan, x, weight, bias=None, mem=None) -> np.ndarray:
     need = sys_y + _E * n * k * ho * wo
     if mem is None:
         mem = LocalMemory(BM1684, system_bytes=need, backend="cmodel")
-    elif mem.simulator is None or mem.system.size < need:
+    elif mem.simulator is None or mem.system_bytes < need:
         raise LayoutError(f"mem = {mem!r} is not allowed: it must be a cmodel-backed LocalMemory with at "
                           f"least {need} bytes of system memory")
     mem.write_system(sys_x, x)

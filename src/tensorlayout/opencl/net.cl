@@ -341,8 +341,8 @@ __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_
         case OP_SUB: v = x - y; break;
         case OP_MUL: v = x * y; break;
         case OP_DIV: v = x / y; break;
-        case OP_MAX: v = fmax(x, y); break;
-        default: v = fmin(x, y); break;
+        case OP_MAX: v = max_nan(x, y); break;
+        default: v = min_nan(x, y); break;
         }
     }
     put(out, ROW_PIXEL(nh, w, c4 + oc4, W), activate(v, act, a0, a1), c4 + oc4, OC);
@@ -373,7 +373,7 @@ __kernel void pool2d(__read_only image2d_t in, __write_only image2d_t out,
             if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                 continue;
             const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, ih, iw, c4 + ic4, N, H, W, C));
-            acc = is_max ? fmax(acc, v) : acc + v;
+            acc = is_max ? max_nan(acc, v) : acc + v;
             ++count;
         }
     }
@@ -394,7 +394,7 @@ __kernel void global_pool(__read_only image2d_t in, __write_only image2d_t out,
     for (int h = 0; h < H; ++h)
         for (int w = 0; w < W; ++w) {
             const float4 v = get(in, PIXEL_IN_OUT_CHANNEL(n, h, w, c4 + ic4, N, H, W, C));
-            acc = is_max ? fmax(acc, v) : acc + v;
+            acc = is_max ? max_nan(acc, v) : acc + v;
         }
     if (!is_max)
         acc /= (float)(H * W);

@@ -20,15 +20,26 @@ __constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK
 #define ACT_HARDSIGMOID 6 /* clamp(a0 * x + a1, 0, 1) */
 #define ACT_TANH 7
 
+/* Max and min that keep a NaN of either operand, as ONNX's Relu, Clip, HardSigmoid, Max, Min and
+ * max pooling do (and onnxruntime's Relu and Clip); OpenCL's fmax and fmin return the other one. */
+inline float4 max_nan(float4 a, float4 b)
+{
+    return select(select(fmax(a, b), a, isnan(a)), b, isnan(b));
+}
+inline float4 min_nan(float4 a, float4 b)
+{
+    return select(select(fmin(a, b), a, isnan(a)), b, isnan(b));
+}
+
 inline float4 activate(float4 v, int act, float a0, float a1)
 {
     switch (act) {
-    case ACT_RELU: return fmax(v, (float4)(0.0f));
-    case ACT_CLIP: return fmin(fmax(v, (float4)(a0)), (float4)(a1));
+    case ACT_RELU: return max_nan(v, (float4)(0.0f));
+    case ACT_CLIP: return min_nan(max_nan(v, (float4)(a0)), (float4)(a1));
     case ACT_LEAKY: return select(v * a0, v, v >= (float4)(0.0f));
     case ACT_SIGMOID: return (float4)(1.0f) / ((float4)(1.0f) + exp(-v));
     case ACT_HARDSWISH: return v * clamp(v * a0 + a1, 0.0f, 1.0f);
-    case ACT_HARDSIGMOID: return clamp(v * a0 + a1, 0.0f, 1.0f);
+    case ACT_HARDSIGMOID: return min_nan(max_nan(v * a0 + a1, (float4)(0.0f)), (float4)(1.0f));
     case ACT_TANH: return tanh(v);
     default: return v;
     }
