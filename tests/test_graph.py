@@ -162,3 +162,151 @@ def test_resize_align_corners_uses_the_unrounded_length():
     assert y.shape == ref.shape == (1, 1, 1, 2)
     assert rel_l2(y, ref) < 1e-6
     assert y[0, 0, 0, 1] == pytest.approx(1 + 3 / 1.4, rel=1e-6)
+
+
+def _typed_model(nodes, inputs, outputs, inits=None, opset=18):
+    """A model from ``inputs`` / ``outputs``: {name: (TensorProto type, shape or None)}."""
+    g = helper.make_graph(nodes, "t",
+                          [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+                          [helper.make_tensor_value_info(n, t, s) for n, (t, s) in outputs.items()],
+                          [numpy_helper.from_array(np.asarray(v), k)
+                           for k, v in (inits or {}).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("to, top, overflow", [
+    (TensorProto.FLOAT8E4M3FN, 448.0, np.nan), (TensorProto.FLOAT8E4M3FNUZ, 240.0, np.nan),
+    (TensorProto.FLOAT8E5M2, 57344.0, np.inf), (TensorProto.FLOAT8E5M2FNUZ, 57344.0, np.nan)])
+def test_cast_to_float8_saturates_as_onnx_says(to, top, overflow):
+    """ONNX's Cast tables: with saturate (the default) 1e6 and inf become the type's largest
+    finite value, NaN stays NaN; without it E4M3FN / the FNUZ types give NaN, E5M2 gives inf."""
+    x = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 0.5], np.float32)
+    for saturate, want in ((1, [top, -top, top, -top, np.nan, 0.5]),
+                           (0, [overflow, -overflow, overflow, -overflow, np.nan, 0.5])):
+        m = _typed_model([helper.make_node("Cast", ["x"], ["y"], to=to, saturate=saturate)],
+                         {"x": (TensorProto.FLOAT, [6])}, {"y": (to, [6])}, opset=19)
+        y = load(m).run(x)
+        assert y.dtype == np.dtype(helper.tensor_dtype_to_np_dtype(to))
+        got = y.astype(np.float64)
+        if overflow != np.inf and not saturate:    # NaN has no sign in the FNUZ types
+            got[:4] = np.abs(got[:4])
+            want = [abs(v) for v in want[:4]] + want[4:]
+        np.testing.assert_array_equal(got, np.array(want))
+
+
+def test_cast_to_float8e8m0_rounds_by_round_mode():
+    """float8e8m0 holds powers of two: 3 rounds up to 4, down to 2, to nearest 4 (ties up:
+    1.5 * 2^k goes up); 5 goes to 4 except up; saturation keeps 1e39 at 2^127."""
+    x = np.array([3, 5, 1.5, 1, 0.25, 1e39], np.float64)
+    cases = {"up": [4, 8, 2, 1, 0.25, 2.0 ** 127], "down": [2, 4, 1, 1, 0.25, 2.0 ** 127],
+             "nearest": [4, 4, 2, 1, 0.25, 2.0 ** 127]}
+    for mode, want in cases.items():
+        m = _typed_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0,
+                                           round_mode=mode)],
+                         {"x": (TensorProto.DOUBLE, [6])}, {"y": (TensorProto.FLOAT8E8M0, [6])},
+                         opset=24)
+        assert load(m).run(x).astype(np.float64).tolist() == want, mode
+
+
+def test_storage_only_types_reach_only_cast_and_moves():
+    m = _typed_model([helper.make_node("Reshape", ["x", "s"], ["r"]),
+                      helper.make_node("Add", ["r", "r"], ["y"], name="add")],
+                     {"x": (TensorProto.BFLOAT16, [2, 3])}, {"y": (TensorProto.BFLOAT16, None)},
+                     {"s": np.array([3, 2], np.int64)})
+    with pytest.raises(ModelError, match=r"node 'add' \(Add\): input 0 'r' has type bfloat16"):
+        load_graph(m)
+
+
+def test_run_time_operands_are_read_on_each_run():
+    """Slice bounds, a Reshape shape, Pad pads, Split sizes and Squeeze axes given as graph
+    inputs: each run reads them, as onnxruntime does; the output shape the model declares is
+    checked against what the run computes."""
+    F, I = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [helper.make_node("Slice", ["x", "st", "en"], ["s"]),
+             helper.make_node("Reshape", ["s", "shape"], ["r"]),
+             helper.make_node("Pad", ["r", "pads"], ["p"]),
+             helper.make_node("Split", ["p", "split"], ["a", "b"], axis=1),
+             helper.make_node("Unsqueeze", ["a", "ax"], ["y"])]
+    m = _typed_model(nodes, {"x": (F, [4, 6]), "st": (I, [2]), "en": (I, [2]), "shape": (I, [2]),
+                             "pads": (I, [4]), "split": (I, [2]), "ax": (I, [1])},
+                     {"y": (F, [1, 5, 1]), "b": (F, [5, 4])})
+    model = load(m)
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    feeds = {"x": x, "st": np.array([1, 0], np.int64), "en": np.array([3, 6], np.int64),
+             "shape": np.array([3, 4], np.int64), "pads": np.array([1, 0, 1, 1], np.int64),
+             "split": np.array([1, 4], np.int64), "ax": np.array([0], np.int64)}
+    ref = ort_session(m.SerializeToString()).run(None, feeds)
+    for got, want in zip(model.run(feeds), ref):
+        assert got.shape == want.shape and np.array_equal(got, want)
+    with pytest.raises(ModelError, match=r"node 'Reshape_1' \(Reshape\): shape = \[3, 4\] "
+                                         r"cannot hold the 4 elements of \(1, 4\)"):
+        model.run(dict(feeds, en=np.array([2, 4], np.int64)))
+    with pytest.raises(ModelError, match=r"node 'Unsqueeze_4' \(Unsqueeze\) computed shape "
+                                         r"\(5, 1, 1\) where the model's shapes say \(1, 5, 1\)"):
+        model.run(dict(feeds, ax=np.array([1], np.int64)))
+    with pytest.raises(ModelError, match=r"node 'Slice_0' \(Slice\): the shape of 's' is known only at "
+                                         "run time; the opencl runtime takes static shapes"):
+        model.run(feeds, runtime="opencl")
+
+
+def test_batchnorm_statistics_at_run_time_and_training_mode():
+    """Statistics as graph inputs: y = (x - mean) / sqrt(var + eps) * scale + B per channel;
+    training_mode = 1: the batch's own mean and (biased) variance, and running statistics
+    mean * momentum + batch * (1 - momentum)."""
+    F = TensorProto.FLOAT
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    s, b, mean = (rng.standard_normal(3).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, 3).astype(np.float32)
+    stats = {"s": s, "b": b, "mean": mean, "var": var}
+    ins = {"x": (F, [2, 3, 4, 5]), **{k: (F, [3]) for k in stats}}
+    c = (1, 3, 1, 1)
+    m = _typed_model([helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"],
+                                       ["y"], epsilon=1e-3)], ins, {"y": (F, [2, 3, 4, 5])})
+    want = (x - mean.reshape(c)) / np.sqrt(var.reshape(c) + 1e-3) * s.reshape(c) + b.reshape(c)
+    assert rel_l2(load(m).run({"x": x, **stats}), want) < 1e-6
+    m = _typed_model([helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"],
+                                       ["y", "rm", "rv"], training_mode=1, momentum=0.8)], ins,
+                     {"y": (F, [2, 3, 4, 5]), "rm": (F, [3]), "rv": (F, [3])})
+    bm, bv = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    y, rm, rv = load(m).run({"x": x, **stats})
+    want = (x - bm.reshape(c)) / np.sqrt(bv.reshape(c) + 1e-5) * s.reshape(c) + b.reshape(c)
+    assert rel_l2(y, want) < 1e-6
+    assert np.allclose(rm, mean * 0.8 + bm * 0.2, rtol=1e-6)
+    assert np.allclose(rv, var * 0.8 + bv * 0.2, rtol=1e-6)
+
+
+def test_dropout_training_mode_at_run_time():
+    """training_mode as a graph input: false (or a ratio of 0) is the identity with an all-true
+    mask; true with a ratio above 0 is refused on that run, by name."""
+    F, B = TensorProto.FLOAT, TensorProto.BOOL
+    m = _typed_model([helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], name="drop")],
+                     {"x": (F, [2, 3]), "r": (F, []), "t": (B, [])},
+                     {"y": (F, [2, 3]), "mask": (B, [2, 3])})
+    model = load(m)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for r, t in ((0.5, False), (0.0, True)):
+        y, mask = model.run({"x": x, "r": np.array(r, np.float32), "t": np.array(t)})
+        assert np.array_equal(y, x) and mask.all() and mask.dtype == bool
+    with pytest.raises(ModelError, match=r"node 'drop' \(Dropout\): training_mode = true"):
+        model.run({"x": x, "r": np.array(0.5, np.float32), "t": np.array(True)})
+
+
+def test_maxpool_on_uint8_folds():
+    """A MaxPool of a uint8 constant (padded: the padding must lose to every uint8 value) is
+    folded at load; its result, cast and added, equals the window maxima worked out here."""
+    c = (np.arange(32) * 7 % 256).astype(np.uint8).reshape(1, 2, 4, 4)
+    m = _typed_model([helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[2, 2],
+                                       pads=[1, 1, 1, 1], strides=[2, 2]),
+                      helper.make_node("Cast", ["m"], ["mf"], to=TensorProto.FLOAT),
+                      helper.make_node("Add", ["x", "mf"], ["y"])],
+                     {"x": (TensorProto.FLOAT, [1, 2, 3, 3])}, {"y": (TensorProto.FLOAT, None)},
+                     {"c": c}, opset=12)
+    graph = load_graph(m)
+    assert [n.op for n in graph.nodes] == ["Add"]
+    padded = np.zeros((1, 2, 6, 6), np.int64)
+    padded[:, :, 1:5, 1:5] = c
+    want = padded.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5)).astype(np.float32)
+    assert np.array_equal(load(m).run(np.zeros((1, 2, 3, 3), np.float32)), want)

@@ -107,7 +107,8 @@ def attributes(node_proto) -> dict:
 
 
 def np_dtype(elem_type: int):
-    """The NumPy dtype of an ONNX element type, or None when NumPy has none (strings, float8...)."""
+    """The NumPy dtype of an ONNX element type (bfloat16, float8, 4- and 2-bit types as
+    ml_dtypes' types), or None when there is none here (strings, complex, undefined)."""
     onnx = onnx_module()
     if elem_type == onnx.TensorProto.STRING or elem_type == 0:
         return None
@@ -115,7 +116,7 @@ def np_dtype(elem_type: int):
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:  # noqa: BLE001 - types NumPy cannot hold
         return None
-    return dt if dt.kind in "biuf" else None
+    return dt if dt.kind in "biufV" else None
 
 
 def type_name(elem_type: int) -> str:

@@ -158,6 +158,11 @@ class Model:
         return outs[0] if len(outs) == 1 else outs
 
     def _device_run(self, runtime, feeds, profile):
+        host = self.graph.host_only()
+        if host:
+            node, why = host[0]
+            raise ModelError(f"node {node.name!r} ({node.op}): {why}; the {runtime} runtime "
+                             "takes static shapes and constant operands (runtime='cpu' runs it)")
         with self._lock:
             key = "_" + runtime
             sess = getattr(self, key, None)

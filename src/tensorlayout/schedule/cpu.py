@@ -67,7 +67,7 @@ def schedule_cpu(graph) -> CpuSchedule:
             node.op in IN_PLACE and x and out and x in producers and x not in aliased
             and producers[x].op not in ALIASING and live[x][1] == i
             and sum(1 for r in readers[x] if r is node) == 1 and node.inputs.count(x) == 1
-            and graph.shapes.get(x) == graph.shapes.get(out)
+            and x in graph.shapes and graph.shapes.get(x) == graph.shapes.get(out)
             and graph.dtypes.get(x) == graph.dtypes.get(out))
         free = tuple(t for t in dying.get(i, ()) if t not in graph.consts)
         steps.append(CpuStep(node, algorithm, tile, reason, in_place, free))
