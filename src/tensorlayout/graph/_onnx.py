@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ModelError
 
 __all__ = ["onnx_module", "read", "attributes", "tensor_type", "to_array", "infer",
-           "newest_opset", "np_dtype"]
+           "newest_opset", "np_dtype", "op_version"]
 
 # Constants up to this many elements keep their values in the graph handed to shape
 # inference (shape arguments); larger ones (weights) go in as typed inputs only.
@@ -36,6 +36,15 @@ def first_line(exc) -> str:
 def newest_opset() -> int:
     """The newest default-domain opset the installed ``onnx`` knows."""
     return int(onnx_module().defs.onnx_opset_version())
+
+
+def op_version(op: str, opset: int):
+    """The version of default-domain ``op``'s definition in force at ``opset``, or None when
+    the op does not exist there."""
+    try:
+        return int(onnx_module().defs.get_schema(op, opset, "").since_version)
+    except Exception:  # noqa: BLE001 - SchemaError: no such op at that opset
+        return None
 
 
 def read(source):

@@ -138,6 +138,18 @@ def _static(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
+def _same_as_oldest(proto, opset) -> bool:
+    """Whether every default-domain op of the model has, at ``opset``, the definition it has
+    at the oldest opset the loader takes (an op that did not change in between)."""
+    lo = OPSET_RANGE[0]
+    for p in proto.graph.node:
+        if p.domain in ("", "ai.onnx"):
+            then, oldest = _onnx.op_version(p.op_type, opset), _onnx.op_version(p.op_type, lo)
+            if then is None or then != oldest:
+                return False
+    return True
+
+
 def _parse_input_shapes(input_shapes, declared):
     if input_shapes is None:
         return {}
@@ -172,9 +184,9 @@ def load_graph(source, input_shapes=None) -> Graph:
     proto, label = _onnx.read(source)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     lo, hi = OPSET_RANGE
-    if opset is None or not lo <= opset <= hi:
+    if opset is None or not 1 <= opset <= hi or (opset < lo and not _same_as_oldest(proto, opset)):
         raise ModelError(f"{label} uses opset {opset} of the default domain: supported are "
-                         f"{lo} to {hi}")
+                         f"{lo} to {hi} (and older ones whose ops did not change before {lo})")
     g = proto.graph
     consts = {}
     for t in g.initializer:

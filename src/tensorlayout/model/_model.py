@@ -177,6 +177,11 @@ class Model:
                     sess = run_onnx
                 setattr(self, key, sess)
         if runtime == "npu":
+            if len(feeds) != 1:
+                names = list(feeds)
+                raise ModelError(f"input {names[1]!r}: the npu runtime runs one-input models, "
+                                 f"and this one takes {len(names)} "
+                                 f"({', '.join(repr(n) for n in names)}); runtime='cpu' runs it")
             out, _ = sess(self, *feeds.values())
             self.last_profile = None
         else:

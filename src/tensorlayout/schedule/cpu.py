@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..graph.ops import REDUCTIONS
 from .common import IN_PLACE, VIEWS, live_ranges
 from .winograd import cpu_conv
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
 
-#: Ops whose NumPy kernel may return a view of (share memory with) its first input.
-ALIASING = VIEWS | {"Slice", "Split", "Transpose", "ReduceMean"}
+#: Ops whose NumPy kernel may return a view of (share memory with) its first input (a
+#: reduction over no axis returns its input).
+ALIASING = VIEWS | {"Slice", "Split", "Transpose"} | set(REDUCTIONS)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Convolution, pooling, reductions over space, fully connected and softmax."""
+"""Convolution, pooling, fully connected and softmax."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from ...errors import LayoutError
 from ._base import axis, float32, ints, register
 
-__all__ = ["Conv", "Pool", "Gemm", "Reduce", "Softmax", "conv_padding", "pool_output_side",
+__all__ = ["Conv", "Pool", "Gemm", "Softmax", "conv_padding", "pool_output_side",
            "conv_kernel"]
 
 
@@ -284,63 +284,6 @@ def _pool_kernel(node, ctx):
 
 register("MaxPool", _parse_pool, _pool_kernel)
 register("AveragePool", _parse_pool, _pool_kernel)
-
-
-# ---------------------------------------------------------------------------- reductions
-@dataclass(frozen=True)
-class Reduce:
-    """A reduction: ``kind`` 'mean' or 'max' over ``axes`` (sorted), ``keepdims``; GlobalAveragePool
-    and GlobalMaxPool are the same over the spatial axes with keepdims."""
-
-    kind: str
-    axes: tuple
-    keepdims: bool
-
-    @property
-    def spatial(self) -> bool:
-        """Over axes (2, 3) of a 4-D tensor, keeping them: a global pooling."""
-        return self.axes == (2, 3) and self.keepdims
-
-
-def _parse_global(ctx):
-    shape = ctx.shape(0)
-    if len(shape) < 3:
-        ctx.fail(f"input shape {shape} needs spatial dimensions")
-    return Reduce("max" if ctx.op == "GlobalMaxPool" else "mean", tuple(range(2, len(shape))), True)
-
-
-def _parse_reduce_mean(ctx):
-    shape = ctx.shape(0)
-    rank = len(shape)
-    if ctx.has_input(1):
-        axes = ints(ctx.const(1, "axes"))
-    else:
-        axes = ctx.attr("axes")
-    keep = bool(ctx.attr("keepdims", 1))
-    if axes is None or len(axes) == 0:
-        if ctx.attr("noop_with_empty_axes", 0):
-            return Reduce("identity", (), keep)
-        axes = list(range(rank))
-    return Reduce("mean", tuple(sorted({axis(ctx, a, rank, "axes") for a in axes})), keep)
-
-
-def _reduce_kernel(node, ctx):
-    p = node.params
-    if p.kind == "identity":
-        return lambda inputs, out=None: [inputs[0]]
-    if p.kind == "max":
-        return lambda inputs, out=None: [inputs[0].max(axis=p.axes, keepdims=p.keepdims)]
-
-    def run(inputs, out=None):
-        x = inputs[0]
-        acc = np.float32 if x.dtype == np.float32 else None
-        return [np.mean(x, axis=p.axes, keepdims=p.keepdims, dtype=acc).astype(x.dtype, copy=False)]
-    return run
-
-
-register("GlobalAveragePool", _parse_global, _reduce_kernel)
-register("GlobalMaxPool", _parse_global, _reduce_kernel)
-register("ReduceMean", _parse_reduce_mean, _reduce_kernel)
 
 
 # ---------------------------------------------------------------------------- matrices
