@@ -95,6 +95,8 @@ class CpuProgram:
                 for name, value, shape in zip(node.outputs, outs, st.out_shapes):
                     if not name:
                         continue
+                    if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
+                        value = np.asarray(value)
                     if shape is not None and tuple(value.shape) != shape:
                         raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
                                          f"{tuple(value.shape)} where the model's shapes say "

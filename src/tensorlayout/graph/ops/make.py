@@ -1,5 +1,5 @@
-"""Ops that make tensors or read their shapes (Shape, Size, Constant, ConstantOfShape) and
-Gather."""
+"""Ops that make tensors or read their shapes (Shape, Size, Constant, ConstantOfShape, Range,
+EyeLike) and Gather."""
 
 from __future__ import annotations
 
@@ -107,3 +107,57 @@ def _constant_of_shape_kernel(node, ctx):
 
 register("ConstantOfShape", _parse_constant_of_shape, _constant_of_shape_kernel, dynamic=True,
          any_dtype=True)
+
+
+# ---------------------------------------------------------------------------- Range, EyeLike
+def _range_kernel(node, ctx):
+    def run(inputs, out=None):
+        start, limit, delta = (np.asarray(a).reshape(-1)[0] if np.asarray(a).size == 1 else
+                               ctx.fail(f"input {i} has shape {np.asarray(a).shape}: a scalar is "
+                                        "needed") for i, a in enumerate(inputs))
+        dt = np.asarray(inputs[0]).dtype
+        if delta == 0:
+            ctx.fail("delta = 0 is not allowed")
+        n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+        if dt.kind in "iu":
+            return [(int(start) + int(delta) * np.arange(n, dtype=np.int64)).astype(dt)]
+        return [(start + delta * np.arange(n, dtype=dt)).astype(dt)]
+    return run
+
+
+register("Range", None, _range_kernel, since=11, dynamic=True)
+
+
+@dataclass(frozen=True)
+class EyeLike:
+    """Ones on the ``k``-th diagonal of a 2-D tensor shaped like the input; ``dtype``: None
+    for the input's type."""
+
+    k: int
+    dtype: str | None
+
+
+def _parse_eye_like(ctx):
+    from .._onnx import np_dtype, type_name
+
+    to = ctx.attr("dtype")
+    dt = None
+    if to is not None:
+        dt = np_dtype(int(to))
+        if dt is None:
+            ctx.fail(f"dtype = {type_name(int(to))} is not supported")
+    return EyeLike(int(ctx.attr("k", 0)), None if dt is None else dt.name)
+
+
+def _eye_like_kernel(node, ctx):
+    p = node.params
+
+    def run(inputs, out=None):
+        x = inputs[0]
+        if x.ndim != 2:
+            ctx.fail(f"input shape {x.shape} has rank {x.ndim}: EyeLike takes rank 2")
+        return [np.eye(x.shape[0], x.shape[1], p.k, dtype=p.dtype or x.dtype)]
+    return run
+
+
+register("EyeLike", _parse_eye_like, _eye_like_kernel, since=9, dynamic=True)

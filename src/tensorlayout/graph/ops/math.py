@@ -217,17 +217,15 @@ register("Pow", lambda ctx: Pow(), _pow_kernel, dynamic=True)
 
 @dataclass(frozen=True)
 class Mod:
-    """The remainder: with the divisor's sign (``fmod`` false, integers only) or with the
-    dividend's sign, as C's fmod (``fmod`` true)."""
+    """The remainder: a - floor(a / b) * b, with the divisor's sign (``fmod`` false), or
+    a - trunc(a / b) * b, with the dividend's sign, as C's fmod (``fmod`` true); for floats,
+    NaN where a is infinite or b is 0."""
 
     fmod: bool
 
 
 def _parse_mod(ctx):
-    fmod = bool(ctx.attr("fmod", 0))
-    if not fmod and any(d is not None and d.kind == "f" for d in ctx.in_dtypes):
-        ctx.fail("fmod = 0 on floating-point inputs is not allowed: ONNX requires fmod = 1 there")
-    return Mod(fmod)
+    return Mod(bool(ctx.attr("fmod", 0)))
 
 
 def _mod_kernel(node, ctx):
