@@ -310,3 +310,12 @@ def test_maxpool_on_uint8_folds():
     padded[:, :, 1:5, 1:5] = c
     want = padded.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5)).astype(np.float32)
     assert np.array_equal(load(m).run(np.zeros((1, 2, 3, 3), np.float32)), want)
+
+
+def test_a_shape_inference_failure_names_the_node():
+    F = TensorProto.FLOAT
+    m = _typed_model([helper.make_node("Relu", ["x"], ["r"]),
+                      helper.make_node("Add", ["r", "z"], ["y"], name="bad")],
+                     {"x": (F, [2, 3]), "z": (F, [4, 5])}, {"y": (F, None)})
+    with pytest.raises(ModelError, match=r"node 'bad' \(Add\): shape inference failed"):
+        load_graph(m)

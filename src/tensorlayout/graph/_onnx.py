@@ -156,10 +156,24 @@ def make_node_proto(op, inputs, outputs, name, attrs: dict):
     return onnx_module().helper.make_node(op, list(inputs), list(outputs), name=name, **attrs)
 
 
-def infer(protos, inputs, consts, outputs, opset_imports, ir_version):
+def _culprit(text, protos, names) -> str:
+    """"node 'name' (Op): " for the node an inference message is about, or ''."""
+    import re
+
+    m = re.search(r"op_type:(\w+)(?:, node name: ([^)]*))?", text)
+    if not m:
+        return ""
+    op, name = m.group(1), (m.group(2) or "").strip()
+    names = names or [p.name or p.op_type for p in protos]
+    found = [n for p, n in zip(protos, names) if p.op_type == op and (not name or p.name == name)]
+    return f"node {found[0]!r} ({op}): " if len(found) == 1 else ""
+
+
+def infer(protos, inputs, consts, outputs, opset_imports, ir_version, names=None):
     """Element types and shapes of every tensor, by onnx.shape_inference on a slim graph.
 
-    ``inputs``: {name: (elem_type, shape)}; ``consts``: {name: array}.  Returns
+    ``inputs``: {name: (elem_type, shape)}; ``consts``: {name: array}; ``names``: the nodes'
+    names, for a message about one of them.  Returns
     {name: (elem_type, shape)} as :func:`tensor_type` gives them.
     """
     onnx = onnx_module()
@@ -184,7 +198,14 @@ def infer(protos, inputs, consts, outputs, opset_imports, ir_version):
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
                                                      data_prop=True)
     except Exception as exc:  # noqa: BLE001 - InferenceError and friends
-        raise ModelError(f"shape inference failed: {first_line(exc)}") from None
+        text = first_line(exc)
+        if text.count("op_type:") < 2:
+            raise ModelError(f"{_culprit(text, protos, names)}shape inference failed: {text}") from None
+        # the failure is inside the function body onnx expands an op into (a fault of onnx's
+        # inference, not of the model): infer what it can, the shapes it leaves unknown are
+        # refused by name where an op needs them
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                                     data_prop=True)
     out = {}
     for vi in (list(inferred.graph.input) + list(inferred.graph.value_info)
                + list(inferred.graph.output)):

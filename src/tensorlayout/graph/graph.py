@@ -283,7 +283,7 @@ class _Inference:
 
     def __call__(self, raws):
         return _onnx.infer([r.proto for r in raws], self.inputs, self.consts, self.outputs,
-                           self.opsets, self.ir)
+                           self.opsets, self.ir, [r.name for r in raws])
 
 
 def _shape_of(raw, name, shapes, consts, output=False, dynamic=False):

@@ -356,7 +356,8 @@ register("MatMul", _parse_gemm, _gemm_kernel)
 
 @dataclass(frozen=True)
 class Softmax:
-    """Softmax over ``axis``; ``coerced``: opsets below 13 flatten to 2-D at ``axis`` first."""
+    """Softmax, LogSoftmax or Hardmax over ``axis``; ``coerced``: opsets below 13 flatten to
+    2-D at ``axis`` first."""
 
     axis: int
     coerced: bool
@@ -368,22 +369,35 @@ def _parse_softmax(ctx):
     return Softmax(axis(ctx, ctx.attr("axis", 1 if legacy else -1), rank), legacy)
 
 
+def _softmax(x, ax, op):
+    if op == "Hardmax":
+        first = np.expand_dims(np.argmax(x, axis=ax), ax)
+        return (np.arange(x.shape[ax]).reshape([-1 if i == ax % x.ndim else 1
+                                                for i in range(x.ndim)]) == first).astype(x.dtype)
+    m = x.max(axis=ax, keepdims=True)
+    if op == "LogSoftmax":
+        d = x - m
+        return d - np.log(np.exp(d).sum(axis=ax, keepdims=True))
+    e = np.exp(x - m)
+    e /= e.sum(axis=ax, keepdims=True)
+    return e
+
+
 def _softmax_kernel(node, ctx):
     p = node.params
-
-    def softmax(x, ax):
-        m = x.max(axis=ax, keepdims=True)
-        e = np.exp(x - m)
-        e /= e.sum(axis=ax, keepdims=True)
-        return e
+    op = node.op
 
     def run(inputs, out=None):
         x = inputs[0]
+        if x.size == 0:
+            return [x.copy()]
         if p.coerced:
             flat = x.reshape(int(np.prod(x.shape[:p.axis], dtype=np.int64)), -1)
-            return [softmax(flat, 1).reshape(x.shape)]
-        return [softmax(x, p.axis)]
+            return [_softmax(flat, 1, op).reshape(x.shape)]
+        return [_softmax(x, p.axis, op)]
     return run
 
 
 register("Softmax", _parse_softmax, _softmax_kernel)
+register("LogSoftmax", _parse_softmax, _softmax_kernel)
+register("Hardmax", _parse_softmax, _softmax_kernel)
