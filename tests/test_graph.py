@@ -247,7 +247,7 @@ def test_run_time_operands_are_read_on_each_run():
                                          r"\(5, 1, 1\) where the model's shapes say \(1, 5, 1\)"):
         model.run(dict(feeds, ax=np.array([1], np.int64)))
     with pytest.raises(ModelError, match=r"node 'Slice_0' \(Slice\): the shape of 's' is known only at "
-                                         "run time; the opencl runtime takes static shapes"):
+                                         "run time; the opencl runtime does not run it"):
         model.run(feeds, runtime="opencl")
 
 

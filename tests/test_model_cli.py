@@ -153,10 +153,22 @@ def test_unsupported_attribute_names_node(tmp_path):
                    {"x": x}, ["y"], {"s": np.array([1, 1, 2, 2], np.float32)}, opset=13)
     with pytest.raises(ModelError, match=r"node 'up' \(Resize\): mode = 'cubic' is not supported"):
         load(m.SerializeToString())
+
+
+def test_conv_weights_at_run_time_run_on_the_cpu_only():
+    """Weights as a graph input: the CPU runtime convolves with what each run gives (1x1
+    weights: a channel mix, worked out here with einsum); the device runtimes refuse by name."""
+    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
     m = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], {"x": x}, ["y"])
-    m.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 2, 1, 1]))
-    with pytest.raises(ModelError, match=r"node 'c' \(Conv\): input 1 \(W\) 'w' must be a constant"):
-        load(m.SerializeToString(), input_shapes={"x": (1, 2, 4, 4), "w": (2, 2, 1, 1)})
+    m.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 2, 1, 1]))
+    model = load(m.SerializeToString(), input_shapes={"x": (1, 2, 4, 4), "w": (3, 2, 1, 1)})
+    for seed in (0, 1):
+        w = np.random.default_rng(seed).standard_normal((3, 2, 1, 1)).astype(np.float32)
+        want = np.einsum("nchw,oc->nohw", x, w[:, :, 0, 0])
+        assert np.allclose(model.run(x=x, w=w), want, rtol=1e-6, atol=1e-5)
+    with pytest.raises(ModelError, match=r"node 'c' \(Conv\): .*weights or bias computed at "
+                                         "run time, runs on the CPU runtime only"):
+        model.run(x=x, w=w, runtime="opencl")
 
 
 def test_opset_out_of_range():

@@ -63,7 +63,7 @@ class CpuProgram:
             node = s.node
             ctx = graph.ctx(node)
             info, plan = {}, None
-            if node.op == "Conv":
+            if node.op == "Conv" and s.algorithm is not None:
                 run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
                 p = node.params
                 info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason,

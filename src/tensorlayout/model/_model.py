@@ -162,7 +162,7 @@ class Model:
         if host:
             node, why = host[0]
             raise ModelError(f"node {node.name!r} ({node.op}): {why}; the {runtime} runtime "
-                             "takes static shapes and constant operands (runtime='cpu' runs it)")
+                             "does not run it (runtime='cpu' does)")
         with self._lock:
             key = "_" + runtime
             sess = getattr(self, key, None)

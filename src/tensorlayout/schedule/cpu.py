@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph.ops import REDUCTIONS
+from ..graph.ops import REDUCTIONS, Conv
 from .common import IN_PLACE, VIEWS, live_ranges
 from .winograd import cpu_conv
 
@@ -61,7 +61,7 @@ def schedule_cpu(graph) -> CpuSchedule:
     steps = []
     for i, node in enumerate(graph.nodes):
         algorithm = tile = reason = None
-        if node.op == "Conv":
+        if node.op == "Conv" and isinstance(node.params, Conv):
             algorithm, tile, reason = cpu_conv(graph, node)
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import LayoutError
 from ._base import axis, float32, ints, register
+from .conv import ConvND, PoolND, conv_nd_kernel, parse_conv_nd, parse_pool_nd, pool_nd_kernel
 
 __all__ = ["Conv", "Pool", "Gemm", "Softmax", "conv_padding", "pool_output_side",
            "conv_kernel"]
@@ -92,7 +93,9 @@ class Conv:
 
 
 def _parse_conv(ctx):
-    x = ctx.shape(0, 4, "input")
+    x = ctx.shape(0, None, "input")
+    if len(x) != 4 or ctx.runtime(1, 2):
+        return parse_conv_nd(ctx)
     w = ctx.const(1, "W")
     if w.ndim != 4:
         ctx.fail(f"weights have shape {w.shape}: a 2-D convolution needs OIHW (4 dimensions)")
@@ -150,7 +153,13 @@ def conv_kernel(node, ctx, algorithm="auto", tile=None):
     return run, plan
 
 
-register("Conv", _parse_conv, lambda node, ctx: conv_kernel(node, ctx, "direct")[0])
+def _conv_kernel(node, ctx):
+    if isinstance(node.params, ConvND):
+        return conv_nd_kernel(node, ctx)
+    return conv_kernel(node, ctx, "direct")[0]
+
+
+register("Conv", _parse_conv, _conv_kernel)
 
 
 # ---------------------------------------------------------------------------- pooling
@@ -188,19 +197,17 @@ class Pool:
 
 
 def _parse_pool(ctx):
-    x = ctx.shape(0, 4, "input")
+    x = ctx.shape(0, None, "input")
+    if (len(x) != 4 or (ctx.op == "AveragePool" and ctx.attr("dilations") is not None
+                        and any(int(d) != 1 for d in ctx.attr("dilations")))
+            or len([o for o in ctx.outputs if o]) > 1 or ctx.attr("storage_order", 0)):
+        return parse_pool_nd(ctx)
     kernel = ctx.attr("kernel_shape")
     if kernel is None or len(kernel) != 2:
         ctx.fail(f"kernel_shape = {kernel} is not allowed: it must have 2 entries")
     kernel = tuple(int(k) for k in kernel)
     strides, dil = _pair(ctx, "strides", (1, 1)), _pair(ctx, "dilations", (1, 1))
     is_max = ctx.op == "MaxPool"
-    if not is_max and dil != (1, 1):
-        ctx.fail(f"dilations = {list(dil)} is not supported for AveragePool")
-    if is_max and ctx.attr("storage_order", 0) != 0:
-        ctx.fail("storage_order = 1 is not supported")
-    if is_max and len([o for o in ctx.outputs if o]) > 1:
-        ctx.fail("the Indices output is not supported")
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
     ap = _auto_pad(ctx)
     H, W = x[2:]
@@ -282,8 +289,14 @@ def _pool_kernel(node, ctx):
     return run
 
 
-register("MaxPool", _parse_pool, _pool_kernel)
-register("AveragePool", _parse_pool, _pool_kernel)
+def _any_pool_kernel(node, ctx):
+    if isinstance(node.params, PoolND):
+        return pool_nd_kernel(node, ctx)
+    return _pool_kernel(node, ctx)
+
+
+register("MaxPool", _parse_pool, _any_pool_kernel)
+register("AveragePool", _parse_pool, _any_pool_kernel)
 
 
 # ---------------------------------------------------------------------------- matrices
