@@ -3,7 +3,8 @@
 Each case is one small model with its inputs and the outputs ONNX expects: read from the
 installed onnx package's data (``onnx/backend/test/data/node/test_*``) when the wheel ships
 it, else made by the package's own generators (``onnx.backend.test.case.node``), which write
-the same models and data.  A case counts for a runtime when every op of its graph is one the
+the same models and data, once, into ``~/.cache/tensorlayout/onnx-VERSION-node-tests`` (in
+the wheel's layout), read from there afterwards.  A case counts for a runtime when every op of its graph is one the
 runtime lists; its outcome there is one of
 
 - ``pass``: every output has the expected shape and type, and values as ONNX's runner
@@ -57,28 +58,69 @@ def _array(value):
     return value
 
 
-def _from_data(root):
+def _proto_kinds(type_proto):
+    """Which protobuf message holds a value of this graph input or output type."""
+    if type_proto.HasField("sequence_type"):
+        return "sequence"
+    if type_proto.HasField("map_type"):
+        return "map"
+    if type_proto.HasField("optional_type"):
+        return "optional"
+    return "tensor"
+
+
+def _read_value(path, kind):
     import onnx
-    from onnx import TensorProto
+    from onnx import numpy_helper
+
+    message = {"tensor": onnx.TensorProto, "sequence": onnx.SequenceProto,
+               "map": onnx.MapProto, "optional": onnx.OptionalProto}[kind]()
+    with open(path, "rb") as fh:
+        message.ParseFromString(fh.read())
+    if kind == "sequence":
+        return numpy_helper.to_list(message)
+    if kind == "map":
+        return numpy_helper.to_dict(message)
+    if kind == "optional":
+        return numpy_helper.to_optional(message)
+    return message
+
+
+def _write_value(path, value, name, kind):
+    from onnx import TensorProto, numpy_helper
+
+    if kind == "sequence":
+        proto = numpy_helper.from_list(value, name)
+    elif kind == "map":
+        proto = numpy_helper.from_dict(value, name)
+    elif kind == "optional":
+        proto = numpy_helper.from_optional(value, name)
+    else:
+        proto = value if isinstance(value, TensorProto) else numpy_helper.from_array(
+            np.asarray(value), name)
+    with open(path, "wb") as fh:
+        fh.write(proto.SerializeToString())
+
+
+def _from_data(root):
+    """The cases of a directory laid out as ONNX ships them: test_*/model.onnx and
+    test_data_set_0/input_N.pb, output_N.pb."""
+    import onnx
 
     out = []
     for d in sorted(glob.glob(os.path.join(root, "test_*"))):
         path = os.path.join(d, "model.onnx")
-        sets = sorted(glob.glob(os.path.join(d, "test_data_set_*")))
-        if not os.path.isfile(path) or not sets:
+        data = os.path.join(d, "test_data_set_0")
+        if not os.path.isfile(path) or not os.path.isdir(data):
             continue
         model = onnx.load(path)
-
-        def read(pattern):
-            arrays = []
-            for f in sorted(glob.glob(os.path.join(sets[0], pattern)),
-                            key=lambda p: int(re.findall(r"\d+", os.path.basename(p))[0])):
-                t = TensorProto()
-                with open(f, "rb") as fh:
-                    t.ParseFromString(fh.read())
-                arrays.append(t)
-            return arrays
-        out.append(Case(os.path.basename(d), model, read("input_*.pb"), read("output_*.pb")))
+        values = []
+        for prefix, infos in (("input", model.graph.input), ("output", model.graph.output)):
+            values.append([_read_value(os.path.join(data, f"{prefix}_{i}.pb"),
+                                       _proto_kinds(vi.type))
+                           for i, vi in enumerate(infos)
+                           if os.path.isfile(os.path.join(data, f"{prefix}_{i}.pb"))])
+        out.append(Case(os.path.basename(d), model, values[0], values[1]))
     return out
 
 
@@ -92,14 +134,55 @@ def _generated():
             for c in cases if c.model is not None and c.data_sets]
 
 
-@functools.lru_cache(maxsize=None)
-def cases() -> tuple:
-    """Every node test case of the installed onnx, sorted by name."""
+def _write_data(root, found):
+    """Write generated cases in the layout ONNX ships (a cache: generating takes seconds)."""
+    import tempfile
+
+    os.makedirs(os.path.dirname(root), exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(root))
+    for c in found:
+        data = os.path.join(tmp, c.name, "test_data_set_0")
+        os.makedirs(data)
+        with open(os.path.join(tmp, c.name, "model.onnx"), "wb") as fh:
+            fh.write(c.model.SerializeToString())
+        for prefix, infos, values in (("input", c.model.graph.input, c.inputs),
+                                      ("output", c.model.graph.output, c.outputs)):
+            for i, (vi, v) in enumerate(zip(infos, values)):
+                _write_value(os.path.join(data, f"{prefix}_{i}.pb"), v, vi.name,
+                             _proto_kinds(vi.type))
+    try:
+        os.rename(tmp, root)
+    except OSError:             # another process wrote it first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _cache_root():
     import onnx
 
-    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
-    found = _from_data(root) if os.path.isdir(root) else []
-    return tuple(sorted(found or _generated(), key=lambda c: c.name))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tensorlayout", f"onnx-{onnx.__version__}-node-tests")
+
+
+@functools.lru_cache(maxsize=None)
+def cases() -> tuple:
+    """Every node test case of the installed onnx, sorted by name: the wheel's data, else
+    the cases its generators make, written once to a cache directory and read from there."""
+    import onnx
+
+    shipped = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    found = _from_data(shipped) if os.path.isdir(shipped) else []
+    if not found:
+        cache = _cache_root()
+        found = _from_data(cache) if os.path.isdir(cache) else []
+        if not found:
+            found = _generated()
+            try:
+                _write_data(cache, found)
+            except Exception:  # noqa: BLE001 - an unwritable cache only costs time
+                pass
+    return tuple(sorted(found, key=lambda c: c.name))
 
 
 def runtime_ops(runtime) -> set:

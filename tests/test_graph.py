@@ -319,3 +319,20 @@ def test_a_shape_inference_failure_names_the_node():
                      {"x": (F, [2, 3]), "z": (F, [4, 5])}, {"y": (F, None)})
     with pytest.raises(ModelError, match=r"node 'bad' \(Add\): shape inference failed"):
         load_graph(m)
+
+
+def test_resize_scales_at_run_time_give_each_run_its_shape():
+    """Scales as a graph input and no declared output shape: the output's shape is known only
+    at run time, and each run resizes by the scales it is given, as onnxruntime does."""
+    F = TensorProto.FLOAT
+    m = _typed_model([helper.make_node("Resize", ["x", "", "s"], ["r"], mode="linear"),
+                      helper.make_node("Relu", ["r"], ["y"])],
+                     {"x": (F, [1, 2, 3, 4]), "s": (F, [4])}, {"y": (F, None)})
+    model = load(m)
+    assert "y" not in model.graph.shapes
+    x = np.random.default_rng(3).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    sess = ort_session(m.SerializeToString())
+    for s in ([1, 1, 2, 2], [1, 1, 0.5, 1.5]):
+        feeds = {"x": x, "s": np.array(s, np.float32)}
+        y, want = model.run(feeds), sess.run(None, feeds)[0]
+        assert y.shape == want.shape and rel_l2(y, want) < 1e-6

@@ -149,9 +149,9 @@ def test_unsupported_op(tmp_path, capsys):
 
 def test_unsupported_attribute_names_node(tmp_path):
     x = np.zeros((1, 2, 4, 4), np.float32)
-    m = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", name="up")],
+    m = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="area", name="up")],
                    {"x": x}, ["y"], {"s": np.array([1, 1, 2, 2], np.float32)}, opset=13)
-    with pytest.raises(ModelError, match=r"node 'up' \(Resize\): mode = 'cubic' is not supported"):
+    with pytest.raises(ModelError, match=r"node 'up' \(Resize\): mode = 'area' is not supported"):
         load(m.SerializeToString())
 
 
