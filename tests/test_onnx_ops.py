@@ -1,0 +1,135 @@
+"""The ops the CPU runtime gained beyond the five test networks, checked against
+onnxruntime where ONNX's own node tests leave a form out: recurrent layers with sequence
+lengths, initial states and both directions, ConvTranspose's output shapes, groups and
+dilations, N-d convolution and pooling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from _model_util import ort_session, rel_l2
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from tensorlayout.model import load  # noqa: E402
+
+F, I32 = TensorProto.FLOAT, TensorProto.INT32
+
+
+def _model(nodes, inputs, outputs, inits, opset=17):
+    g = helper.make_graph(nodes, "t",
+                          [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+                          [helper.make_tensor_value_info(n, F, None) for n in outputs],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _same_as_ort(m, feeds, tol=1e-5):
+    ours = load(m).run(feeds)
+    ours = ours if isinstance(ours, list) else [ours]
+    ref = ort_session(m.SerializeToString()).run(None, feeds)
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert rel_l2(a, b) <= tol, rel_l2(a, b)
+
+
+_RNG = np.random.default_rng(7)
+
+
+def _rand(*shape, scale=0.5):
+    return (_RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_recurrent_layers_with_lengths_and_initial_states(op, direction):
+    """Sequences of lengths 5, 2 and 0 steps in one batch, initial states, bias (and LSTM's
+    peepholes): outputs past a sequence's end are 0 and its last state is that of its own
+    last step, as onnxruntime computes."""
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    seq, batch, inp, hid = 5, 3, 4, 6
+    dirs = 2 if direction == "bidirectional" else 1
+    inits = {"W": _rand(dirs, gates * hid, inp), "R": _rand(dirs, gates * hid, hid),
+             "B": _rand(dirs, 2 * gates * hid), "h0": _rand(dirs, batch, hid)}
+    names = ["x", "W", "R", "B", "lens", "h0"]
+    outs = ["y", "yh"]
+    attrs = dict(hidden_size=hid, direction=direction)
+    if op == "LSTM":
+        inits.update(c0=_rand(dirs, batch, hid), P=_rand(dirs, 3 * hid))
+        names += ["c0", "P"]
+        outs.append("yc")
+    if op == "GRU":
+        attrs["linear_before_reset"] = 1
+    m = _model([helper.make_node(op, names, outs, **attrs)],
+               {"x": (F, [seq, batch, inp]), "lens": (I32, [batch])}, outs, inits)
+    _same_as_ort(m, {"x": _rand(seq, batch, inp, scale=1),
+                     "lens": np.array([5, 2, 0], np.int32)})
+
+
+def test_gru_reset_before_the_product_and_lstm_activations_and_clip():
+    seq, batch, inp, hid = 4, 2, 3, 5
+    x = _rand(seq, batch, inp, scale=2)
+    m = _model([helper.make_node("GRU", ["x", "W", "R"], ["y"], hidden_size=hid,
+                                 linear_before_reset=0)],
+               {"x": (F, [seq, batch, inp])}, ["y"],
+               {"W": _rand(1, 3 * hid, inp), "R": _rand(1, 3 * hid, hid)})
+    _same_as_ort(m, {"x": x})
+    m = _model([helper.make_node("LSTM", ["x", "W", "R"], ["y", "yh"], hidden_size=hid,
+                                 clip=0.7, activations=["HardSigmoid", "Tanh", "Relu"],
+                                 activation_alpha=[0.3], activation_beta=[0.4])],
+               {"x": (F, [seq, batch, inp])}, ["y", "yh"],
+               {"W": _rand(1, 4 * hid, inp), "R": _rand(1, 4 * hid, hid)})
+    _same_as_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("attrs, x_shape, w_shape", [
+    (dict(strides=[2, 2]), (1, 4, 5, 6), (4, 3, 2, 2)),
+    (dict(strides=[2, 3], pads=[1, 0, 0, 2], output_padding=[1, 2]), (2, 4, 5, 4),
+     (4, 2, 3, 3)),
+    (dict(strides=[2, 2], group=2, dilations=[2, 1]), (1, 4, 3, 5), (4, 3, 3, 2)),
+    (dict(strides=[2, 2], output_shape=[10, 9]), (1, 2, 5, 4), (2, 3, 3, 3)),
+    (dict(strides=[3], auto_pad="SAME_UPPER"), (1, 2, 7), (2, 4, 4)),
+    (dict(strides=[1, 2, 2]), (1, 2, 3, 4, 3), (2, 2, 2, 3, 2)),
+])
+def test_conv_transpose(attrs, x_shape, w_shape):
+    m = _model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)],
+               {"x": (F, list(x_shape))}, ["y"],
+               {"w": _rand(*w_shape), "b": _rand(w_shape[1] * attrs.get("group", 1))})
+    _same_as_ort(m, {"x": _rand(*x_shape, scale=1)})
+
+
+@pytest.mark.parametrize("op, attrs, x_shape", [
+    ("Conv", dict(strides=[2], pads=[1, 2], dilations=[2], group=2), (2, 4, 11)),
+    ("Conv", dict(strides=[1, 2, 1], auto_pad="SAME_LOWER"), (1, 2, 4, 5, 6)),
+    ("MaxPool", dict(kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1), (1, 3, 10)),
+    ("AveragePool", dict(kernel_shape=[2, 2, 3], pads=[1, 0, 1, 1, 1, 1],
+                         count_include_pad=1), (1, 2, 4, 5, 6)),
+    ("AveragePool", dict(kernel_shape=[3, 3], dilations=[2, 2], pads=[1, 1, 2, 2],
+                         ceil_mode=1), (1, 2, 9, 8)),
+    ("LpPool", dict(kernel_shape=[2, 3], strides=[2, 1], p=3), (1, 2, 6, 7)),
+])
+def test_convolution_and_pooling_of_other_ranks(op, attrs, x_shape):
+    inits, names = {}, ["x"]
+    if op == "Conv":
+        d = len(x_shape) - 2
+        inits["w"] = _rand(6, x_shape[1] // attrs.get("group", 1), *([3] * d))
+        names.append("w")
+    m = _model([helper.make_node(op, names, ["y"], **attrs)], {"x": (F, list(x_shape))}, ["y"],
+               inits, opset=19)
+    _same_as_ort(m, {"x": _rand(*x_shape, scale=1)})
+
+
+def test_maxpool_indices_in_both_storage_orders():
+    x = _rand(2, 3, 5, 6, scale=1)
+    for order in (0, 1):
+        m = _model([helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 3],
+                                     strides=[2, 2], pads=[0, 1, 1, 1], storage_order=order)],
+                   {"x": (F, [2, 3, 5, 6])}, ["y", "i"], {}, opset=12)
+        m.graph.output[1].type.tensor_type.elem_type = TensorProto.INT64
+        y, idx = load(m).run(x)
+        ref = ort_session(m.SerializeToString()).run(None, {"x": x})
+        assert np.array_equal(y, ref[0]) and np.array_equal(idx, ref[1]), order
