@@ -336,3 +336,18 @@ def test_resize_scales_at_run_time_give_each_run_its_shape():
         feeds = {"x": x, "s": np.array(s, np.float32)}
         y, want = model.run(feeds), sess.run(None, feeds)[0]
         assert y.shape == want.shape and rel_l2(y, want) < 1e-6
+
+
+def test_integer_div_truncates_exactly_and_refuses_a_zero_divisor():
+    """int64 Div truncates toward zero without passing through float64 (2^62 + 1 has no
+    float64 of its own), as onnxruntime computes it; a zero divisor is refused by name."""
+    I = TensorProto.INT64
+    m = _typed_model([helper.make_node("Div", ["a", "b"], ["y"], name="div")],
+                     {"a": (I, [5]), "b": (I, [5])}, {"y": (I, [5])})
+    a = np.array([7, -7, 7, -7, 2**62 + 1], np.int64)
+    b = np.array([2, 2, -2, -2, 3], np.int64)
+    y = load(m).run(a=a, b=b)
+    assert y.tolist() == ort_session(m.SerializeToString()).run(None, {"a": a, "b": b})[0].tolist()
+    assert y.tolist() == [3, -3, -3, 3, (2**62 + 1) // 3]
+    with pytest.raises(ModelError, match=r"node 'div' \(Div\): an integer divisor is 0"):
+        load(m).run(a=a, b=np.array([1, 1, 0, 1, 1], np.int64))

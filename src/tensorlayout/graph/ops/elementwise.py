@@ -120,6 +120,21 @@ for _op in ACTIVATIONS:
 _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
 
 
+def integer_divide(ctx, a, b):
+    """ONNX's integer Div: the quotient truncated toward zero, in integer arithmetic (a float
+    quotient loses the low digits of 64-bit values); a zero divisor is refused on the run.
+
+    >>> integer_divide(None, np.array([7, -7, 2**62 + 1]), np.array([2, 2, 1])).tolist()
+    [3, -3, 4611686018427387905]
+    """
+    if (b == 0).any():
+        ctx.fail("an integer divisor is 0")
+    q = np.floor_divide(a, b)
+    # floor and truncation differ where the division is inexact and the signs differ
+    fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return (q + fix).astype(np.result_type(a, b), copy=False)
+
+
 def _binary_kernel(node, ctx):
     fn = _BINARY[node.op]
     integer_div = node.op == "Div"
@@ -127,8 +142,7 @@ def _binary_kernel(node, ctx):
     def run(inputs, out=None):
         a, b = inputs
         if integer_div and a.dtype.kind in "iu" and b.dtype.kind in "iu":
-            # ONNX integer Div truncates toward zero
-            return [(np.trunc(a / b)).astype(np.result_type(a, b))]
+            return [integer_divide(ctx, a, b)]
         r_dtype = np.result_type(a, b)
         if out is not None and out.shape == np.broadcast_shapes(a.shape, b.shape) \
                 and out.dtype == r_dtype:
