@@ -374,6 +374,10 @@ class Dropout:
     mask: bool
     runtime: bool = False
 
+    @property
+    def host_only(self) -> str:
+        return "its ratio or training_mode is computed at run time" if self.runtime else ""
+
 
 _TRAINING = ("training_mode = true with ratio > 0 is not supported: inference only (random "
              "dropout would not match any other runtime)")
