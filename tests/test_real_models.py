@@ -18,13 +18,18 @@ from _real_models import model_path, text_page
 from tensorlayout.model import load  # noqa: E402
 
 
-@pytest.mark.parametrize("which, shape", [("det", (1, 3, 160, 256)), ("det", (1, 3, 96, 128)),
-                                          ("rec", (1, 3, 48, 320)), ("rec", (1, 3, 48, 200))])
-def test_pp_ocr_v4_runs_as_onnxruntime_runs_it(which, shape):
+def _path(which):
     path = model_path(which)
     if path is None:
         pytest.skip("PP-OCRv4 models are not in the cache: python tests/_real_models.py "
                     "downloads rapidocr-onnxruntime and keeps them")
+    return path
+
+
+@pytest.mark.parametrize("which, shape", [("det", (1, 3, 160, 256)), ("det", (1, 3, 96, 128)),
+                                          ("rec", (1, 3, 48, 320)), ("rec", (1, 3, 48, 200))])
+def test_pp_ocr_v4_runs_as_onnxruntime_runs_it(which, shape):
+    path = _path(which)
     x = text_page(*shape[2:])
     y = load(path, input_shapes=shape).run(x)
     with open(path, "rb") as f:
@@ -35,3 +40,19 @@ def test_pp_ocr_v4_runs_as_onnxruntime_runs_it(which, shape):
         assert np.array_equal(y.argmax(axis=-1), ref.argmax(axis=-1))
     else:
         assert float(ref.max()) > 0.9      # the page has text: the comparison is not of noise
+
+
+@pytest.mark.parametrize("which, shape", [("det", (1, 3, 64, 96)), ("rec", (1, 3, 48, 96))])
+def test_pp_ocr_v4_on_the_npu_runtime(which, shape):
+    """The NPU runtime: its convolutions, poolings and adds on Sophgo's simulator, the other
+    ops (ConvTranspose, the attention's MatMul...) on the host."""
+    from _simulator import MISSING
+
+    if MISSING is not None:
+        pytest.skip(f"BM1684 simulator not available: {MISSING}")
+    path = _path(which)
+    x = text_page(*shape[2:])
+    y = load(path, input_shapes=shape).run(x, runtime="npu")
+    with open(path, "rb") as f:
+        ref = ort_session(f.read()).run(None, {"x": x})[0]
+    assert y.shape == ref.shape and rel_l2(y, ref) <= 1e-4
