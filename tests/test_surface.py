@@ -64,16 +64,16 @@ def test_image_layout_is_built_once_per_shape():
     assert tl.image_layout("in_out_channel", [1, 2, 3, 5]) is a
 
 
-# npu/memory.py still reads npu/tensor.py's private checks (issue 9, part 2 moves them).
-_PENDING = set()
+# (module, name) pairs still allowed: the NPU runtime's gate and the op table read
+# npu/network.py's op list, _NPU_OPS, until the NPU runtime's move onto the backends layer
+# makes that list public.
+_PENDING = {("model/_model.py", "_NPU_OPS"), ("model/optable.py", "_NPU_OPS")}
 
 
 def test_no_private_name_is_imported_across_modules():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel in _PENDING:
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ImportFrom):
                 continue
@@ -83,7 +83,7 @@ def test_no_private_name_is_imported_across_modules():
             where = base.joinpath(*node.module.split(".")) if node.module else base
             for alias in node.names:
                 name = alias.name
-                if not name.startswith("_") or name.startswith("__"):
+                if not name.startswith("_") or name.startswith("__") or (rel, name) in _PENDING:
                     continue
                 if (where / f"{name}.py").exists() or (where / name).is_dir():
                     continue                  # a private module of the package: fine

@@ -125,10 +125,12 @@ def storage_only(dtype) -> bool:
 
 
 def axis(ctx, value, rank, name="axis"):
-    """``value`` as an axis in [0, rank), or a ModelError naming ``name``."""
+    """``value`` as an axis in [0, rank), or a ModelError naming ``name``; ``ctx``: the
+    node's :class:`Ctx`, or the ``fail`` function of a check made on a run."""
     value = int(value)
     if not -rank <= value < rank:
-        ctx.fail(f"{name} = {value} is outside [{-rank}, {rank}) for a rank-{rank} input")
+        fail = ctx.fail if hasattr(ctx, "fail") else ctx
+        fail(f"{name} = {value} is outside [{-rank}, {rank}) for a rank-{rank} input")
     return value % rank
 
 

@@ -110,11 +110,16 @@ register("ConstantOfShape", _parse_constant_of_shape, _constant_of_shape_kernel,
 
 
 # ---------------------------------------------------------------------------- Range, EyeLike
+def _scalar(ctx, a, i):
+    a = np.asarray(a)
+    if a.size != 1:
+        ctx.fail(f"input {i} has shape {a.shape}: a scalar is needed")
+    return a.reshape(-1)[0]
+
+
 def _range_kernel(node, ctx):
     def run(inputs, out=None):
-        start, limit, delta = (np.asarray(a).reshape(-1)[0] if np.asarray(a).size == 1 else
-                               ctx.fail(f"input {i} has shape {np.asarray(a).shape}: a scalar is "
-                                        "needed") for i, a in enumerate(inputs))
+        start, limit, delta = (_scalar(ctx, a, i) for i, a in enumerate(inputs))
         dt = np.asarray(inputs[0]).dtype
         if delta == 0:
             ctx.fail("delta = 0 is not allowed")

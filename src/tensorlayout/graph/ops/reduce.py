@@ -60,8 +60,7 @@ def _resolve_axes(fail, given, rank, noop):
     """Sorted axes of a rank-``rank`` input; None for noop (reduce nothing)."""
     if given is None or len(given) == 0:
         return None if noop else tuple(range(rank))
-    ctx = type("_F", (), {"fail": staticmethod(fail)})()
-    axes = [axis(ctx, a, rank, "axes") for a in given]
+    axes = [axis(fail, a, rank, "axes") for a in given]
     if len(set(axes)) != len(axes):
         fail(f"axes = {list(given)} repeats an axis")
     return tuple(sorted(axes))

@@ -142,7 +142,7 @@ def _plan(fail, p: Resize, shape, scales, sizes, roi):
     """``(out, scales, roi)`` per axis of ``shape`` from the operands (arrays or None)."""
     rank = len(shape)
     axes = list(range(rank)) if p.axes is None else \
-        [axis(type("_F", (), {"fail": staticmethod(fail)})(), a, rank, "axes") for a in p.axes]
+        [axis(fail, a, rank, "axes") for a in p.axes]
     k = len(axes)
     if scales is not None and np.asarray(scales).size == 0:
         scales = None

@@ -22,11 +22,6 @@ __all__ = ["Concat", "Split", "Slice", "Reshape", "Transpose", "Pad", "reshape_t
 _MOVES = dict(any_dtype=True)
 
 
-def _axis_fn(fail):
-    """:func:`axis` for a run-time check: ``fail`` raises the node's ModelError."""
-    return type("_Fail", (), {"fail": staticmethod(fail)})()
-
-
 # ---------------------------------------------------------------------------- Concat, Split
 @dataclass(frozen=True)
 class Concat:
@@ -152,7 +147,7 @@ def slice_index(fail, shape, starts, ends, axes=None, steps=None):
     for st, en, ax, sp in zip(starts, ends, axes, steps):
         if sp == 0:
             fail("steps = 0 is not allowed")
-        ax = axis(_axis_fn(fail), ax, rank, "axes")
+        ax = axis(fail, ax, rank, "axes")
         if ax in seen:
             fail(f"axes = {list(axes)} repeats axis {ax}")
         seen.add(ax)
@@ -267,11 +262,10 @@ def _target(fail, op, shape, p, operand):
             fail(f"axis = {p.axis} is outside [-{rank}, {rank}]")
         return (int(np.prod(shape[:a], dtype=np.int64)), int(np.prod(shape[a:], dtype=np.int64)))
     axes = p.axes if operand is None else ints(operand)
-    ax_ctx = _axis_fn(fail)
     if op == "Squeeze":
         if axes is None or len(axes) == 0:
             return tuple(d for d in shape if d != 1)
-        axes = {axis(ax_ctx, a, rank, "axes") for a in axes}
+        axes = {axis(fail, a, rank, "axes") for a in axes}
         for a in sorted(axes):
             if shape[a] != 1:
                 fail(f"axis {a} has length {shape[a]}: only length-1 axes can be squeezed")
@@ -279,7 +273,7 @@ def _target(fail, op, shape, p, operand):
     if axes is None:
         fail("axes are missing")
     out_rank = rank + len(axes)
-    norm = sorted(axis(ax_ctx, a, out_rank, "axes") for a in axes)
+    norm = sorted(axis(fail, a, out_rank, "axes") for a in axes)
     if len(set(norm)) != len(norm):
         fail(f"axes = {list(axes)} repeats an axis")
     target = list(shape)
@@ -384,7 +378,7 @@ def pad_plan(fail, shape, pads, axes=None):
     (((1, 0), (0, 2)), ((0, 4), (1, 5)))
     """
     rank = len(shape)
-    axes = list(range(rank)) if axes is None else [axis(_axis_fn(fail), a, rank, "axes")
+    axes = list(range(rank)) if axes is None else [axis(fail, a, rank, "axes")
                                                    for a in axes]
     k = len(axes)
     if len(pads) != 2 * k:
