@@ -1,8 +1,9 @@
 """Convolution and pooling in their general forms, on the CPU only: any number of spatial
 axes, weights computed at run time, ConvTranspose, pooling with dilations, MaxPool's
-Indices output and LpPool.  The 2-D forms every runtime takes (constant weights, windows
-without those extras) are :class:`~tensorlayout.graph.ops.nn.Conv` and
-:class:`~tensorlayout.graph.ops.nn.Pool`; their parsers hand the rest to this module."""
+Indices output and LpPool; and the padding and output-size rules every window op shares.
+The 2-D forms every runtime takes (constant weights, windows without those extras) are
+:class:`~tensorlayout.graph.ops.nn.Conv` and :class:`~tensorlayout.graph.ops.nn.Pool`; their
+parsers hand the rest to this module."""
 
 from __future__ import annotations
 
@@ -15,10 +16,38 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ._base import register
 
-__all__ = ["ConvND", "PoolND", "parse_conv_nd", "parse_pool_nd", "conv_nd", "conv_transpose"]
+__all__ = ["ConvND", "PoolND", "parse_conv_nd", "parse_pool_nd", "conv_nd", "conv_transpose",
+           "conv_padding", "pool_output_side", "auto_pad"]
 
 
-def _auto_pad(ctx):
+def conv_padding(auto_pad, pads, in_sides, kernel, strides, dilations):
+    """Begin and end padding per spatial axis from ONNX ``auto_pad`` / ``pads``.
+
+    >>> conv_padding("SAME_UPPER", None, (7, 7), (3, 3), (2, 2), (1, 1))
+    ([1, 1], [1, 1])
+    >>> conv_padding("SAME_UPPER", None, (8, 8), (3, 3), (2, 2), (1, 1))
+    ([0, 0], [1, 1])
+    >>> conv_padding("NOTSET", [0, 1, 2, 3], (8, 8), (3, 3), (1, 1), (1, 1))
+    ([0, 1], [2, 3])
+    """
+    n = len(in_sides)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(in_sides, kernel, strides, dilations):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small = total // 2
+            b = small if auto_pad == "SAME_UPPER" else total - small
+            begin.append(b)
+            end.append(total - b)
+        return begin, end
+    if auto_pad == "VALID":
+        return [0] * n, [0] * n
+    pads = [0] * (2 * n) if pads is None else list(pads)
+    return pads[:n], pads[n:]
+
+
+def auto_pad(ctx):
     ap = ctx.attr("auto_pad", "NOTSET")
     if ap not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
         ctx.fail(f"auto_pad = {ap!r} is not allowed: it must be NOTSET, SAME_UPPER, SAME_LOWER or VALID")
@@ -34,25 +63,11 @@ def _per_axis(ctx, name, default, d, low=1):
     return v
 
 
-def _same_pads(ap, sides, kernel, strides, dilations):
-    begin, end = [], []
-    for size, k, s, dd in zip(sides, kernel, strides, dilations):
-        out = -(-size // s)
-        total = max(0, (out - 1) * s + (k - 1) * dd + 1 - size)
-        b = total // 2 if ap == "SAME_UPPER" else total - total // 2
-        begin.append(b)
-        end.append(total - b)
-    return tuple(begin), tuple(end)
-
-
 def _pads(ctx, ap, sides, kernel, strides, dilations):
     d = len(sides)
-    if ap in ("SAME_UPPER", "SAME_LOWER"):
-        return _same_pads(ap, sides, kernel, strides, dilations)
-    if ap == "VALID":
-        return (0,) * d, (0,) * d
-    pads = _per_axis(ctx, "pads", 0, 2 * d, low=0) if ctx.attr("pads") is not None else (0,) * (2 * d)
-    return tuple(pads[:d]), tuple(pads[d:])
+    pads = _per_axis(ctx, "pads", 0, 2 * d, low=0) if ctx.attr("pads") is not None else None
+    begin, end = conv_padding(ap, pads, sides, kernel, strides, dilations)
+    return tuple(begin), tuple(end)
 
 
 # ---------------------------------------------------------------------------- convolutions
@@ -104,7 +119,7 @@ def parse_conv_nd(ctx):
         b = ctx.in_shapes[2]
         if b is not None and int(np.prod(b)) != out_ch:
             ctx.fail(f"bias has shape {b} for {out_ch} output channels")
-    ap = _auto_pad(ctx)
+    ap = auto_pad(ctx)
     if not transpose:
         begin, end = _pads(ctx, ap, x[2:], kernel, strides, dil)
         return ConvND(tuple(kernel), strides, dil, begin, end, group)
@@ -198,6 +213,23 @@ register("ConvTranspose", parse_conv_nd, conv_nd_kernel)
 
 
 # ---------------------------------------------------------------------------- pooling
+def pool_output_side(size, k, s, d, begin, end, ceil_mode):
+    """Output length of a pooling window along one axis (ONNX / PyTorch rule for ceil mode:
+    a window may not start inside the end padding).
+
+    >>> pool_output_side(112, 3, 2, 1, 1, 1, False), pool_output_side(55, 3, 2, 1, 0, 0, True)
+    (56, 27)
+    >>> pool_output_side(6, 3, 2, 1, 0, 0, True)    # the ceil window starts at 4 < 6
+    3
+    """
+    span = (k - 1) * d + 1
+    num = size + begin + end - span
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= size + begin:
+        out -= 1
+    return out
+
+
 @dataclass(frozen=True)
 class PoolND:
     """MaxPool, AveragePool or LpPool (``kind`` max, avg, lp) over ``len(kernel)`` spatial
@@ -224,8 +256,6 @@ class PoolND:
 
 
 def parse_pool_nd(ctx):
-    from .nn import pool_output_side
-
     x = ctx.shape(0, None, "input")
     d = len(x) - 2
     if d < 1:
@@ -237,7 +267,7 @@ def parse_pool_nd(ctx):
     strides, dil = _per_axis(ctx, "strides", 1, d), _per_axis(ctx, "dilations", 1, d)
     kind = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}[ctx.op]
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
-    ap = _auto_pad(ctx)
+    ap = auto_pad(ctx)
     begin, end = _pads(ctx, ap, x[2:], kernel, strides, dil)
     if ap in ("SAME_UPPER", "SAME_LOWER"):
         ceil_mode = False

@@ -100,6 +100,16 @@ def _parse_scatter(ctx):
     return Scatter(int(ctx.attr("axis", 0)), r)
 
 
+def _scatter(x, where, updates, reduction):
+    """A copy of ``x`` with ``updates`` written (or reduced, in order) at index ``where``."""
+    y = np.array(x, copy=True)
+    if reduction == "none":
+        y[where] = updates
+    else:
+        _REDUCE[reduction].at(y, where, updates)
+    return y
+
+
 def _scatter_elements_kernel(node, ctx):
     p = node.params
 
@@ -110,15 +120,10 @@ def _scatter_elements_kernel(node, ctx):
         if idx.shape != upd.shape or idx.ndim != x.ndim:
             ctx.fail(f"indices {idx.shape} and updates {upd.shape} must have one shape, of the "
                      f"data's rank {x.ndim}")
-        y = np.array(x, copy=True)
         where = list(np.indices(idx.shape, sparse=True))
         where[a] = idx
-        where = tuple(np.broadcast_to(w, idx.shape) for w in where)
-        if p.reduction == "none":
-            y[where] = upd
-        else:
-            _REDUCE[p.reduction].at(y, where, upd)
-        return [y]
+        return [_scatter(x, tuple(np.broadcast_to(w, idx.shape) for w in where), upd,
+                         p.reduction)]
     return run
 
 
@@ -136,14 +141,7 @@ def _scatter_nd_kernel(node, ctx):
         if idx.size and ((idx < -dims).any() or (idx >= dims).any()):
             ctx.fail(f"indices fall outside the data's axes {tuple(dims)}")
         idx = np.where(idx < 0, idx + dims, idx).reshape(-1, k)
-        y = np.array(x, copy=True)
-        upd = upd.reshape((-1,) + x.shape[k:])
-        where = tuple(idx.T)
-        if p.reduction == "none":
-            y[where] = upd
-        else:
-            _REDUCE[p.reduction].at(y, where, upd)
-        return [y]
+        return [_scatter(x, tuple(idx.T), upd.reshape((-1,) + x.shape[k:]), p.reduction)]
     return run
 
 

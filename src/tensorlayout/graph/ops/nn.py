@@ -8,44 +8,11 @@ import numpy as np
 
 from ...errors import LayoutError
 from ._base import axis, float32, ints, register
-from .conv import ConvND, PoolND, conv_nd_kernel, parse_conv_nd, parse_pool_nd, pool_nd_kernel
+from .conv import (ConvND, PoolND, auto_pad, conv_nd_kernel, conv_padding, parse_conv_nd,
+                   parse_pool_nd, pool_nd_kernel, pool_output_side)
 
 __all__ = ["Conv", "Pool", "Gemm", "Softmax", "conv_padding", "pool_output_side",
            "conv_kernel"]
-
-
-def conv_padding(auto_pad, pads, in_sides, kernel, strides, dilations):
-    """Begin and end padding per spatial axis from ONNX ``auto_pad`` / ``pads``.
-
-    >>> conv_padding("SAME_UPPER", None, (7, 7), (3, 3), (2, 2), (1, 1))
-    ([1, 1], [1, 1])
-    >>> conv_padding("SAME_UPPER", None, (8, 8), (3, 3), (2, 2), (1, 1))
-    ([0, 0], [1, 1])
-    >>> conv_padding("NOTSET", [0, 1, 2, 3], (8, 8), (3, 3), (1, 1), (1, 1))
-    ([0, 1], [2, 3])
-    """
-    n = len(in_sides)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for size, k, s, d in zip(in_sides, kernel, strides, dilations):
-            out = -(-size // s)
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small = total // 2
-            b = small if auto_pad == "SAME_UPPER" else total - small
-            begin.append(b)
-            end.append(total - b)
-        return begin, end
-    if auto_pad == "VALID":
-        return [0] * n, [0] * n
-    pads = [0] * (2 * n) if pads is None else list(pads)
-    return pads[:n], pads[n:]
-
-
-def _auto_pad(ctx):
-    ap = ctx.attr("auto_pad", "NOTSET")
-    if ap not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
-        ctx.fail(f"auto_pad = {ap!r} is not allowed: it must be NOTSET, SAME_UPPER, SAME_LOWER or VALID")
-    return ap
 
 
 def _pair(ctx, name, default):
@@ -114,7 +81,7 @@ def _parse_conv(ctx):
     if group < 1 or C % group or O % group or w.shape[1] != C // group:
         ctx.fail(f"group = {group} does not fit {C} input channels, weights {list(w.shape)} "
                  "(C and O must divide by group, and I = C / group)")
-    begin, end = conv_padding(_auto_pad(ctx), ctx.attr("pads"), x[2:], kernel, strides, dil)
+    begin, end = conv_padding(auto_pad(ctx), ctx.attr("pads"), x[2:], kernel, strides, dil)
     if min(begin + end) < 0:
         ctx.fail(f"pads = {begin + end} is not allowed: padding must be non-negative")
     p = Conv(kernel, strides, dil, tuple(begin), tuple(end), group, C, O, b is not None)
@@ -163,23 +130,6 @@ register("Conv", _parse_conv, _conv_kernel)
 
 
 # ---------------------------------------------------------------------------- pooling
-def pool_output_side(size, k, s, d, begin, end, ceil_mode):
-    """Output length of a pooling window along one axis (ONNX / PyTorch rule for ceil mode:
-    a window may not start inside the end padding).
-
-    >>> pool_output_side(112, 3, 2, 1, 1, 1, False), pool_output_side(55, 3, 2, 1, 0, 0, True)
-    (56, 27)
-    >>> pool_output_side(6, 3, 2, 1, 0, 0, True)    # the ceil window starts at 4 < 6
-    3
-    """
-    span = (k - 1) * d + 1
-    num = size + begin + end - span
-    out = (-(-num // s) if ceil_mode else num // s) + 1
-    if ceil_mode and (out - 1) * s >= size + begin:
-        out -= 1
-    return out
-
-
 @dataclass(frozen=True)
 class Pool:
     """MaxPool / AveragePool over 2-D windows.  ``extra``: rows and columns the ceil-mode
@@ -209,7 +159,7 @@ def _parse_pool(ctx):
     strides, dil = _pair(ctx, "strides", (1, 1)), _pair(ctx, "dilations", (1, 1))
     is_max = ctx.op == "MaxPool"
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
-    ap = _auto_pad(ctx)
+    ap = auto_pad(ctx)
     H, W = x[2:]
     begin, end = conv_padding(ap, ctx.attr("pads"), (H, W), kernel, strides, dil)
     if ap in ("SAME_UPPER", "SAME_LOWER"):
