@@ -100,8 +100,21 @@ class Graph:
                    [self.dtypes.get(n) if n else None for n in node.inputs])
 
     def kernel(self, node: Node):
-        """The NumPy semantics of ``node``: ``run(inputs, out=None) -> [outputs]``."""
-        return OPS[node.op].kernel(node, self.ctx(node))
+        """The NumPy semantics of ``node``: ``run(inputs, out=None) -> [outputs]``.  An op that
+        computes on bfloat16 inputs computes in float32 and rounds its bfloat16 outputs once."""
+        run = OPS[node.op].kernel(node, self.ctx(node))
+        if OPS[node.op].any_dtype or not any(
+                _is_bfloat16(self.dtypes.get(n)) for n in node.inputs if n):
+            return run
+        narrow = [_is_bfloat16(self.dtypes.get(n)) if n else False for n in node.outputs]
+        target = next(self.dtypes[n] for n in node.inputs if n and _is_bfloat16(self.dtypes.get(n)))
+
+        def widened(inputs, out=None):
+            wide = [a.astype(np.float32) if a is not None and _is_bfloat16(a.dtype) else a
+                    for a in inputs]
+            return [np.asarray(r).astype(target) if nb else r
+                    for r, nb in zip(run(wide, None), narrow)]
+        return widened
 
     def readers(self) -> dict:
         """tensor name -> the nodes that read it, in order."""
@@ -302,17 +315,22 @@ def _shape_of(raw, name, shapes, consts, output=False, dynamic=False):
     return tuple(s)
 
 
+def _is_bfloat16(dtype) -> bool:
+    return dtype is not None and dtype.name == "bfloat16"
+
+
 def _check_dtypes(raw, dtypes):
-    """Inputs of a storage-only type (bfloat16, float8, 4- and 2-bit) reach only the ops that
-    move or cast data."""
+    """Inputs of a storage-only type (float8, float4, 4- and 2-bit) reach only the ops that
+    move or cast data; bfloat16 is computed in float32 (:meth:`Graph.kernel`)."""
     if OPS[raw.op].any_dtype:
         return
     for i, n in enumerate(raw.inputs):
         dt = dtypes.get(n) if n else None
-        if dt is not None and storage_only(dt):
+        if dt is not None and storage_only(dt) and not _is_bfloat16(dt):
             raise ModelError(f"node {raw.name!r} ({raw.op}): input {i} {n!r} has type {dt.name}: "
-                             f"{raw.op} computes on bool, integer and float16/32/64 tensors here "
-                             "(only Cast, CastLike and the ops that move data take it)")
+                             f"{raw.op} computes on bool, integer, bfloat16 and float16/32/64 "
+                             "tensors here (only Cast, CastLike and the ops that move data take "
+                             "it)")
 
 
 def _parse(raw, shapes, dtypes, consts, opset, folding=False) -> Node:

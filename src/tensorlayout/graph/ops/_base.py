@@ -114,8 +114,8 @@ COMPUTE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float6
 
 
 def storage_only(dtype) -> bool:
-    """A type that is stored and cast but not computed in here: bfloat16, the float8, float6
-    and float4 types, the 4- and 2-bit integers (ml_dtypes' types).
+    """A type NumPy does not compute in: bfloat16 (which the graph computes in float32), the
+    float8, float6 and float4 types, the 4- and 2-bit integers (ml_dtypes' types).
 
     >>> storage_only(np.dtype(np.float16)), storage_only(np.dtype(np.int64))
     (False, False)

@@ -1,5 +1,5 @@
 """Ops that pick or place elements by index: GatherElements, GatherND, ScatterElements,
-ScatterND, OneHot, TopK, Trilu and CumSum.  An index out of its axis is a ModelError of the
+ScatterND, OneHot, TopK, Trilu, CumSum, NonZero, Compress and ReverseSequence.  An index out of its axis is a ModelError of the
 run, naming the node (ONNX leaves it undefined)."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ __all__ = ["AxisOp", "Scatter", "TopK"]
 
 @dataclass(frozen=True)
 class AxisOp:
-    """An op along ``axis`` (raw: normalized on each run against the input's rank), with
-    its flags: ``batch_dims`` (GatherND), ``exclusive`` / ``reverse`` (CumSum), ``upper``
-    (Trilu)."""
+    """An op along ``axis`` (raw: normalized on each run against the input's rank; None:
+    Compress of the flattened input), with its flags: ``batch_dims`` (GatherND; the batch
+    axis of ReverseSequence), ``exclusive`` / ``reverse`` (CumSum), ``upper`` (Trilu)."""
 
-    axis: int = 0
+    axis: int | None = 0
     batch_dims: int = 0
     exclusive: bool = False
     reverse: bool = False
@@ -246,3 +246,50 @@ def _cumsum_kernel(node, ctx):
 
 
 register("CumSum", _parse_axis_op, _cumsum_kernel, since=11, dynamic=True)
+
+
+# ---------------------------------------------------------------------------- selections
+def _nonzero_kernel(node, ctx):
+    return lambda inputs, out=None: [np.array(np.nonzero(inputs[0]), np.int64).reshape(
+        inputs[0].ndim, -1)]
+
+
+def _compress_kernel(node, ctx):
+    p = node.params
+
+    def run(inputs, out=None):
+        x, cond = inputs[0], np.asarray(inputs[1]).astype(bool).reshape(-1)
+        flat = p.axis is None
+        a = None if flat else axis(ctx, p.axis, x.ndim)
+        length = x.size if flat else x.shape[a]
+        if cond.size > length:
+            ctx.fail(f"condition has {cond.size} entries for {length} along the axis")
+        return [np.compress(cond, x, axis=a)]
+    return run
+
+
+def _reverse_sequence_kernel(node, ctx):
+    p = node.params
+
+    def run(inputs, out=None):
+        x, lens = inputs[0], np.asarray(inputs[1], np.int64).reshape(-1)
+        t, b = p.axis, p.batch_dims          # time_axis, batch_axis
+        if lens.size != x.shape[b] or lens.min(initial=0) < 0 or lens.max(initial=0) > x.shape[t]:
+            ctx.fail(f"sequence_lens = {lens.tolist()} do not fit {x.shape[b]} sequences of "
+                     f"{x.shape[t]} steps")
+        y = np.array(x, copy=True)
+        for i, n in enumerate(lens):
+            where = [slice(None)] * x.ndim
+            where[b], where[t] = i, slice(0, n)
+            y[tuple(where)] = np.flip(x[tuple(where)], axis=t - (t > b))
+        return [y]
+    return run
+
+
+register("NonZero", None, _nonzero_kernel, since=9, dynamic=True)
+register("Compress", lambda ctx: AxisOp(None if ctx.attr("axis") is None else
+                                        int(ctx.attr("axis"))),
+         _compress_kernel, since=9, dynamic=True, any_dtype=True)
+register("ReverseSequence", lambda ctx: AxisOp(int(ctx.attr("time_axis", 0)),
+                                               int(ctx.attr("batch_axis", 1))),
+         _reverse_sequence_kernel, since=10, dynamic=True, any_dtype=True)

@@ -276,3 +276,26 @@ def _where_kernel(node, ctx):
 
 register("Where", None, _where_kernel, since=9, dynamic=True, any_dtype=True)
 del _op, _since
+
+
+def _parse_einsum(ctx):
+    eq = ctx.attr("equation", "")
+    if not isinstance(eq, str) or not eq:
+        ctx.fail("equation is missing")
+    return Unary(eq.replace(" ", ""))
+
+
+def _einsum_kernel(node, ctx):
+    eq = node.params.kind
+
+    def run(inputs, out=None):
+        try:
+            y = np.einsum(eq, *inputs, optimize=len(inputs) > 2)
+        except ValueError as exc:
+            ctx.fail(f"equation = {eq!r} does not fit the inputs' shapes "
+                     f"{[a.shape for a in inputs]}: {exc}")
+        return [np.asarray(y).astype(inputs[0].dtype, copy=False)]
+    return run
+
+
+register("Einsum", _parse_einsum, _einsum_kernel, since=12, dynamic=True)
