@@ -133,3 +133,51 @@ def test_maxpool_indices_in_both_storage_orders():
         y, idx = load(m).run(x)
         ref = ort_session(m.SerializeToString()).run(None, {"x": x})
         assert np.array_equal(y, ref[0]) and np.array_equal(idx, ref[1]), order
+
+
+def test_dynamic_quantization_chain_as_onnxruntime_quantizes_it():
+    """The pattern onnxruntime's dynamic quantization writes for a float MatMul:
+    DynamicQuantizeLinear, MatMulInteger with uint8 weights and their zero point, Cast, and
+    the two scales multiplied back; integers equal, floats within 1e-6."""
+    U8, I32_ = TensorProto.UINT8, TensorProto.INT32
+    w = _RNG.integers(0, 256, (6, 5)).astype(np.uint8)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+             helper.make_node("MatMulInteger", ["q", "w", "z", "wz"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=F),
+             helper.make_node("Mul", ["s", "ws"], ["scale"]),
+             helper.make_node("Mul", ["accf", "scale"], ["y"])]
+    m = _model(nodes, {"x": (F, [3, 6])}, ["y", "q", "acc"],
+               {"w": w, "wz": np.uint8(131), "ws": np.float32(0.02)})
+    m.graph.output[1].type.tensor_type.elem_type = U8
+    m.graph.output[2].type.tensor_type.elem_type = I32_
+    x = _rand(3, 6, scale=2)
+    ours = load(m).run(x)
+    ref = ort_session(m.SerializeToString()).run(None, {"x": x})
+    assert np.array_equal(ours[1], ref[1]) and np.array_equal(ours[2], ref[2])
+    assert rel_l2(ours[0], ref[0]) < 1e-6
+
+
+def test_qlinear_conv_and_matmul_as_onnxruntime():
+    U8 = TensorProto.UINT8
+    x = _RNG.integers(0, 256, (1, 4, 6, 5)).astype(np.uint8)
+    conv = _model([helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz",
+                                                   "b"], ["y"], pads=[1, 1, 1, 1], strides=[1, 2])],
+                  {"x": (U8, [1, 4, 6, 5])}, ["y"],
+                  {"xs": np.float32(0.05), "xz": np.uint8(120),
+                   "w": _RNG.integers(-127, 128, (3, 4, 3, 3)).astype(np.int8),
+                   "ws": np.array([0.01, 0.02, 0.015], np.float32), "wz": np.zeros(3, np.int8),
+                   "ys": np.float32(0.3), "yz": np.uint8(128),
+                   "b": _RNG.integers(-500, 500, 3).astype(np.int32)})
+    conv.graph.output[0].type.tensor_type.elem_type = U8
+    a = _RNG.integers(0, 256, (4, 7)).astype(np.uint8)
+    mm = _model([helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                                  ["y"])], {"a": (U8, [4, 7])}, ["y"],
+                {"as": np.float32(0.02), "az": np.uint8(100),
+                 "b": _RNG.integers(0, 256, (7, 3)).astype(np.uint8), "bs": np.float32(0.03),
+                 "bz": np.uint8(130), "ys": np.float32(0.1), "yz": np.uint8(125)})
+    mm.graph.output[0].type.tensor_type.elem_type = U8
+    for m, feeds in ((conv, {"x": x}), (mm, {"a": a})):
+        ours = load(m).run(feeds)
+        ref = ort_session(m.SerializeToString()).run(None, feeds)[0]
+        assert ours.dtype == ref.dtype
+        assert np.abs(ours.astype(np.int64) - ref).max() == 0

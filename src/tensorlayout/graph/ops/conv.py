@@ -95,10 +95,11 @@ class ConvND:
                 "at run time, runs on the CPU runtime only")
 
 
-def parse_conv_nd(ctx):
-    """:class:`ConvND` of a Conv or ConvTranspose node (static input and weight shapes)."""
+def parse_conv_nd(ctx, w_index=1, b_index=2):
+    """:class:`ConvND` of a Conv or ConvTranspose node (static input and weight shapes); the
+    weights and bias are inputs ``w_index`` and ``b_index`` (None: no bias) of the node."""
     x = ctx.shape(0, None, "input")
-    w = ctx.shape(1, len(x), "W")
+    w = ctx.shape(w_index, len(x), "W")
     d = len(x) - 2
     if d < 1:
         ctx.fail(f"input shape {x} has no spatial axis")
@@ -115,8 +116,8 @@ def parse_conv_nd(ctx):
             or (transpose and w[0] != C):
         ctx.fail(f"group = {group} does not fit {C} input channels and weights {list(w)}")
     out_ch = w[1] * group if transpose else w[0]
-    if ctx.has_input(2):
-        b = ctx.in_shapes[2]
+    if b_index is not None and ctx.has_input(b_index):
+        b = ctx.in_shapes[b_index]
         if b is not None and int(np.prod(b)) != out_ch:
             ctx.fail(f"bias has shape {b} for {out_ch} output channels")
     ap = auto_pad(ctx)
