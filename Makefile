@@ -1,7 +1,7 @@
 # make demo : the guided tour (creates .venv and installs what it needs first)
 # make test : the whole test suite
 # make simulator : download Sophgo's BM1684 simulator (tpu-mlir==1.30.2 wheel, about 312 MB) into the cache
-# make ocr-models : download PP-OCRv4's detector and recognizer (rapidocr-onnxruntime wheel, 15 MB) into the cache
+# make ocr-models : download PP-OCRv4's detector and recognizer (rapidocr-onnxruntime wheel, 15 MB) and ddddocr's recognizer (ddddocr wheel, 76 MB) into the cache
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
