@@ -181,3 +181,25 @@ def test_qlinear_conv_and_matmul_as_onnxruntime():
         ref = ort_session(m.SerializeToString()).run(None, feeds)[0]
         assert ours.dtype == ref.dtype
         assert np.abs(ours.astype(np.int64) - ref).max() == 0
+
+
+@pytest.mark.parametrize("centers", [0, 1])
+def test_non_max_suppression_as_onnxruntime(centers):
+    """Two images, three classes, 40 overlapping boxes (corners given in either order), a
+    score threshold: the same selected (image, class, box) rows in the same order."""
+    I64 = TensorProto.INT64
+    xy = _RNG.uniform(0, 10, (2, 40, 2))
+    wh = _RNG.uniform(0.5, 3, (2, 40, 2))
+    boxes = np.concatenate([xy, wh], axis=2) if centers else \
+        np.concatenate([xy + wh * _RNG.choice([-1, 1], (2, 40, 1)), xy], axis=2)
+    scores = _RNG.uniform(0, 1, (2, 3, 40)).astype(np.float32)
+    m = _model([helper.make_node("NonMaxSuppression", ["b", "s", "k", "iou", "th"], ["y"],
+                                 center_point_box=centers)],
+               {"b": (F, [2, 40, 4]), "s": (F, [2, 3, 40])}, ["y"],
+               {"k": np.array([7], np.int64), "iou": np.array([0.4], np.float32),
+                "th": np.array([0.2], np.float32)})
+    m.graph.output[0].type.tensor_type.elem_type = I64
+    feeds = {"b": boxes.astype(np.float32), "s": scores}
+    ours = load(m).run(feeds)
+    ref = ort_session(m.SerializeToString()).run(None, feeds)[0]
+    assert ours.shape[0] > 6 and np.array_equal(ours, ref)

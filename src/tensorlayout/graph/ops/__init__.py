@@ -7,7 +7,7 @@ parameter object) and its NumPy semantics.  :data:`OPS` maps an ONNX op type to 
 """
 
 from ._base import OPS, Ctx, NoParams, OpDef
-from . import (elementwise, index, logic, make, math, nn, norm, reduce, repeat,  # noqa: F401
+from . import (detect, elementwise, index, logic, make, math, nn, norm, reduce, repeat,  # noqa: F401
                quant, resize, rnn, shape)  # each module registers its ops
 from .elementwise import ACTIVATIONS, Activation, BatchNorm, batchnorm_affine
 from .nn import Conv, Gemm, Pool, Softmax, conv_kernel, conv_padding, gemm_weight, pool_output_side
