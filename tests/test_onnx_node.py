@@ -59,6 +59,23 @@ def test_node_tests_pass_or_are_refused_by_name(runtime):
     if runtime == "cpu":
         c = Counter(o for o, _ in results.values())
         assert c["pass"] >= 0.9 * len(results), nt.table_row(runtime, results)
+        _docs_say(len(results), c["pass"])
+
+
+def _docs_say(listed, passed):
+    """docs/models.md's counts are the ones measured here, for the onnx it names."""
+    import re
+    from pathlib import Path
+
+    import onnx
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text("utf-8")
+    m = re.search(r"With onnx (\S+) the CPU runtime lists\s+(\d+) of its (\d+) cases and "
+                  r"passes (\d+)", text)
+    assert m, "docs/models.md no longer gives the node-test counts"
+    if onnx.__version__.startswith(m.group(1)):
+        assert (int(m.group(2)), int(m.group(3)), int(m.group(4))) == \
+            (listed, len(nt.cases()), passed), "docs/models.md's node-test counts are stale"
 
 
 def _case(name):
