@@ -203,3 +203,48 @@ def test_non_max_suppression_as_onnxruntime(centers):
     ours = load(m).run(feeds)
     ref = ort_session(m.SerializeToString()).run(None, feeds)[0]
     assert ours.shape[0] > 6 and np.array_equal(ours, ref)
+
+
+_X = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) / 7 - 8
+
+
+@pytest.mark.parametrize("opset, node, inits", [
+    (7, helper.make_node("Clip", ["x"], ["y"], min=-3.0, max=2.5), {}),
+    (7, helper.make_node("Pad", ["x"], ["y"], pads=[0, 1, 0, 2, 0, 0, 1, 1], value=1.5), {}),
+    (7, helper.make_node("Pad", ["x"], ["y"], pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="edge"), {}),
+    (9, helper.make_node("Slice", ["x"], ["y"], starts=[1, -3], ends=[100, -1], axes=[1, 3]),
+     {}),
+    (11, helper.make_node("Split", ["x"], ["y", "z"], axis=3, split=[2, 3]), {}),
+    (11, helper.make_node("Squeeze", ["s"], ["y"], axes=[1]), {}),
+    (11, helper.make_node("Unsqueeze", ["x"], ["y"], axes=[0, -1]), {}),
+    (11, helper.make_node("ReduceMean", ["x"], ["y"], axes=[1, -1], keepdims=0), {}),
+    (12, helper.make_node("ReduceSum", ["x"], ["y"], axes=[2]), {}),
+    (11, helper.make_node("Softmax", ["x"], ["y"], axis=2), {}),
+    (11, helper.make_node("LogSoftmax", ["x"], ["y"]), {}),
+    (11, helper.make_node("Hardmax", ["x"], ["y"], axis=1), {}),
+    (9, helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest"),
+     {"sc": np.array([1, 1, 2, 3], np.float32)}),
+    (9, helper.make_node("Upsample", ["x", "sc"], ["y"], mode="linear"),
+     {"sc": np.array([1, 1, 2, 1.5], np.float32)}),
+    (10, helper.make_node("Resize", ["x", "sc"], ["y"], mode="linear"),
+     {"sc": np.array([1, 1, 1.5, 2], np.float32)}),
+    (7, helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y"], epsilon=1e-3),
+     {"g": np.array([1, 2, 3], np.float32), "b": np.array([0, 1, -1], np.float32),
+      "m": np.array([-8, -7, -6], np.float32), "v": np.array([1, 4, 9], np.float32)}),
+    (7, helper.make_node("Dropout", ["x"], ["y"], ratio=0.3), {}),
+    (9, helper.make_node("TopK", ["x"], ["y", "i"], k=2, axis=-1), {}),
+    (8, helper.make_node("Max", ["x", "s"], ["y"]), {}),
+    (7, helper.make_node("Gemm", ["f", "w", "c"], ["y"], transB=1, beta=0.5),
+     {"w": np.ones((4, 60), np.float32) / 10, "c": np.arange(4, dtype=np.float32)}),
+])
+def test_older_opset_forms(opset, node, inits):
+    """The forms ops had before their operands became inputs (or before a default changed),
+    each at its old opset, as onnxruntime computes them."""
+    feeds = {"x": _X, "s": _X[:, :1], "f": _X.reshape(2, 60)}
+    used = {n: feeds[n] for n in node.input if n in feeds}
+    m = _model([node], {n: (F, list(a.shape)) for n, a in used.items()}, list(node.output),
+               inits, opset=opset)
+    if node.op_type == "TopK":
+        m.graph.output[1].type.tensor_type.elem_type = TensorProto.INT64
+    m.ir_version = 7
+    _same_as_ort(m, used, tol=1e-6)
