@@ -66,7 +66,7 @@ class CpuProgram:
             node = s.node
             ctx = graph.ctx(node)
             info, plan = {}, None
-            if node.op == "Conv":
+            if node.op == "Conv" and s.algorithm is not None:
                 run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
                 p = node.params
                 info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason,
@@ -98,9 +98,16 @@ class CpuProgram:
                 for name, value, shape in zip(node.outputs, outs, st.out_shapes):
                     if not name:
                         continue
-                    if tuple(value.shape) != shape:
+                    if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
+                        value = np.asarray(value)
+                    if shape is not None and tuple(value.shape) != shape:
                         raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
-                                         f"{tuple(value.shape)} where shape inference says {shape}")
+                                         f"{tuple(value.shape)} where the model's shapes say "
+                                         f"{shape} (inferred, or declared in the model)")
+                    want = graph.dtypes.get(name)
+                    if want is not None and value.dtype != want:
+                        raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
+                                         f"{value.dtype} where the model's types say {want}")
                     values[name] = value
                 for n in st.free:
                     values.pop(n, None)

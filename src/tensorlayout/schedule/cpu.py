@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..graph.ops import REDUCTIONS, Conv
 from .common import IN_PLACE, VIEWS, live_ranges
 from .winograd import cpu_conv
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
 
-#: Ops whose NumPy kernel may return a view of (share memory with) its first input.
-ALIASING = VIEWS | {"Slice", "Split", "Transpose", "ReduceMean"}
+#: Ops whose NumPy kernel may return a view of (share memory with) its first input (a
+#: reduction over no axis returns its input).
+ALIASING = VIEWS | {"Slice", "Split", "Transpose"} | set(REDUCTIONS)
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def schedule_cpu(graph) -> CpuSchedule:
     steps = []
     for i, node in enumerate(graph.nodes):
         algorithm = tile = reason = None
-        if node.op == "Conv":
+        if node.op == "Conv" and isinstance(node.params, Conv):
             algorithm, tile, reason = cpu_conv(graph, node)
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
@@ -67,7 +69,7 @@ def schedule_cpu(graph) -> CpuSchedule:
             node.op in IN_PLACE and x and out and x in producers and x not in aliased
             and producers[x].op not in ALIASING and live[x][1] == i
             and sum(1 for r in readers[x] if r is node) == 1 and node.inputs.count(x) == 1
-            and graph.shapes.get(x) == graph.shapes.get(out)
+            and x in graph.shapes and graph.shapes.get(x) == graph.shapes.get(out)
             and graph.dtypes.get(x) == graph.dtypes.get(out))
         free = tuple(t for t in dying.get(i, ()) if t not in graph.consts)
         steps.append(CpuStep(node, algorithm, tile, reason, in_place, free))
