@@ -309,79 +309,102 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 """
 
 
-_ENGINE = """
-@njit(parallel=True, cache=True)
-def {name}_{m}_{r}(x, W, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad{extra}):
-    # One call of the whole pipeline on numba's pool (see engine.run_compiled), W being {what}.
-    # split = 0: thread i runs blocks i, i + nt, ... (input, GEMMs, output) on V[i], M[i];
-    # split = 1: every block is shared: the input by channel chunks, the GEMMs by
-    # (point, group, {unit}) and the output by channel chunks, with V[0], M[0].
+_NATIVE = """
+@njit(nogil=True, cache=True)
+def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split,
+                  V, M, bad, ctl, gemm, barrier, fetch_add, spin):
+    # Thread tid's part of one call on nt native workers (engine.run_native).  Up holds the
+    # transformed weights as tl_sgemm's panels (a2, groups, nkb, Cg, mr); V and M one
+    # (a2, C, Pb) / (a2, K, Pb) buffer per thread (split: one shared).
+    # split = 0: each thread takes whole blocks from the counter ctl[0] and runs the input
+    #   transform, the a2 x groups GEMMs and the output transform on its own buffers;
+    # split = 1: every block is shared: the input transform by input channels, a barrier,
+    #   then the GEMMs and the output transform by panels of output channels (a thread reads
+    #   only its rows of Up, and needs no barrier before transforming its own outputs).
     N, C, H, W_ = x.shape
     K = y.shape[1]
-    a2 = W.shape[0]
-    G = W.shape[1]
-    Cg = C // G
+    a2 = Up.shape[0]
+    G = Up.shape[1]
+    nkb = Up.shape[2]
+    Cg = Up.shape[3]
+    mr = Up.shape[4]
     Kg = K // G
     Pb = V.shape[3]
     nblk = blocks.shape[0]
-    nt = V.shape[0]
-    isz = W.itemsize
-    one = W.dtype.type(1)
-    zero = W.dtype.type(0)
-    nks = {nks}
+    panel = Cg * mr
+    ua = Up.ctypes.data
+    isz = Up.itemsize
+    bar = ctl.ctypes.data + 8
     if split == 0:
-        for tid in prange(nt):
-            Vt = V[tid]
-            Mt = M[tid]
-            for b in range(tid, nblk, nt):
-                p0 = blocks[b, 0]
-                npb = blocks[b, 1]
-                ncol = blocks[b, 2]
-                wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
-                for t in range(a2):
-                    for g in range(G):
-                        {gemm_all}
-                wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
-        return
-    nck = min(C, 4 * nt)
-    nkk = min(K, 4 * nt)
+        Vt = V[tid]
+        Mt = M[tid]
+        va = Vt.ctypes.data
+        ma = Mt.ctypes.data
+        while True:
+            b = call_i64(fetch_add, (ctl.ctypes.data, 1))
+            if b >= nblk:
+                return
+            p0 = blocks[b, 0]
+            npb = blocks[b, 1]
+            ncol = blocks[b, 2]
+            wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
+            for t in range(a2):
+                for g in range(G):
+                    call_void(gemm, (Kg, ncol, Cg, ua + (t * G + g) * nkb * panel * isz,
+                                     va + (t * C + g * Cg) * Pb * isz, Pb,
+                                     ma + (t * K + g * Kg) * Pb * isz, Pb, 0))
+            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
     Vt = V[0]
     Mt = M[0]
+    va = Vt.ctypes.data
+    ma = Mt.ctypes.data
+    c0 = tid * C // nt
+    c1 = (tid + 1) * C // nt
+    q0 = tid * G * nkb // nt
+    q1 = (tid + 1) * G * nkb // nt
     for b in range(nblk):
         p0 = blocks[b, 0]
         npb = blocks[b, 1]
         ncol = blocks[b, 2]
-        for i in prange(nck):
-            wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb,
-                               i * C // nck, (i + 1) * C // nck, U2)
-        for it in prange(a2 * G * nks):
-            t = it // (G * nks)
-            g = (it // nks) % G
-            s = it % nks
-            {gemm_part}
-        for i in prange(nkk):
-            k0 = i * K // nkk
-            k1 = (i + 1) * K // nkk
-            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
+        if b > 0:
+            call_void(barrier, (bar, nt, spin))          # V is about to be overwritten
+        wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2)
+        call_void(barrier, (bar, nt, spin))
+        q = q0
+        while q < q1:
+            g = q // nkb
+            kb0 = q - g * nkb
+            kb1 = min(nkb, kb0 + q1 - q)
+            k0 = g * Kg + kb0 * mr
+            k1 = g * Kg + min(Kg, kb1 * mr)
+            for t in range(a2):
+                call_void(gemm, (k1 - k0, ncol, Cg, ua + ((t * G + g) * nkb + kb0) * panel * isz,
+                                 va + (t * C + g * Cg) * Pb * isz, Pb,
+                                 ma + (t * K + k0) * Pb * isz, Pb, 0))
+            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], k0, k1, U2)
+            q += kb1 - kb0
+
+
+def entry_{m}_{r}(ctx, tid, nt):
+    # The workers' entry (a cfunc through ENTRY): the arrays and numbers of one call from
+    # the int64 context written by engine.run_native.
+    a = carray(ptr_i64(ctx), (64,))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    Up = carray(ptr_f32(a[5]), (a[6], a[7], a[8], a[9], a[10]))
+    y = carray(ptr_f32(a[11]), (a[12], a[13], a[14], a[15]))
+    bias = carray(ptr_f32(a[16]), (a[13],))
+    coef = carray(ptr_f32(a[17]), (a[18],))
+    blocks = carray(ptr_i64(a[19]), (a[20], 3))
+    V = carray(ptr_f32(a[21]), (a[22], a[23], a[24], a[25]))
+    M = carray(ptr_f32(a[26]), (a[22], a[23], a[13], a[25]))
+    bad = carray(ptr_f32(a[27]), (a[28], a[13]))
+    ctl = carray(ptr_i64(a[29]), (4,))
+    share_{m}_{r}(tid, nt, x, Up, y, bias, coef, a[30], a[31], a[32], a[33], blocks, a[34],
+                  a[35], V, M, bad, ctl, a[36], a[37], a[38], a[39])
+
+
+ENTRY = Entry(entry_{m}_{r})       # compiled as a cfunc at first use
 """
-
-# The GEMM step of each engine: the project's kernel on packed panels, or BLAS's sgemm.
-_PACKED = dict(
-    name="engine", extra="", what="the weights packed as (α², groups, nkb, Cg, KB) panels",
-    unit="panel", nks="W.shape[2]",
-    gemm_all="gemm_packed(W, Vt, Mt, t, g, 0, nks, Kg, ncol)",
-    gemm_part="gemm_packed(W, Vt, Mt, t, g, s, s + 1, Kg, ncol)")
-_SGEMM_CALL = ("sgemm(101, 111, 111, {rows}, ncol, Cg, one, "
-               "W.ctypes.data + (((t * G + g) * Kg + {k0}) * Cg) * isz, Cg, "
-               "Vt.ctypes.data + ((t * C + g * Cg) * Pb) * isz, Pb, zero, "
-               "Mt.ctypes.data + ((t * K + g * Kg + {k0}) * Pb) * isz, Pb)")
-_BLAS = dict(
-    name="engine_blas", extra=", sgemm, kstep", what="U (α², groups, Kg, Cg), each GEMM one "
-    "sgemm call of BLAS (held to one thread by the caller)", unit="kstep rows",
-    nks="-(-Kg // kstep)",
-    gemm_all=_SGEMM_CALL.format(rows="Kg", k0="0"),
-    gemm_part=_SGEMM_CALL.format(rows="min(kstep, Kg - s * kstep)", k0="s * kstep"))
-
 
 
 def _kernel_source(t):
@@ -389,7 +412,7 @@ def _kernel_source(t):
     a = t.alpha
     coefs = coef_list(t.AT, t.BT)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
-    L = [_ENGINE.format(m=m, r=r, **_PACKED), _ENGINE.format(m=m, r=r, **_BLAS)]
+    L = [_NATIVE.format(m=m, r=r)]
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
     L.append("@njit(nogil=True, cache=True)")
@@ -476,7 +499,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 5        # bump when the generated code changes: cached files are keyed by it
+VERSION = 6        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:
@@ -485,8 +508,9 @@ def module_source(t) -> str:
     src = _drop_unused_coefs(src)
     out = [f'"""Kernels for F({t.m},{t.r}), generated by tensorlayout.winograd._codegen '
            f'(version {VERSION}): do not edit."""', "",
-           "import numpy as np", "from numba import njit, prange", "",
-           "from tensorlayout.winograd._kernels import gemm_packed", "",
+           "import numpy as np", "from numba import carray, njit", "",
+           "from tensorlayout.winograd._native import Entry, call_i64, call_void, ptr_f32, ptr_i64",
+           "",
            f"EXACT = {exact!r}", f"COEFS = {[str(c) for c in coefs]!r}", "", src, ""]
     return "\n".join(out)
 
@@ -555,15 +579,15 @@ def _coefficients(mod, dtype) -> np.ndarray:
 
 
 def kernels_for(t, dtype):
-    """``(input, output, coef, engine, engine_blas)``: the unrolled kernels for the exact
-    transforms ``t`` and the parallel engines built on them."""
+    """``(input, output, coef, module)``: the unrolled kernels for the exact transforms ``t``
+    and their module (whose ``ENTRY`` runs the native engine, see ``engine.run_native``)."""
     try:
         mod = load_module(t)
     except OSError:
         return None                      # no writable cache: the generic kernels run
     coef = _coefficients(mod, np.dtype(dtype))
     return (getattr(mod, f"wino_input_{t.m}_{t.r}"), getattr(mod, f"wino_output_{t.m}_{t.r}"),
-            coef, getattr(mod, f"engine_{t.m}_{t.r}"), getattr(mod, f"engine_blas_{t.m}_{t.r}"))
+            coef, mod)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,7 +20,9 @@ one a vector operation over the ``Pb`` tiles of the block.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import carray, njit, prange
+
+from ._native import Entry, ptr_f32, ptr_i64
 
 
 @njit(nogil=True, cache=True)
@@ -238,82 +240,83 @@ def weight_transform(w, G, U, k0, k1):
                             dst[c] += g * src[c]
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"}, boundscheck=False)
-def gemm_packed(Up, V, M, t, g, kb0, kb1, Kg, ncols):
-    """M[t, g·Kg + k, q] = Σ_c U[t, g, k, c] V[t, g·Cg + c, q] for the packed blocks kb0..kb1-1.
+@njit(nogil=True, cache=True)
+def weight_panels(w, G, Up, q0, q1):
+    """The weight transform written straight into ``tl_sgemm``'s panels, for panels q0 .. q1-1.
 
-    ``Up`` is the transformed weights packed as (α², groups, nkb, Cg, KB): a block of KB
-    output channels for one Winograd point is a (Cg, KB) panel read front to back, once
-    per call, never copied (BLAS would pack it again on every call).  Four tiles and four
-    input channels are taken per step: each step is 16 vector multiply-adds along KB
-    against 4 loads of the panel and 4 loads and stores of the accumulators, which stay
-    in the first-level cache.  Multiply-adds may be fused (``contract``); NaN and Inf
-    follow IEEE arithmetic."""
-    Cg = Up.shape[3]
-    KB = Up.shape[4]
-    cbase = g * Cg
-    acc = np.empty((4, KB), dtype=M.dtype)
-    c4 = Cg - Cg % 4
-    for kb in range(kb0, kb1):
-        k0 = g * Kg + kb * KB
-        lim = min(KB, Kg - kb * KB)
-        for j0 in range(0, ncols - 3, 4):
-            for j in range(4):
-                for l in range(KB):
-                    acc[j, l] = 0
-            for c in range(0, c4, 4):
-                v00 = V[t, cbase + c, j0]
-                v01 = V[t, cbase + c, j0 + 1]
-                v02 = V[t, cbase + c, j0 + 2]
-                v03 = V[t, cbase + c, j0 + 3]
-                v10 = V[t, cbase + c + 1, j0]
-                v11 = V[t, cbase + c + 1, j0 + 1]
-                v12 = V[t, cbase + c + 1, j0 + 2]
-                v13 = V[t, cbase + c + 1, j0 + 3]
-                v20 = V[t, cbase + c + 2, j0]
-                v21 = V[t, cbase + c + 2, j0 + 1]
-                v22 = V[t, cbase + c + 2, j0 + 2]
-                v23 = V[t, cbase + c + 2, j0 + 3]
-                v30 = V[t, cbase + c + 3, j0]
-                v31 = V[t, cbase + c + 3, j0 + 1]
-                v32 = V[t, cbase + c + 3, j0 + 2]
-                v33 = V[t, cbase + c + 3, j0 + 3]
-                for l in range(KB):
-                    u0 = Up[t, g, kb, c, l]
-                    u1 = Up[t, g, kb, c + 1, l]
-                    u2 = Up[t, g, kb, c + 2, l]
-                    u3 = Up[t, g, kb, c + 3, l]
-                    acc[0, l] += u0 * v00 + u1 * v10 + u2 * v20 + u3 * v30
-                    acc[1, l] += u0 * v01 + u1 * v11 + u2 * v21 + u3 * v31
-                    acc[2, l] += u0 * v02 + u1 * v12 + u2 * v22 + u3 * v32
-                    acc[3, l] += u0 * v03 + u1 * v13 + u2 * v23 + u3 * v33
-            for c in range(c4, Cg):
-                v0 = V[t, cbase + c, j0]
-                v1 = V[t, cbase + c, j0 + 1]
-                v2 = V[t, cbase + c, j0 + 2]
-                v3 = V[t, cbase + c, j0 + 3]
-                for l in range(KB):
-                    u = Up[t, g, kb, c, l]
-                    acc[0, l] += u * v0
-                    acc[1, l] += u * v1
-                    acc[2, l] += u * v2
-                    acc[3, l] += u * v3
-            for j in range(4):
-                for l in range(lim):
-                    M[t, k0 + l, j0 + j] = acc[j, l]
-        for j in range(ncols - ncols % 4, ncols):
-            for l in range(KB):
-                acc[0, l] = 0
+    ``Up`` is (α², groups, nkb, Cg, mr): panel q = g·nkb + kb holds output channels
+    k = g·Kg + kb·mr + l (l < mr; rows past Kg are zero) as ``Up[t, g, kb, c, l] =
+    (G w[k, c] Gᵀ)[t]``.  Each filter is transformed as in :func:`weight_transform`
+    (unit-stride vector operations along the input channels, zeros of G skipped, in G's
+    dtype), then its α² rows are written into lane l of the panel, which stays in the
+    cache while its mr filters are written."""
+    K, Cg, r, _ = w.shape
+    alpha = G.shape[0]
+    a2, Gn, nkb, _, mr = Up.shape
+    Kg = K // Gn
+    wt = np.empty((r * r, Cg), dtype=G.dtype)
+    tmp = np.empty((r, alpha, Cg), dtype=G.dtype)
+    u = np.empty((a2, Cg), dtype=G.dtype)
+    for q in range(q0, q1):
+        g = q // nkb
+        kb = q - g * nkb
+        for l in range(mr):
+            kk = kb * mr + l
+            if kk >= Kg:
+                for t in range(a2):
+                    for c in range(Cg):
+                        Up[t, g, kb, c, l] = 0
+                continue
+            k = g * Kg + kk
             for c in range(Cg):
-                v = V[t, cbase + c, j]
-                for l in range(KB):
-                    acc[0, l] += Up[t, g, kb, c, l] * v
-            for l in range(lim):
-                M[t, k0 + l, j] = acc[0, l]
+                for i in range(r):
+                    for j in range(r):
+                        wt[i * r + j, c] = w[k, c, i, j]
+            for i in range(r):
+                for b in range(alpha):
+                    row = tmp[i, b]
+                    for c in range(Cg):
+                        row[c] = 0
+                    for j in range(r):
+                        gv = G[b, j]
+                        if gv != 0:
+                            src = wt[i * r + j]
+                            for c in range(Cg):
+                                row[c] += gv * src[c]
+            for a in range(alpha):
+                for b in range(alpha):
+                    dst = u[a * alpha + b]
+                    for c in range(Cg):
+                        dst[c] = 0
+                    for i in range(r):
+                        gv = G[a, i]
+                        if gv != 0:
+                            src = tmp[i, b]
+                            for c in range(Cg):
+                                dst[c] += gv * src[c]
+            for t in range(a2):
+                src = u[t]
+                for c in range(Cg):
+                    Up[t, g, kb, c, l] = src[c]
+
+
+def _weight_entry(ctx, tid, nt):
+    # the workers' entry for weight_panels (a cfunc, see WEIGHT_ENTRY): thread tid takes
+    # its share of the groups x nkb panels
+    a = carray(ptr_i64(ctx), (16,))
+    w = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    G = carray(ptr_f32(a[5]), (a[6], a[7]))
+    Up = carray(ptr_f32(a[8]), (a[9], a[10], a[11], a[12], a[13]))
+    nq = a[10] * a[11]
+    weight_panels(w, G, Up, tid * nq // nt, (tid + 1) * nq // nt)
+
+
+WEIGHT_ENTRY = Entry(_weight_entry)
+"""float32 :func:`weight_panels` as a cfunc the native workers call (compiled at first use)."""
 
 
 def pack_weights(U, KB):
-    """U (α², groups, Kg, Cg) as the panels :func:`gemm_packed` reads: (α², groups, nkb, Cg, KB),
+    """U (α², groups, Kg, Cg) as the panels ``tl_sgemm`` reads: (α², groups, nkb, Cg, KB),
     output channels past Kg zero."""
     a2, G, Kg, Cg = U.shape
     nkb = -(-Kg // KB)

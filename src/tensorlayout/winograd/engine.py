@@ -51,18 +51,20 @@ def sparse_rows(mat: np.ndarray):
 class WinogradWeights:
     """Transformed weights of one convolution and the kernels that use them.
 
-    ``U`` is (α², groups, K/groups, C/groups) in the data's dtype; ``kernels`` is the
-    pair of compiled block kernels ``(input, output)`` (None: NumPy path)."""
+    ``U`` is (α², groups, K/groups, C/groups) in the data's dtype, for the BLAS and NumPy
+    paths; the native engine reads ``packed`` instead, the same values as ``tl_sgemm``'s
+    panels (α², groups, nkb, C/groups, mr) (``U`` is then None).  ``kernels`` is the pair
+    of compiled block kernels ``(input, output)`` (None: NumPy path); ``native`` the
+    generated module whose ``ENTRY`` runs a whole call on the native workers."""
 
     t: Transforms
-    U: np.ndarray
+    U: np.ndarray | None
     AT: np.ndarray
     BT: np.ndarray
     kernels: tuple | None
     generated: bool
-    packed: np.ndarray | None = None       # U as gemm_packed's panels (engine without BLAS)
-    compiled: object = None                # the generated parallel engine for this F(m, r)
-    sgemm: object = None                   # BLAS's sgemm for the engine (None: packed panels)
+    packed: np.ndarray | None = None       # U as tl_sgemm's panels (native engine)
+    native: object = None                  # the generated module of the native engine
     coef: np.ndarray | None = None         # the generated kernels' constants
 
     @property
@@ -112,11 +114,10 @@ def give_back(arr) -> None:
 
 
 def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool,
-                      threads: int, reuse: bool = False, numba_pool: bool = True) -> np.ndarray:
+                      threads: int, reuse: bool = False) -> np.ndarray:
     """U (α², groups, K/groups, C/groups) = G w Gᵀ per filter, in w's dtype (in a
-    :func:`scratch` buffer with ``reuse``).  ``numba_pool``: on numba's threads (where the
-    parallel engine runs next), else on the Python thread pool of :func:`run`: a pool left
-    spinning after its work would take the cores from the other one."""
+    :func:`scratch` buffer with ``reuse``); compiled on the Python threads of :func:`run`,
+    else NumPy in float64."""
     K, Cg, r, _ = w.shape
     alpha = t.alpha
     AT, G, BT = t.as_float(np.float64)
@@ -125,11 +126,7 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
 
         Gd = G.astype(w.dtype)
         U = (scratch if reuse else np.empty)((alpha * alpha, K, Cg), w.dtype)
-        if not numba_pool:
-            _pool.run_split(lambda k0, k1: _kernels.weight_transform(w, Gd, U, k0, k1), K, threads)
-            return U.reshape(alpha * alpha, groups, K // groups, Cg)
-        with on_numba_threads(threads):
-            _kernels.weight_transform_parallel(w, Gd, U, min(K, 4 * threads))
+        _pool.run_split(lambda k0, k1: _kernels.weight_transform(w, Gd, U, k0, k1), K, threads)
     else:
         w64 = w.astype(np.float64, copy=False)
         tmp = np.tensordot(w64, G, axes=([3], [1]))           # (K, Cg, r, b)
@@ -138,83 +135,105 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
     return U.reshape(alpha * alpha, groups, K // groups, Cg)
 
 
+def transform_packed(w: np.ndarray, t: Transforms, groups: int, threads: int,
+                     reuse: bool = False) -> np.ndarray:
+    """The float32 weight transform written straight into ``tl_sgemm``'s panels
+    (α², groups, nkb, C/groups, mr) in one pass, on the native workers (in a
+    :func:`scratch` buffer with ``reuse``)."""
+    from . import _kernels, _simd
+
+    mr = _simd.module().isa.mr
+    K, Cg = w.shape[:2]
+    nkb = -(-(K // groups) // mr)
+    shape = (t.alpha * t.alpha, groups, nkb, Cg, mr)
+    Up = (scratch if reuse else np.empty)(shape, np.float32)
+    G = t.as_float(np.float32)[1]
+    ctx = np.array([w.ctypes.data, *w.shape, G.ctypes.data, *G.shape, Up.ctypes.data, *shape,
+                    0, 0], np.int64)
+    _pool.workers().run(_kernels.WEIGHT_ENTRY.address, ctx.ctypes.data,
+                        min(threads, groups * nkb))
+    return Up
+
+
+def native_ok() -> bool:
+    """True when the native engine can run here (llvmlite's module and the workers)."""
+    return _pool.workers() is not None
+
+
 def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning=None,
             reuse=False) -> WinogradWeights:
     """Transform the weights and pick the kernels for F(m, r) with transforms ``t``: the
-    generated ones (float32) with the parallel engine, the generic ones (float64), or none
-    (NumPy)."""
+    generated ones with packed weights and the native engine (float32, ``Tuning.gemm =
+    "packed"``), the generated ones with BLAS (float32, ``gemm="blas"`` or no native
+    engine here), the generic ones with BLAS (float64), or none (NumPy)."""
     dt = w.dtype
-    U = transform_weights(w, t, groups, use_numba, threads, reuse, uses_numba_pool(tuning, threads))
     AT, BT = (a.astype(dt) for a in t.as_float(np.float64)[::2])
-    if not use_numba:
-        return WinogradWeights(t, U, AT, BT, None, False)
     gen = None
-    if dt == np.float32:
+    if use_numba and dt == np.float32:
         from . import _codegen
 
         gen = _codegen.kernels_for(t, dt)
-    if gen is None:
-        from . import _kernels
-
-        BTi, BTv, BTn = sparse_rows(BT)
-        ATi, ATv, ATn = sparse_rows(AT)
-        m, alpha = t.m, t.alpha
+    if gen is not None:
+        gin, gout, coef, mod = gen
         kernels = (
             lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
-                _kernels.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb, c0, c1),
+                gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
             lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
-                _kernels.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb,
-                                     bad, k0, k1))
-        return WinogradWeights(t, U, AT, BT, kernels, False)
-    gin, gout, coef, compiled, compiled_blas = gen
+                gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
+        if (tuning is None or tuning.gemm == "packed") and native_ok():
+            Up = transform_packed(w, t, groups, threads, reuse)
+            return WinogradWeights(t, None, AT, BT, kernels, True, Up, mod, coef)
+        U = transform_weights(w, t, groups, True, threads, reuse)
+        return WinogradWeights(t, U, AT, BT, kernels, True, None, None, coef)
+    U = transform_weights(w, t, groups, use_numba, threads, reuse)
+    if not use_numba:
+        return WinogradWeights(t, U, AT, BT, None, False)
+    from . import _kernels
+
+    BTi, BTv, BTn = sparse_rows(BT)
+    ATi, ATv, ATn = sparse_rows(AT)
+    m, alpha = t.m, t.alpha
     kernels = (
         lambda x, V, ph, pw, nty, ntx, p0, npb, c0, c1, U2:
-            gin(x, V, coef, ph, pw, nty, ntx, p0, npb, c0, c1, U2),
+            _kernels.wino_input(x, V, BTi, BTv, BTn, m, ph, pw, nty, ntx, p0, npb, c0, c1),
         lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
-            gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
-    gemm = tuning.gemm if tuning is not None else "blas"
-    sgemm = _pool.sgemm_entry() if gemm == "blas" else None
-    if sgemm is not None:
-        return WinogradWeights(t, U, AT, BT, kernels, True, None, compiled_blas, sgemm, coef)
-    from ._kernels import pack_weights
-
-    return WinogradWeights(t, U, AT, BT, kernels, True,
-                           pack_weights(U, tuning.panel if tuning else 32), compiled, None, coef)
+            _kernels.wino_output(M, y, bias, ATi, ATv, ATn, m, alpha, nty, ntx, p0, npb,
+                                 bad, k0, k1))
+    return WinogradWeights(t, U, AT, BT, kernels, False)
 
 
-def uses_numba_pool(tuning, threads: int) -> bool:
-    """True when a convolution on ``threads`` threads runs the generated parallel engine (on
-    numba's threads) rather than :func:`run` (on the Python thread pool)."""
-    if tuning is None:
-        return True
-    return threads >= tuning.parallel_min_threads or tuning.gemm == "packed"
+def run_native(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):
+    """One float32 call on the native workers (the generated ``share_{m}_{r}``); returns
+    ``(y, all outputs finite)``.  Scratch (V, M) comes from ``workspace``, per call."""
+    from . import _simd
 
-
-def run_compiled(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):
-    """One call through the generated parallel engine (``Tuning.parallel_min_threads``)."""
-    coef = ww.coef
+    mod = _simd.module()
     N, C, H, W = x.shape
     K = out_shape[1]
     m, alpha = ww.m, ww.alpha
     OH, OW = out_shape[2:]
     nty, ntx = -(-OH // m), -(-OW // m)
     a2 = alpha * alpha
-    nbuf = 1 if sched.mode == "split" else min(sched.threads, len(sched.blocks))
+    split = 1 if sched.mode == "split" else 0
+    nt = sched.threads if split else min(sched.threads, len(sched.blocks))
+    nbuf = 1 if split else nt
     blocks = np.array([(p0, npb, npb if sched.U2 == 0 else npb // ntx * sched.U2)
                        for p0, npb in sched.blocks], dtype=np.int64)
     (V, M), = bufs = workspace.take(1, ((nbuf, a2, C, sched.Pb), (nbuf, a2, K, sched.Pb)),
-                                    x.dtype)
-    bad = np.zeros((nbuf, K), dtype=x.dtype)
-    y = np.empty(out_shape, dtype=x.dtype)
-    split = 1 if sched.mode == "split" else 0
+                                    np.float32)
+    bad = np.zeros((nt, K), dtype=np.float32)
+    ctl = np.zeros(4, dtype=np.int64)
+    y = np.empty(out_shape, dtype=np.float32)
+    Up, coef = ww.packed, ww.coef
+    ctx = np.array([x.ctypes.data, N, C, H, W, Up.ctypes.data, *Up.shape,
+                    y.ctypes.data, *out_shape, bias.ctypes.data, coef.ctypes.data, coef.size,
+                    blocks.ctypes.data, len(blocks), V.ctypes.data, nbuf, a2, C, sched.Pb,
+                    M.ctypes.data, bad.ctypes.data, nt, ctl.ctypes.data,
+                    padding[0], padding[1], nty, ntx, sched.U2, split,
+                    mod.addr["tl_sgemm"], mod.addr["tl_barrier"], mod.addr["tl_fetch_add"],
+                    _pool.SPIN_TICKS] + [0] * 24, dtype=np.int64)
     try:
-        with on_numba_threads(sched.threads):
-            if ww.sgemm is not None:
-                ww.compiled(x, ww.U, y, bias, coef, padding[0], padding[1], nty, ntx, blocks,
-                            sched.U2, split, V, M, bad, ww.sgemm, 16)
-            else:
-                ww.compiled(x, ww.packed, y, bias, coef, padding[0], padding[1], nty, ntx,
-                            blocks, sched.U2, split, V, M, bad)
+        _pool.workers().run(ww.native.ENTRY.address, ctx.ctypes.data, nt)
     finally:
         workspace.give(bufs)
     return y, not bad.any()
