@@ -52,7 +52,7 @@ def test_gemm_every_edge_of_the_micro_kernel(isa):
     t = _simd.module(isa).isa
     mr, nr = t.mr, t.nr
     rng = np.random.default_rng(5)
-    for m, n, k in [(1, 1, 1), (mr, nr, 2), (mr - 1, nr - 1, 3), (mr + 1, nr + 1, 7),
+    for m, n, k in [(1, 1, 1), (mr, nr, 2), (2 * mr + 1, t.lanes, 5), (mr + 3, t.lanes - 1, 4), (mr - 1, nr - 1, 3), (mr + 1, nr + 1, 7),
                     (2 * mr + 3, 2 * nr + 5, 33), (3, nr // 2 + 1, 0), (mr * 3, 1, 64)]:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b_full = rng.standard_normal((k, n + 7)).astype(np.float32)
@@ -213,3 +213,44 @@ def test_one_plan_from_several_threads_equals_sequential_runs(case):
     for t in threads:
         t.join()
     assert not bad, bad
+
+
+def _guarded(nbytes):
+    """A writable float32 array of nbytes ending exactly where an inaccessible page begins (a
+    read past its end faults), and the mapping that keeps it alive."""
+    import mmap
+
+    page = mmap.PAGESIZE
+    size = -(-nbytes // page) * page
+    mem = mmap.mmap(-1, size + page)
+    libc = ctypes.CDLL(None, use_errno=True)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    if libc.mprotect(base + size, page, 0) != 0:
+        pytest.skip("mprotect is not available")
+    arr = np.frombuffer(mem, np.uint8, count=nbytes, offset=size - nbytes).view(np.float32)
+    return arr, mem
+
+
+def test_gemm_never_reads_past_its_operands(isa):
+    """A and B placed against an inaccessible page: every tail path (one lone panel, a narrow
+    last block of columns) stays inside them."""
+    import platform
+
+    if platform.system() != "Linux":
+        pytest.skip("guard pages through mprotect")
+    t = _simd.module(isa).isa
+    rng = np.random.default_rng(7)
+    for m, n, k in [(t.mr, t.lanes, 3), (3 * t.mr - 2, 5, 4), (t.mr + 1, t.nr + 3, 2)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        packed = _simd.pack_rows(a, t.mr)
+        ga, keep_a = _guarded(packed.nbytes)
+        ga[:] = packed.ravel()
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        gb, keep_b = _guarded(b.nbytes)
+        gb[:] = b.ravel()
+        c = _simd.gemm(ga.reshape(packed.shape), gb.reshape(k, n), m, isa_name=isa)
+        np.testing.assert_allclose(c, oracle_gemm(a, b), rtol=0, atol=1e-4)
+        del ga, gb
+        keep_a.close()
+        keep_b.close()

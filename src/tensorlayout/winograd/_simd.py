@@ -141,13 +141,15 @@ def _splat(L, name, scalar, w):
              f"<{w} x i32> zeroinitializer")
 
 
-def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
-    """IR of one micro-kernel: C[0:rows, 0:cols] (+)= A-panel (k, mr) · B[0:k, 0:cols]."""
+def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = False) -> list:
+    """IR of one micro-kernel: C[0:rows, 0:cols] (+)= A-panel (k, mr) · B[0:k, 0:cols].
+    With ``pair`` it covers two panels at once (``a`` and ``a2``, 2·mr rows of C)."""
     vt = _vt(w)
     fma = f"@llvm.fmuladd.v{w}f32"
-    acc = [(r, v) for r in range(mr) for v in range(nv)]
-    L = [f"define internal void @{name}(ptr noalias %a, ptr noalias %b, i64 %ldb, "
-         f"ptr noalias %c, i64 %ldc, i64 %k, i64 %rows, i64 %cols, i64 %flags) "
+    rows = 2 * mr if pair else mr
+    acc = [(r, v) for r in range(rows) for v in range(nv)]
+    L = [f"define internal void @{name}(ptr noalias %a, ptr noalias %a2, ptr noalias %b, "
+         f"i64 %ldb, ptr noalias %c, i64 %ldc, i64 %k, i64 %rows, i64 %cols, i64 %flags) "
          f"nounwind {{", "entry:"]
     masks = {}
     if masked:
@@ -169,12 +171,13 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
         else:
             L.append(f"  {dst} = load {vt}, ptr {dst}.p, align 4")
 
-    def step(tag, ap, bp, src, dst):
-        """One depth step: row of B at bp, panel column at ap; accumulators src -> dst."""
+    def step(tag, ap, ap2, bp, src, dst):
+        """One depth step: row of B at bp, panel columns at ap (and ap2); src -> dst."""
         for v in range(nv):
             load_b(f"%b{tag}_{v}", bp, v)
-        for r in range(mr):
-            L.append(f"  %ap{tag}_{r} = getelementptr inbounds float, ptr {ap}, i64 {r}")
+        for r in range(rows):
+            base, off = (ap, r) if r < mr else (ap2, r - mr)
+            L.append(f"  %ap{tag}_{r} = getelementptr inbounds float, ptr {base}, i64 {off}")
             L.append(f"  %as{tag}_{r} = load float, ptr %ap{tag}_{r}, align 4")
             _splat(L, f"%av{tag}_{r}", f"%as{tag}_{r}", w)
             for v in range(nv):
@@ -188,14 +191,17 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
     L.append("loop:")
     L.append("  %i = phi i64 [0, %entry], [%i.n, %loop]")
     L.append("  %pa = phi ptr [%a, %entry], [%pa.n, %loop]")
+    L.append("  %pc = phi ptr [%a2, %entry], [%pc.n, %loop]")
     L.append("  %pb = phi ptr [%b, %entry], [%pb.n, %loop]")
     for r, v in acc:
         L.append(f"  %x{r}_{v} = phi {vt} [zeroinitializer, %entry], [%z{r}_{v}, %loop]")
-    step("s0", "%pa", "%pb", lambda r, v: f"%x{r}_{v}", lambda r, v: f"%y{r}_{v}")
+    step("s0", "%pa", "%pc", "%pb", lambda r, v: f"%x{r}_{v}", lambda r, v: f"%y{r}_{v}")
     L.append(f"  %pa1 = getelementptr inbounds float, ptr %pa, i64 {mr}")
+    L.append(f"  %pc1 = getelementptr inbounds float, ptr %pc, i64 {mr}")
     L.append("  %pb1 = getelementptr inbounds float, ptr %pb, i64 %ldb")
-    step("s1", "%pa1", "%pb1", lambda r, v: f"%y{r}_{v}", lambda r, v: f"%z{r}_{v}")
+    step("s1", "%pa1", "%pc1", "%pb1", lambda r, v: f"%y{r}_{v}", lambda r, v: f"%z{r}_{v}")
     L.append(f"  %pa.n = getelementptr inbounds float, ptr %pa, i64 {2 * mr}")
+    L.append(f"  %pc.n = getelementptr inbounds float, ptr %pc, i64 {2 * mr}")
     L.append("  %pb.n = getelementptr inbounds float, ptr %pb1, i64 %ldb")
     L.append("  %i.n = add i64 %i, 1")
     L.append("  %more = icmp slt i64 %i.n, %k2")
@@ -203,6 +209,7 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
     # an odd last step
     L.append("mid:")
     L.append("  %qa = phi ptr [%a, %entry], [%pa.n, %loop]")
+    L.append("  %qc = phi ptr [%a2, %entry], [%pc.n, %loop]")
     L.append("  %qb = phi ptr [%b, %entry], [%pb.n, %loop]")
     for r, v in acc:
         L.append(f"  %m{r}_{v} = phi {vt} [zeroinitializer, %entry], [%z{r}_{v}, %loop]")
@@ -210,7 +217,7 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
     L.append("  %isodd = icmp ne i64 %odd, 0")
     L.append("  br i1 %isodd, label %last, label %store")
     L.append("last:")
-    step("t", "%qa", "%qb", lambda r, v: f"%m{r}_{v}", lambda r, v: f"%l{r}_{v}")
+    step("t", "%qa", "%qc", "%qb", lambda r, v: f"%m{r}_{v}", lambda r, v: f"%l{r}_{v}")
     L.append("  br label %store")
     L.append("store:")
     for r, v in acc:
@@ -218,8 +225,8 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
     L.append("  %accbit = and i64 %flags, 1")
     L.append("  %add = icmp ne i64 %accbit, 0")
     L.append("  br label %row0")
-    for r in range(mr):
-        nxt = f"row{r + 1}" if r + 1 < mr else "done"
+    for r in range(rows):
+        nxt = f"row{r + 1}" if r + 1 < rows else "done"
         L.append(f"row{r}:")
         L.append(f"  %ok{r} = icmp sgt i64 %rows, {r}")
         L.append(f"  br i1 %ok{r}, label %st{r}, label %done")
@@ -249,8 +256,14 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool) -> list:
 
 
 def _gemm_ir(mr: int, nv: int, w: int) -> list:
-    """IR of ``tl_sgemm(m, n, k, a, b, ldb, c, ldc, flags)`` (every argument an i64)."""
+    """IR of ``tl_sgemm(m, n, k, a, b, ldb, c, ldc, flags)`` (every argument an i64).
+
+    Panels of A are taken two at a time: full blocks of nv·w columns go through
+    ``uk_full`` (masked ``uk_mask`` for a last block wider than one vector) for each panel,
+    and a last block of at most one vector through ``uk_pair``, 2·mr rows by one vector,
+    so that a narrow tail still keeps 2·mr accumulators busy."""
     nr = nv * w
+    tail = "kpair" if nv > 1 else "kmask"
     return [
         "define void @tl_sgemm(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags) nounwind {",
@@ -261,38 +274,65 @@ def _gemm_ir(mr: int, nv: int, w: int) -> list:
         "  %go = icmp sgt i64 %m, 0",
         "  %gn = icmp sgt i64 %n, 0",
         "  %g = and i1 %go, %gn",
+        f"  %pstride = mul i64 %k, {mr}",
+        f"  %cstride = mul i64 %ldc, {mr}",
         "  br i1 %g, label %rows, label %exit",
         "rows:",
         "  %i0 = phi i64 [0, %entry], [%i0.n, %rows.end]",
         "  %left = sub i64 %m, %i0",
         f"  %small = icmp slt i64 %left, {mr}",
-        f"  %nrow = select i1 %small, i64 %left, i64 {mr}",
+        f"  %nrow0 = select i1 %small, i64 %left, i64 {mr}",
+        f"  %left1 = sub i64 %left, {mr}",
+        "  %has1 = icmp sgt i64 %left1, 0",
+        f"  %small1 = icmp slt i64 %left1, {mr}",
+        f"  %nrow1a = select i1 %small1, i64 %left1, i64 {mr}",
+        "  %nrow1 = select i1 %has1, i64 %nrow1a, i64 0",
+        "  %nrows = add i64 %nrow0, %nrow1",
         "  %aoff = mul i64 %i0, %k",
-        "  %ap = getelementptr inbounds float, ptr %a, i64 %aoff",
+        "  %ap0 = getelementptr inbounds float, ptr %a, i64 %aoff",
+        "  %ap1 = getelementptr inbounds float, ptr %ap0, i64 %pstride",
         "  %coff = mul i64 %i0, %ldc",
-        "  %cp = getelementptr inbounds float, ptr %c, i64 %coff",
+        "  %cp0 = getelementptr inbounds float, ptr %c, i64 %coff",
+        "  %cp1 = getelementptr inbounds float, ptr %cp0, i64 %cstride",
         "  br label %cols",
         "cols:",
         "  %j0 = phi i64 [0, %rows], [%j0.n, %cols.end]",
         "  %rest = sub i64 %n, %j0",
-        f"  %full = icmp sge i64 %rest, {nr}",
         "  %bp = getelementptr inbounds float, ptr %b, i64 %j0",
-        "  %cq = getelementptr inbounds float, ptr %cp, i64 %j0",
-        "  br i1 %full, label %kfull, label %kmask",
+        "  %cq0 = getelementptr inbounds float, ptr %cp0, i64 %j0",
+        "  %cq1 = getelementptr inbounds float, ptr %cp1, i64 %j0",
+        f"  %full = icmp sge i64 %rest, {nr}",
+        "  br i1 %full, label %kfull, label %ktail",
         "kfull:",
-        f"  call void @uk_full(ptr %ap, ptr %bp, i64 %ldb, ptr %cq, i64 %ldc, i64 %k, "
-        f"i64 %nrow, i64 {nr}, i64 %flags)",
+        f"  call void @uk_full(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        f"i64 %k, i64 %nrow0, i64 {nr}, i64 %flags)",
+        "  br i1 %has1, label %kfull1, label %cols.end",
+        "kfull1:",
+        f"  call void @uk_full(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
+        f"i64 %k, i64 %nrow1, i64 {nr}, i64 %flags)",
+        "  br label %cols.end",
+        "ktail:",
+        f"  %narrow = icmp sle i64 %rest, {w}",
+        f"  br i1 %narrow, label %{tail}, label %kmask",
+        "kpair:",                      # a lone last panel reads itself twice, never past A
+        "  %ap1s = select i1 %has1, ptr %ap1, ptr %ap0",
+        "  call void @uk_pair(ptr %ap0, ptr %ap1s, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        "i64 %k, i64 %nrows, i64 %rest, i64 %flags)",
         "  br label %cols.end",
         "kmask:",
-        "  call void @uk_mask(ptr %ap, ptr %bp, i64 %ldb, ptr %cq, i64 %ldc, i64 %k, "
-        "i64 %nrow, i64 %rest, i64 %flags)",
+        "  call void @uk_mask(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        "i64 %k, i64 %nrow0, i64 %rest, i64 %flags)",
+        "  br i1 %has1, label %kmask1, label %cols.end",
+        "kmask1:",
+        "  call void @uk_mask(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
+        "i64 %k, i64 %nrow1, i64 %rest, i64 %flags)",
         "  br label %cols.end",
         "cols.end:",
         f"  %j0.n = add i64 %j0, {nr}",
         "  %cmore = icmp slt i64 %j0.n, %n",
         "  br i1 %cmore, label %cols, label %rows.end",
         "rows.end:",
-        f"  %i0.n = add i64 %i0, {mr}",
+        f"  %i0.n = add i64 %i0, {2 * mr}",
         "  %rmore = icmp slt i64 %i0.n, %m",
         "  br i1 %rmore, label %rows, label %exit",
         "exit:",
@@ -516,6 +556,8 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
          f"declare void @llvm.masked.store.v{w}f32.p0({vt}, ptr, i32, <{w} x i1>)"]
     L += _ukernel("uk_full", mr, nv, w, masked=False)
     L += _ukernel("uk_mask", mr, nv, w, masked=True)
+    if nv > 1:
+        L += _ukernel("uk_pair", mr, 1, w, masked=True, pair=True)
     L += _gemm_ir(mr, nv, w)
     L += _peak_ir(w, {16: 24, 8: 12}.get(w, 8))
     src = "\n".join(L)

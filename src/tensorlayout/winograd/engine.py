@@ -94,13 +94,13 @@ def scratch(shape, dtype) -> np.ndarray:
             if buf.dtype == dtype and buf.size >= n:
                 del _SCRATCH[i]
                 return buf[:n].reshape(shape)
-    return np.empty(shape, dtype=dtype)
+    return aligned_empty(shape, dtype)
 
 
 def give_back(arr) -> None:
     """Return an array from :func:`scratch` (or any array no longer used) for reuse."""
     base = arr
-    while base.base is not None and isinstance(base.base, np.ndarray):
+    while isinstance(base.base, np.ndarray) and base.base.dtype == base.dtype:
         base = base.base
     if base.ndim != 1 or not base.flags.c_contiguous:
         base = base.reshape(-1) if base.flags.c_contiguous else None
@@ -271,6 +271,21 @@ def _engine_lock():
     return _ENGINE_LOCK
 
 
+LANE_TILES = 16
+"""Rows of V and M hold a multiple of this many tiles (64 bytes of float32), so that the
+GEMM's vector loads and stores of them are aligned; blocks of tiles are cut to multiples of
+it too where the schedule is free to."""
+
+
+def aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an ``align``-byte boundary."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(n + align, dtype=np.uint8)
+    off = -raw.ctypes.data % align
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """How one call is cut: ``mode`` ('tiles' or 'split'), the blocks as (first tile,
@@ -313,8 +328,10 @@ def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok) -> 
         blocks = tuple((n * T + ty0 * ntx, min(R, nty - ty0) * ntx)
                        for n in range(N) for ty0 in range(0, nty, R))
         return Schedule(mode, blocks, R * U2, U2, threads)
+    if mode == "tiles" and tuning.block_tiles is None and pb > LANE_TILES:
+        pb = -(-pb // LANE_TILES) * LANE_TILES           # whole vectors of tiles per block
     blocks = tuple((p0, min(pb, P - p0)) for p0 in range(0, P, pb))
-    return Schedule(mode, blocks, pb, 0, threads)
+    return Schedule(mode, blocks, -(-pb // LANE_TILES) * LANE_TILES, 0, threads)
 
 
 def _quiet(fn):
@@ -460,7 +477,7 @@ class Workspace:
                 if all(b.shape == s and b.dtype == dtype for b, s in zip(bufs, shapes)):
                     out.append(bufs)
         while len(out) < n:
-            out.append(tuple(np.empty(s, dtype=dtype) for s in shapes))
+            out.append(tuple(aligned_empty(s, dtype) for s in shapes))
         return out
 
     def give(self, bufs):
