@@ -313,7 +313,7 @@ _NATIVE = """
 @njit(nogil=True, cache=True)
 def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split,
                   V, M, bad, ctl, gemm, barrier, fetch_add, spin):
-    # Thread tid's part of one call on nt native workers (engine.run_native).  Up holds the
+    # Thread tid's part of one call on nt native workers (engine.NativeCall).  Up holds the
     # transformed weights as tl_sgemm's panels (a2, groups, nkb, Cg, mr); V and M one
     # (a2, C, Pb) / (a2, K, Pb) buffer per thread (split: one shared).
     # split = 0: each thread takes whole blocks from the counter ctl[0] and runs the input
@@ -387,7 +387,7 @@ def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
 
 def entry_{m}_{r}(ctx, tid, nt):
     # The workers' entry (a cfunc through ENTRY): the arrays and numbers of one call from
-    # the int64 context written by engine.run_native.
+    # the int64 context written by engine.NativeCall.
     a = carray(ptr_i64(ctx), (64,))
     x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
     Up = carray(ptr_f32(a[5]), (a[6], a[7], a[8], a[9], a[10]))
@@ -580,7 +580,7 @@ def _coefficients(mod, dtype) -> np.ndarray:
 
 def kernels_for(t, dtype):
     """``(input, output, coef, module)``: the unrolled kernels for the exact transforms ``t``
-    and their module (whose ``ENTRY`` runs the native engine, see ``engine.run_native``)."""
+    and their module (whose ``ENTRY`` runs the native engine, see ``engine.NativeCall``)."""
     try:
         mod = load_module(t)
     except OSError:

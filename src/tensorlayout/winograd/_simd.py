@@ -612,13 +612,21 @@ _LOCK = threading.Lock()
 _FAILED: dict = {}
 
 
+_DEFAULT: list = []
+
+
 def module(name: str | None = None) -> Module:
-    """The compiled :class:`Module` for :func:`isa` ``(name)``, built once per process."""
+    """The compiled :class:`Module` for :func:`isa` ``(name)``, built once per process
+    (``$TENSORLAYOUT_SIMD`` is read at the first call without a name)."""
+    if name is None and _DEFAULT:
+        return _DEFAULT[0]
     target = isa(name)
     with _LOCK:
         got = _MODULES.get(target)
         if got is None:
             got = _MODULES[target] = Module(target)
+        if name is None:
+            _DEFAULT.append(got)
         return got
 
 

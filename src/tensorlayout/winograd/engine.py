@@ -202,41 +202,75 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning
     return WinogradWeights(t, U, AT, BT, kernels, False)
 
 
-def run_native(ww: WinogradWeights, x, bias, out_shape, padding, sched, workspace):
-    """One float32 call on the native workers (the generated ``share_{m}_{r}``); returns
-    ``(y, all outputs finite)``.  Scratch (V, M) comes from ``workspace``, per call."""
-    from . import _simd
+class NativeCall:
+    """One plan's calls on the native workers (the generated ``share_{m}_{r}``), for one
+    schedule: everything that stays the same from call to call (the int64 context the
+    workers read, the blocks, the entry's address) is made once here; a call fills in the
+    addresses of its input, its output and its scratch."""
 
-    mod = _simd.module()
-    N, C, H, W = x.shape
-    K = out_shape[1]
-    m, alpha = ww.m, ww.alpha
-    OH, OW = out_shape[2:]
-    nty, ntx = -(-OH // m), -(-OW // m)
-    a2 = alpha * alpha
-    split = 1 if sched.mode == "split" else 0
-    nt = sched.threads if split else min(sched.threads, len(sched.blocks))
-    nbuf = 1 if split else nt
-    blocks = np.array([(p0, npb, npb if sched.U2 == 0 else npb // ntx * sched.U2)
-                       for p0, npb in sched.blocks], dtype=np.int64)
-    (V, M), = bufs = workspace.take(1, ((nbuf, a2, C, sched.Pb), (nbuf, a2, K, sched.Pb)),
-                                    np.float32)
-    bad = np.zeros((nt, K), dtype=np.float32)
-    ctl = np.zeros(4, dtype=np.int64)
-    y = np.empty(out_shape, dtype=np.float32)
-    Up, coef = ww.packed, ww.coef
-    ctx = np.array([x.ctypes.data, N, C, H, W, Up.ctypes.data, *Up.shape,
-                    y.ctypes.data, *out_shape, bias.ctypes.data, coef.ctypes.data, coef.size,
-                    blocks.ctypes.data, len(blocks), V.ctypes.data, nbuf, a2, C, sched.Pb,
-                    M.ctypes.data, bad.ctypes.data, nt, ctl.ctypes.data,
-                    padding[0], padding[1], nty, ntx, sched.U2, split,
-                    mod.addr["tl_sgemm"], mod.addr["tl_barrier"], mod.addr["tl_fetch_add"],
-                    _pool.SPIN_TICKS] + [0] * 24, dtype=np.int64)
-    try:
-        _pool.workers().run(ww.native.ENTRY.address, ctx.ctypes.data, nt)
-    finally:
-        workspace.give(bufs)
-    return y, not bad.any()
+    def __init__(self, ww: WinogradWeights, x_shape, bias, out_shape, padding, sched):
+        from . import _simd
+
+        mod = _simd.module()
+        N, C, H, W = x_shape
+        K = out_shape[1]
+        m, alpha = ww.m, ww.alpha
+        OH, OW = out_shape[2:]
+        nty, ntx = -(-OH // m), -(-OW // m)
+        a2 = alpha * alpha
+        split = 1 if sched.mode == "split" else 0
+        self.nt = sched.threads if split else min(sched.threads, len(sched.blocks))
+        nbuf = 1 if split else self.nt
+        self.blocks = np.array([(p0, npb, npb if sched.U2 == 0 else npb // ntx * sched.U2)
+                                for p0, npb in sched.blocks], dtype=np.int64)
+        self.shapes = ((nbuf, a2, C, sched.Pb), (nbuf, a2, K, sched.Pb), (self.nt, K))
+        self.out_shape = tuple(out_shape)
+        self.keep = (ww.packed, ww.coef, bias)
+        Up, coef = ww.packed, ww.coef
+        self.template = np.array(
+            [0, N, C, H, W, Up.ctypes.data, *Up.shape, 0, *out_shape, bias.ctypes.data,
+             coef.ctypes.data, coef.size, self.blocks.ctypes.data, len(self.blocks), 0, nbuf,
+             a2, C, sched.Pb, 0, 0, self.nt, 0, padding[0], padding[1], nty, ntx, sched.U2,
+             split, mod.addr["tl_sgemm"], mod.addr["tl_barrier"], mod.addr["tl_fetch_add"],
+             _pool.SPIN_TICKS] + [0] * 24, dtype=np.int64)
+        self.entry = ww.native.ENTRY.address
+        self.key = ("native",) + self.shapes
+
+    def _scratch(self, workspace):
+        return workspace.take_bundle(self.key, lambda: _NativeScratch(workspace, self.shapes))
+
+    def __call__(self, x, workspace):
+        """Convolve float32 ``x``; returns ``(y, all outputs finite)``."""
+        s = self._scratch(workspace)
+        try:
+            s.bad.fill(0)
+            s.ctl.fill(0)
+            y = np.empty(self.out_shape, dtype=np.float32)
+            ctx = self.template.copy()
+            ctx[0] = x.ctypes.data
+            ctx[11] = y.ctypes.data
+            ctx[21], ctx[26], ctx[27], ctx[29] = s.addrs
+            _pool.workers().run(self.entry, ctx.ctypes.data, self.nt)
+            ok = not s.bad.any()
+        finally:
+            workspace.give_bundle(self.key, s)
+        return y, ok
+
+
+class _NativeScratch:
+    """V, M, the non-finite flags and the block counter of one call, and their addresses."""
+
+    def __init__(self, workspace, shapes):
+        vs, ms, bs = shapes
+        self.V = workspace.array(vs, np.float32)
+        self.M = workspace.array(ms, np.float32)
+        self.bad = np.zeros(bs, np.float32)
+        self.ctl = np.zeros(4, np.int64)
+        self.addrs = (self.V.ctypes.data, self.M.ctypes.data, self.bad.ctypes.data,
+                      self.ctl.ctypes.data)
+
+    def arrays(self):
+        return (self.V, self.M)
 
 
 _ENGINE_LOCK = threading.Lock()
@@ -467,7 +501,12 @@ class Workspace:
 
     def __init__(self):
         self._free = []
+        self._bundles = {}
         self._lock = threading.Lock()
+
+    def array(self, shape, dtype):
+        """A new scratch array (64-byte aligned)."""
+        return aligned_empty(shape, dtype)
 
     def take(self, n, shapes, dtype):
         out = []
@@ -485,11 +524,28 @@ class Workspace:
             self._free.extend(bufs)
             del self._free[64:]
 
+    def take_bundle(self, key, make):
+        """A scratch object kept under ``key`` by an earlier call, or ``make()``."""
+        with self._lock:
+            free = self._bundles.get(key)
+            if free:
+                return free.pop()
+        return make()
+
+    def give_bundle(self, key, bundle):
+        with self._lock:
+            free = self._bundles.setdefault(key, [])
+            if len(free) < 8:
+                free.append(bundle)
+
 
 class SharedWorkspace(Workspace):
     """Buffers from the process-wide :func:`scratch` pool, for plans used once (a one-shot
     :func:`~tensorlayout.winograd.conv2d`): the next call, of any layer that fits, reuses
     pages that are already mapped instead of faulting in fresh ones."""
+
+    def array(self, shape, dtype):
+        return scratch(shape, dtype)
 
     def take(self, n, shapes, dtype):
         return [tuple(scratch(s, dtype) for s in shapes) for _ in range(n)]
@@ -498,6 +554,13 @@ class SharedWorkspace(Workspace):
         for group in bufs:
             for b in group:
                 give_back(b)
+
+    def take_bundle(self, key, make):
+        return make()
+
+    def give_bundle(self, key, bundle):
+        for b in bundle.arrays():
+            give_back(b)
 
 
 ONE_SHOT = SharedWorkspace()

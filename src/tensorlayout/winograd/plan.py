@@ -170,8 +170,7 @@ class ConvPlan:
                 y, ok = engine.run_numpy(ww, x, self.bias, self.out_shape, self.padding,
                                          self.groups)
             elif ww.native is not None:
-                y, ok = engine.run_native(ww, x, self.bias, self.out_shape, self.padding,
-                                          self.schedule(), self._workspace)
+                y, ok = self._native_call()(x, self._workspace)
             else:
                 y, ok = engine.run(ww, x, self.bias, self.out_shape, self.padding, self.groups,
                                    self.schedule(), self._workspace)
@@ -183,6 +182,15 @@ class ConvPlan:
             y = _im2col(self, x, use_nb, self._threads())
             return y, (None if alg == "im2col" else "non-finite weights: computed with im2col")
         return _direct(self, x, use_nb), None
+
+    def _native_call(self) -> engine.NativeCall:
+        nt = self._threads()
+        c = self._schedules.get(("native", nt))
+        if c is None:
+            c = engine.NativeCall(self.winograd, self.x_shape, self.bias, self.out_shape,
+                                  self.padding, self.schedule())
+            self._schedules[("native", nt)] = c
+        return c
 
     def schedule(self) -> engine.Schedule:
         """How a call is cut into blocks and threads (see :mod:`tensorlayout.winograd.engine`)."""
