@@ -404,15 +404,50 @@ def entry_{m}_{r}(ctx, tid, nt):
 
 
 ENTRY = Entry(entry_{m}_{r})       # compiled as a cfunc at first use
+
+
+def weight_entry_{m}_{r}(ctx, tid, nt):
+    # The workers' entry for weights_{m}_{r} (a cfunc through WEIGHT_ENTRY): thread tid
+    # transforms its share of the groups x nkb panels.
+    a = carray(ptr_i64(ctx), (16,))
+    w = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    Up = carray(ptr_f32(a[5]), (a[6], a[7], a[8], a[9], a[10]))
+    coef = carray(ptr_f32(a[11]), (a[12],))
+    nq = a[7] * a[8]
+    weights_{m}_{r}(w, Up, coef, tid * nq // nt, (tid + 1) * nq // nt)
+
+
+WEIGHT_ENTRY = Entry(weight_entry_{m}_{r})
 """
 
 
 def _kernel_source(t):
     m, r = t.m, t.r
     a = t.alpha
-    coefs = coef_list(t.AT, t.BT)
+    coefs = coef_list(t.AT, t.BT, t.G)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
     L = [_NATIVE.format(m=m, r=r)]
+    # ---- weights: w[k, c] -> Up[a*a + b, g, kb, c, l] = sum_ij G[a,i] w[i,j] G[b,j], the
+    # filters k = g*Kg + kb*mr + l of a panel in the vector lanes
+    L.append("@njit(nogil=True, cache=True)")
+    L.append(f"def weights_{m}_{r}(w, Up, coef, q0, q1):")
+    L.append(ks)
+    L += ["    K = w.shape[0]", "    Cg = w.shape[1]", "    Gn = Up.shape[1]", "    nkb = Up.shape[2]",
+          "    mr = Up.shape[4]", "    Kg = K // Gn",
+          f"    T = np.empty(({a * r}, mr), dtype=Up.dtype)",
+          "    for q in range(q0, q1):", "        g = q // nkb", "        kb = q - g * nkb",
+          "        kf = g * Kg + kb * mr", "        nl = min(mr, Kg - kb * mr)",
+          "        for c in range(Cg):"]
+    head = ("            for l in range(nl):",)
+    for j in range(r):            # columns of w: T[a*r + j] = sum_i G[a, i] w[i, j]
+        L += _pass(t.G, "d", [f"w[kf + l, c, {i}, {j}]" for i in range(r)],
+                   [f"T[{a1 * r + j}, l] = {{}}" for a1 in range(a)], coefs, header=head)
+    for a1 in range(a):           # rows: Up[a1*a + b] = sum_j G[b, j] T[a1*r + j]
+        L += _pass(t.G, "e", [f"T[{a1 * r + j}, l]" for j in range(r)],
+                   [f"Up[{a1 * a + b}, g, kb, c, l] = {{}}" for b in range(a)], coefs,
+                   header=head)
+    L += ["            for l in range(nl, mr):", f"                for t in range({a * a}):",
+          "                    Up[t, g, kb, c, l] = 0", ""]
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
     L.append("@njit(nogil=True, cache=True)")
@@ -499,7 +534,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 6        # bump when the generated code changes: cached files are keyed by it
+VERSION = 8        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:

@@ -20,9 +20,7 @@ one a vector operation over the ``Pb`` tiles of the block.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, prange
-
-from ._native import Entry, ptr_f32, ptr_i64
+from numba import njit, prange
 
 
 @njit(nogil=True, cache=True)
@@ -238,81 +236,6 @@ def weight_transform(w, G, U, k0, k1):
                         src = tmp[i, b]
                         for c in range(C):
                             dst[c] += g * src[c]
-
-
-@njit(nogil=True, cache=True)
-def weight_panels(w, G, Up, q0, q1):
-    """The weight transform written straight into ``tl_sgemm``'s panels, for panels q0 .. q1-1.
-
-    ``Up`` is (α², groups, nkb, Cg, mr): panel q = g·nkb + kb holds output channels
-    k = g·Kg + kb·mr + l (l < mr; rows past Kg are zero) as ``Up[t, g, kb, c, l] =
-    (G w[k, c] Gᵀ)[t]``.  Each filter is transformed as in :func:`weight_transform`
-    (unit-stride vector operations along the input channels, zeros of G skipped, in G's
-    dtype), then its α² rows are written into lane l of the panel, which stays in the
-    cache while its mr filters are written."""
-    K, Cg, r, _ = w.shape
-    alpha = G.shape[0]
-    a2, Gn, nkb, _, mr = Up.shape
-    Kg = K // Gn
-    wt = np.empty((r * r, Cg), dtype=G.dtype)
-    tmp = np.empty((r, alpha, Cg), dtype=G.dtype)
-    u = np.empty((a2, Cg), dtype=G.dtype)
-    for q in range(q0, q1):
-        g = q // nkb
-        kb = q - g * nkb
-        for l in range(mr):
-            kk = kb * mr + l
-            if kk >= Kg:
-                for t in range(a2):
-                    for c in range(Cg):
-                        Up[t, g, kb, c, l] = 0
-                continue
-            k = g * Kg + kk
-            for c in range(Cg):
-                for i in range(r):
-                    for j in range(r):
-                        wt[i * r + j, c] = w[k, c, i, j]
-            for i in range(r):
-                for b in range(alpha):
-                    row = tmp[i, b]
-                    for c in range(Cg):
-                        row[c] = 0
-                    for j in range(r):
-                        gv = G[b, j]
-                        if gv != 0:
-                            src = wt[i * r + j]
-                            for c in range(Cg):
-                                row[c] += gv * src[c]
-            for a in range(alpha):
-                for b in range(alpha):
-                    dst = u[a * alpha + b]
-                    for c in range(Cg):
-                        dst[c] = 0
-                    for i in range(r):
-                        gv = G[a, i]
-                        if gv != 0:
-                            src = tmp[i, b]
-                            for c in range(Cg):
-                                dst[c] += gv * src[c]
-            for t in range(a2):
-                src = u[t]
-                for c in range(Cg):
-                    Up[t, g, kb, c, l] = src[c]
-
-
-def _weight_entry(ctx, tid, nt):
-    # the workers' entry for weight_panels (a cfunc, see WEIGHT_ENTRY): thread tid takes
-    # its share of the groups x nkb panels
-    a = carray(ptr_i64(ctx), (16,))
-    w = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
-    G = carray(ptr_f32(a[5]), (a[6], a[7]))
-    Up = carray(ptr_f32(a[8]), (a[9], a[10], a[11], a[12], a[13]))
-    nq = a[10] * a[11]
-    weight_panels(w, G, Up, tid * nq // nt, (tid + 1) * nq // nt)
-
-
-WEIGHT_ENTRY = Entry(_weight_entry)
-"""float32 :func:`weight_panels` as a cfunc the native workers call (compiled at first use)."""
 
 
 def pack_weights(U, KB):

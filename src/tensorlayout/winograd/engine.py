@@ -135,23 +135,21 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
     return U.reshape(alpha * alpha, groups, K // groups, Cg)
 
 
-def transform_packed(w: np.ndarray, t: Transforms, groups: int, threads: int,
+def transform_packed(w: np.ndarray, mod, coef, groups: int, alpha: int, threads: int,
                      reuse: bool = False) -> np.ndarray:
     """The float32 weight transform written straight into ``tl_sgemm``'s panels
-    (α², groups, nkb, C/groups, mr) in one pass, on the native workers (in a
-    :func:`scratch` buffer with ``reuse``)."""
-    from . import _kernels, _simd
+    (α², groups, nkb, C/groups, mr) in one pass, by the generated ``weights_{m}_{r}`` of
+    ``mod`` on the native workers (in a :func:`scratch` buffer with ``reuse``)."""
+    from . import _simd
 
     mr = _simd.module().isa.mr
     K, Cg = w.shape[:2]
     nkb = -(-(K // groups) // mr)
-    shape = (t.alpha * t.alpha, groups, nkb, Cg, mr)
-    Up = (scratch if reuse else np.empty)(shape, np.float32)
-    G = t.as_float(np.float32)[1]
-    ctx = np.array([w.ctypes.data, *w.shape, G.ctypes.data, *G.shape, Up.ctypes.data, *shape,
-                    0, 0], np.int64)
-    _pool.workers().run(_kernels.WEIGHT_ENTRY.address, ctx.ctypes.data,
-                        min(threads, groups * nkb))
+    shape = (alpha * alpha, groups, nkb, Cg, mr)
+    Up = (scratch if reuse else aligned_empty)(shape, np.float32)
+    ctx = np.array([w.ctypes.data, *w.shape, Up.ctypes.data, *shape, coef.ctypes.data,
+                    coef.size, 0, 0, 0], np.int64)
+    _pool.workers().run(mod.WEIGHT_ENTRY.address, ctx.ctypes.data, min(threads, groups * nkb))
     return Up
 
 
@@ -181,7 +179,7 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning
             lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
                 gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
         if (tuning is None or tuning.gemm == "packed") and native_ok():
-            Up = transform_packed(w, t, groups, threads, reuse)
+            Up = transform_packed(w, mod, coef, groups, t.alpha, threads, reuse)
             return WinogradWeights(t, None, AT, BT, kernels, True, Up, mod, coef)
         U = transform_weights(w, t, groups, True, threads, reuse)
         return WinogradWeights(t, U, AT, BT, kernels, True, None, None, coef)

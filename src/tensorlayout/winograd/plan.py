@@ -301,7 +301,7 @@ def _needed(plan, points):
     if info.algorithm == "winograd":
         t = _transforms(info.tile, info.kernel[0], points)
         native = dt == np.float32 and tuning.gemm == "packed" and engine.native_ok()
-        dispatchers = [_kernels.WEIGHT_ENTRY if native else _kernels.weight_transform]
+        dispatchers = [] if native else [_kernels.weight_transform]
         if dt == np.float32:
             from . import _codegen
 
@@ -309,7 +309,8 @@ def _needed(plan, points):
             dispatchers += [getattr(mod, f"wino_input_{t.m}_{t.r}"),
                             getattr(mod, f"wino_output_{t.m}_{t.r}")]
             if native:
-                dispatchers += [getattr(mod, f"share_{t.m}_{t.r}"), mod.ENTRY]
+                dispatchers += [getattr(mod, f"share_{t.m}_{t.r}"), mod.ENTRY,
+                                getattr(mod, f"weights_{t.m}_{t.r}"), mod.WEIGHT_ENTRY]
         else:
             dispatchers += [_kernels.wino_input, _kernels.wino_output]
         key = ("winograd", dt.str, t.m, t.r, repr(t.points), native)
