@@ -319,8 +319,9 @@ def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
     # split = 0: each thread takes whole blocks from the counter ctl[0] and runs the input
     #   transform, the a2 x groups GEMMs and the output transform on its own buffers;
     # split = 1: every block is shared: the input transform by input channels, a barrier,
-    #   then the GEMMs and the output transform by panels of output channels (a thread reads
-    #   only its rows of Up, and needs no barrier before transforming its own outputs).
+    #   the a2 x (groups x nkb) GEMMs of one panel each cut into nt equal runs (a thread's
+    #   run keeps to few points t, so its V[t] stays in its cache), a barrier, then the
+    #   output transform by output channels.
     N, C, H, W_ = x.shape
     K = y.shape[1]
     a2 = Up.shape[0]
@@ -360,29 +361,38 @@ def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
     ma = Mt.ctypes.data
     c0 = tid * C // nt
     c1 = (tid + 1) * C // nt
-    q0 = tid * G * nkb // nt
-    q1 = (tid + 1) * G * nkb // nt
+    npan = G * nkb
+    u0 = tid * a2 * npan // nt
+    u1 = (tid + 1) * a2 * npan // nt
+    k0o = tid * K // nt
+    k1o = (tid + 1) * K // nt
     for b in range(nblk):
         p0 = blocks[b, 0]
         npb = blocks[b, 1]
         ncol = blocks[b, 2]
         if b > 0:
-            call_void(barrier, (bar, nt, spin))          # V is about to be overwritten
+            call_void(barrier, (bar, nt, spin))          # V and M are about to be reused
         wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2)
         call_void(barrier, (bar, nt, spin))
-        q = q0
-        while q < q1:
-            g = q // nkb
-            kb0 = q - g * nkb
-            kb1 = min(nkb, kb0 + q1 - q)
-            k0 = g * Kg + kb0 * mr
-            k1 = g * Kg + min(Kg, kb1 * mr)
-            for t in range(a2):
+        u = u0                                            # units (point t, panel q)
+        while u < u1:
+            t = u // npan
+            qa = u - t * npan
+            qb = min(npan, qa + u1 - u)
+            q = qa
+            while q < qb:
+                g = q // nkb
+                kb0 = q - g * nkb
+                kb1 = min(nkb, kb0 + qb - q)
+                k0 = g * Kg + kb0 * mr
+                k1 = g * Kg + min(Kg, kb1 * mr)
                 call_void(gemm, (k1 - k0, ncol, Cg, ua + ((t * G + g) * nkb + kb0) * panel * isz,
                                  va + (t * C + g * Cg) * Pb * isz, Pb,
                                  ma + (t * K + k0) * Pb * isz, Pb, 0))
-            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], k0, k1, U2)
-            q += kb1 - kb0
+                q += kb1 - kb0
+            u += qb - qa
+        call_void(barrier, (bar, nt, spin))
+        wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], k0o, k1o, U2)
 
 
 def entry_{m}_{r}(ctx, tid, nt):
@@ -534,7 +544,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 8        # bump when the generated code changes: cached files are keyed by it
+VERSION = 9        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:

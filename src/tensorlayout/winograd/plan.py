@@ -267,7 +267,9 @@ def plan_conv2d(x_shape, w, bias=None, *args, stride=1, padding=0, dilation=1, g
                     _finite_w=name != "direct" or bool(np.isfinite(w).all()), _points=points)
     if use_nb:
         key, dispatchers, warm = _needed(plan, points)
-        if not _jit.ready(key, dispatchers, warm, tuning.compile):
+        # compiled in this process already: nothing to check (no cache index to read)
+        if not all(d.overloads for d in dispatchers) and not _jit.ready(
+                key, dispatchers, warm, tuning.compile):
             use_nb = False
             plan._pending = True
             plan.info = dataclasses.replace(info, backend="numpy")
@@ -308,9 +310,8 @@ def _needed(plan, points):
             mod = _codegen.load_module(t)
             dispatchers += [getattr(mod, f"wino_input_{t.m}_{t.r}"),
                             getattr(mod, f"wino_output_{t.m}_{t.r}")]
-            if native:
-                dispatchers += [getattr(mod, f"share_{t.m}_{t.r}"), mod.ENTRY,
-                                getattr(mod, f"weights_{t.m}_{t.r}"), mod.WEIGHT_ENTRY]
+            if native:                   # the cfuncs' code includes the kernels they call
+                dispatchers = [mod.ENTRY, mod.WEIGHT_ENTRY]
         else:
             dispatchers += [_kernels.wino_input, _kernels.wino_output]
         key = ("winograd", dt.str, t.m, t.r, repr(t.points), native)
