@@ -438,26 +438,37 @@ def _kernel_source(t):
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
     L = [_NATIVE.format(m=m, r=r)]
     # ---- weights: w[k, c] -> Up[a*a + b, g, kb, c, l] = sum_ij G[a,i] w[i,j] G[b,j], the
-    # filters k = g*Kg + kb*mr + l of a panel in the vector lanes
+    # filters k = g*Kg + kb*mr + l of a panel in the vector lanes: the panel's filters are
+    # first copied into W16[c, i*r + j, l] (16 lanes, zero past the panel's filters), so that
+    # both passes read whole vectors
     L.append("@njit(nogil=True, cache=True)")
     L.append(f"def weights_{m}_{r}(w, Up, coef, q0, q1):")
     L.append(ks)
     L += ["    K = w.shape[0]", "    Cg = w.shape[1]", "    Gn = Up.shape[1]", "    nkb = Up.shape[2]",
           "    mr = Up.shape[4]", "    Kg = K // Gn",
-          f"    T = np.empty(({a * r}, mr), dtype=Up.dtype)",
+          f"    W16 = np.zeros((Cg, {r * r}, 16), dtype=Up.dtype)",
+          f"    T = np.empty(({a * r}, 16), dtype=Up.dtype)",
           "    for q in range(q0, q1):", "        g = q // nkb", "        kb = q - g * nkb",
           "        kf = g * Kg + kb * mr", "        nl = min(mr, Kg - kb * mr)",
+          "        for l in range(16):",
+          "            if l < nl:",
+          "                for c in range(Cg):",
+          f"                    for ij in range({r * r}):",
+          f"                        W16[c, ij, l] = w[kf + l, c, ij // {r}, ij % {r}]",
+          "            else:",
+          "                for c in range(Cg):",
+          f"                    for ij in range({r * r}):",
+          "                        W16[c, ij, l] = 0",
           "        for c in range(Cg):"]
-    head = ("            for l in range(nl):",)
     for j in range(r):            # columns of w: T[a*r + j] = sum_i G[a, i] w[i, j]
-        L += _pass(t.G, "d", [f"w[kf + l, c, {i}, {j}]" for i in range(r)],
-                   [f"T[{a1 * r + j}, l] = {{}}" for a1 in range(a)], coefs, header=head)
+        L += _pass(t.G, "d", [f"W16[c, {i * r + j}, l]" for i in range(r)],
+                   [f"T[{a1 * r + j}, l] = {{}}" for a1 in range(a)], coefs,
+                   header=("            for l in range(16):",))
     for a1 in range(a):           # rows: Up[a1*a + b] = sum_j G[b, j] T[a1*r + j]
         L += _pass(t.G, "e", [f"T[{a1 * r + j}, l]" for j in range(r)],
                    [f"Up[{a1 * a + b}, g, kb, c, l] = {{}}" for b in range(a)], coefs,
-                   header=head)
-    L += ["            for l in range(nl, mr):", f"                for t in range({a * a}):",
-          "                    Up[t, g, kb, c, l] = 0", ""]
+                   header=("            for l in range(mr):",))
+    L.append("")
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
     L.append("@njit(nogil=True, cache=True)")
@@ -544,7 +555,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 9        # bump when the generated code changes: cached files are keyed by it
+VERSION = 10        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:
