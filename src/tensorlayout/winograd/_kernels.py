@@ -1,6 +1,6 @@
 """Compiled loops (numba) for the convolution engine.
 
-Imported only when numba is installed; :mod:`tensorlayout.winograd.conv` falls back to
+Imported only when numba is installed; :mod:`tensorlayout.winograd.plan` falls back to
 NumPy otherwise.  Every kernel keeps IEEE semantics (no fastmath), so NaN and Inf
 travel exactly as the arithmetic says.
 
@@ -238,16 +238,6 @@ def weight_transform(w, G, U, k0, k1):
                             dst[c] += g * src[c]
 
 
-def pack_weights(U, KB):
-    """U (α², groups, Kg, Cg) as the panels ``tl_sgemm`` reads: (α², groups, nkb, Cg, KB),
-    output channels past Kg zero."""
-    a2, G, Kg, Cg = U.shape
-    nkb = -(-Kg // KB)
-    Up = np.zeros((a2, G, nkb * KB, Cg), dtype=U.dtype)
-    Up[:, :, :Kg] = U
-    return np.ascontiguousarray(Up.reshape(a2, G, nkb, KB, Cg).transpose(0, 1, 2, 4, 3))
-
-
 @njit(parallel=True, cache=True)
 def im2col_engine(x, W3, y, cols, rows_per, KH, KW, sh, sw, ph, pw, dh, dw, chunks, sgemm,
                   kstep):
@@ -281,12 +271,3 @@ def im2col_engine(x, W3, y, cols, rows_per, KH, KW, sh, sw, ph, pw, dh, dw, chun
                       cols.ctypes.data + (g * CgKK * ldc) * isz, ldc, zero,
                       y.ctypes.data + ((n * K + g * Kg + k0) * OH * OW + oh0 * OW) * isz,
                       OH * OW)
-
-
-@njit(parallel=True, cache=True)
-def weight_transform_parallel(w, G, U, chunks):
-    """:func:`weight_transform` over all output channels, ``chunks`` pieces on numba's
-    threads (the pool the Winograd engine uses, so the two never compete for cores)."""
-    K = w.shape[0]
-    for i in prange(chunks):
-        weight_transform(w, G, U, i * K // chunks, (i + 1) * K // chunks)

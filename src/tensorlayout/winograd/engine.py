@@ -3,18 +3,22 @@
 For a block of ``Pb`` tiles (tile p = n·T + ty·ntx + tx, T = nty·ntx tiles per image):
 
 1. input transform, Bᵀ d B of every tile and channel, into ``V`` (α², C, Pb);
-2. α² GEMMs ``M[t] = U[t] @ V[t]`` (BLAS, one thread each), ``U`` (α², K, C) being the
-   transformed weights;
+2. α² GEMMs ``M[t] = U[t] @ V[t]``, ``U`` (α², K, C) being the transformed weights;
 3. output transform Aᵀ M A plus bias, scattered into the output.
 
-Two schedules share the cores (:func:`schedule`):
+float32 with the generated kernels runs on the native workers (:class:`NativeCall`): the
+weights packed once into the panels of the SIMD GEMM (``_simd.tl_sgemm``), each thread's
+share a generated cfunc.  Other calls (float64, ``Tuning(gemm="blas")``, no native
+engine here) run the same steps from our Python threads with NumPy's BLAS (:func:`run`),
+or all in NumPy (:func:`run_numpy`).  Two schedules share the cores (:func:`schedule`):
 
 * ``tiles``: enough tiles for every thread to get blocks of at least
   ``Tuning.min_block_tiles``: each thread takes whole blocks, one after the other, and runs
   the three steps on its own buffers while they are in its cache, with no barrier;
 * ``split``: few tiles and many channels (deep, small layers): all threads work on one
-  block, the input transform split by input channels, then the GEMMs and the output
-  transform split by output channels, so each thread reads only its share of ``U``.
+  block: the input transform split by input channels, then the GEMMs (native: equal runs
+  of (point, panel) units; BLAS: by output channels) and the output transform by output
+  channels, so each thread reads only its share of ``U``.
 
 Wide images use the row layout of the generated kernels: a block is whole rows of tiles
 (see ``_codegen``).  Non-finite outputs are detected on the way (``value * 0``) and the
