@@ -168,9 +168,12 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
                 vert_{m}_{r}(P, F4, rl, coef)
             horiz_{m}_{r}(Fb, V, c, R * U2, coef)
         return
+    # columns past the block's tiles: zero up to a whole vector of tiles (the GEMM reads
+    # npb columns; V's rows may be longer still, see engine.schedule)
+    Pw = min(Pb, (npb + 15) // 16 * 16)
     for c in range(c0, c1):
         for t in range({a} * {a}):
-            for q in range(npb, Pb):
+            for q in range(npb, Pw):
                 V[t, c, q] = 0
     D = np.zeros(({a} * {a}, Pb), dtype=V.dtype)
     E = np.empty(({a} * {a}, Pb), dtype=V.dtype)
@@ -205,7 +208,7 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
                 for i in range({a}):
                     for j in range({a}):
                         D[i * {a} + j, q] = plane[r0 + i, x0 + j]
-            input_{m}_{r}(D, E, V, c, coef, Pb)
+            input_{m}_{r}(D, E, V, c, coef, Pw)
         return
     # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
@@ -237,7 +240,7 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
                             D[i * {a} + j, q] = x[n, c, yy, xx]
                         else:
                             D[i * {a} + j, q] = 0
-        input_{m}_{r}(D, E, V, c, coef, Pb)
+        input_{m}_{r}(D, E, V, c, coef, Pw)
 
 
 @njit(nogil=True, cache=True)
@@ -284,9 +287,10 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
                 acc += Z[qs[q]]
             bad[k0] += acc
         return
+    Pw = min(Pb, (npb + 15) // 16 * 16)
     for k in range(k0, k1):
         bk = bias[k]
-        output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb)
+        output_{m}_{r}(M, S, O, Z, k, bk, coef, Pw)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
@@ -311,11 +315,12 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 
 _NATIVE = """
 @njit(nogil=True, cache=True)
-def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split,
-                  V, M, bad, ctl, gemm, barrier, fetch_add, spin):
+def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
+                  U2, split, V, M, bad, ctl, gemm, barrier, fetch_add, spin):
     # Thread tid's part of one call on nt native workers (engine.NativeCall).  Up holds the
-    # transformed weights as tl_sgemm's panels (a2, groups, nkb, Cg, mr); V and M one
-    # (a2, C, Pb) / (a2, K, Pb) buffer per thread (split: one shared).
+    # transformed weights as tl_sgemm's panels: row t is the (groups, nkb, Cg, mr) panels
+    # of point t, rows padded (engine.plane_floats); V and M one (a2, Cp, Pb) / (a2, Kp,
+    # Pb) buffer per thread (split: one shared), Cp >= C and Kp >= K rows per plane.
     # split = 0: each thread takes whole blocks from the counter ctl[0] and runs the input
     #   transform, the a2 x groups GEMMs and the output transform on its own buffers;
     # split = 1: every block is shared: the input transform by input channels, a barrier,
@@ -325,11 +330,11 @@ def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
     N, C, H, W_ = x.shape
     K = y.shape[1]
     a2 = Up.shape[0]
-    G = Up.shape[1]
-    nkb = Up.shape[2]
-    Cg = Up.shape[3]
-    mr = Up.shape[4]
+    Lp = Up.shape[1]
+    Cg = C // G
     Kg = K // G
+    Cp = V.shape[2]
+    Kp = M.shape[2]
     Pb = V.shape[3]
     nblk = blocks.shape[0]
     panel = Cg * mr
@@ -351,9 +356,9 @@ def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
             wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
             for t in range(a2):
                 for g in range(G):
-                    call_void(gemm, (Kg, ncol, Cg, ua + (t * G + g) * nkb * panel * isz,
-                                     va + (t * C + g * Cg) * Pb * isz, Pb,
-                                     ma + (t * K + g * Kg) * Pb * isz, Pb, 0))
+                    call_void(gemm, (Kg, ncol, Cg, ua + (t * Lp + g * nkb * panel) * isz,
+                                     va + (t * Cp + g * Cg) * Pb * isz, Pb,
+                                     ma + (t * Kp + g * Kg) * Pb * isz, Pb, 0))
             wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
     Vt = V[0]
     Mt = M[0]
@@ -386,9 +391,9 @@ def share_{m}_{r}(tid, nt, x, Up, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
                 kb1 = min(nkb, kb0 + qb - q)
                 k0 = g * Kg + kb0 * mr
                 k1 = g * Kg + min(Kg, kb1 * mr)
-                call_void(gemm, (k1 - k0, ncol, Cg, ua + ((t * G + g) * nkb + kb0) * panel * isz,
-                                 va + (t * C + g * Cg) * Pb * isz, Pb,
-                                 ma + (t * K + k0) * Pb * isz, Pb, 0))
+                call_void(gemm, (k1 - k0, ncol, Cg, ua + (t * Lp + (g * nkb + kb0) * panel) * isz,
+                                 va + (t * Cp + g * Cg) * Pb * isz, Pb,
+                                 ma + (t * Kp + k0) * Pb * isz, Pb, 0))
                 q += kb1 - kb0
             u += qb - qa
         call_void(barrier, (bar, nt, spin))
@@ -400,17 +405,17 @@ def entry_{m}_{r}(ctx, tid, nt):
     # the int64 context written by engine.NativeCall.
     a = carray(ptr_i64(ctx), (64,))
     x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
-    Up = carray(ptr_f32(a[5]), (a[6], a[7], a[8], a[9], a[10]))
+    Up = carray(ptr_f32(a[5]), (a[6], a[7]))
     y = carray(ptr_f32(a[11]), (a[12], a[13], a[14], a[15]))
     bias = carray(ptr_f32(a[16]), (a[13],))
     coef = carray(ptr_f32(a[17]), (a[18],))
     blocks = carray(ptr_i64(a[19]), (a[20], 3))
     V = carray(ptr_f32(a[21]), (a[22], a[23], a[24], a[25]))
-    M = carray(ptr_f32(a[26]), (a[22], a[23], a[13], a[25]))
+    M = carray(ptr_f32(a[26]), (a[22], a[23], a[40], a[25]))
     bad = carray(ptr_f32(a[27]), (a[28], a[13]))
     ctl = carray(ptr_i64(a[29]), (4,))
-    share_{m}_{r}(tid, nt, x, Up, y, bias, coef, a[30], a[31], a[32], a[33], blocks, a[34],
-                  a[35], V, M, bad, ctl, a[36], a[37], a[38], a[39])
+    share_{m}_{r}(tid, nt, x, Up, a[8], a[9], a[10], y, bias, coef, a[30], a[31], a[32], a[33],
+                  blocks, a[34], a[35], V, M, bad, ctl, a[36], a[37], a[38], a[39])
 
 
 ENTRY = Entry(entry_{m}_{r})       # compiled as a cfunc at first use
@@ -421,10 +426,10 @@ def weight_entry_{m}_{r}(ctx, tid, nt):
     # transforms its share of the groups x nkb panels.
     a = carray(ptr_i64(ctx), (16,))
     w = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
-    Up = carray(ptr_f32(a[5]), (a[6], a[7], a[8], a[9], a[10]))
+    Up = carray(ptr_f32(a[5]), (a[6], a[7]))
     coef = carray(ptr_f32(a[11]), (a[12],))
-    nq = a[7] * a[8]
-    weights_{m}_{r}(w, Up, coef, tid * nq // nt, (tid + 1) * nq // nt)
+    nq = a[8] * a[9]
+    weights_{m}_{r}(w, Up, coef, a[8], a[9], a[10], tid * nq // nt, (tid + 1) * nq // nt)
 
 
 WEIGHT_ENTRY = Entry(weight_entry_{m}_{r})
@@ -437,37 +442,42 @@ def _kernel_source(t):
     coefs = coef_list(t.AT, t.BT, t.G)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
     L = [_NATIVE.format(m=m, r=r)]
-    # ---- weights: w[k, c] -> Up[a*a + b, g, kb, c, l] = sum_ij G[a,i] w[i,j] G[b,j], the
+    # ---- weights: w[k, c] -> Up[a*a + b, (q*Cg + c)*mr + l] = sum_ij G[a,i] w[i,j] G[b,j], the
     # filters k = g*Kg + kb*mr + l of a panel in the vector lanes: the panel's filters are
-    # first copied into W16[c, i*r + j, l] (16 lanes, zero past the panel's filters), so that
-    # both passes read whole vectors
+    # first copied into W16[c, i*r + j, l] (16 lanes; lanes past the panel's filters zero),
+    # then per input channel one loop over the lanes computes G w (all columns) and one
+    # more G w G^T (all rows) straight into the panel
     L.append("@njit(nogil=True, cache=True)")
-    L.append(f"def weights_{m}_{r}(w, Up, coef, q0, q1):")
+    L.append(f"def weights_{m}_{r}(w, Up, coef, Gn, nkb, mr, q0, q1):")
     L.append(ks)
-    L += ["    K = w.shape[0]", "    Cg = w.shape[1]", "    Gn = Up.shape[1]", "    nkb = Up.shape[2]",
-          "    mr = Up.shape[4]", "    Kg = K // Gn",
+    L += ["    K = w.shape[0]", "    Cg = w.shape[1]", "    Kg = K // Gn",
           f"    W16 = np.zeros((Cg, {r * r}, 16), dtype=Up.dtype)",
           f"    T = np.empty(({a * r}, 16), dtype=Up.dtype)",
           "    for q in range(q0, q1):", "        g = q // nkb", "        kb = q - g * nkb",
           "        kf = g * Kg + kb * mr", "        nl = min(mr, Kg - kb * mr)",
-          "        for l in range(16):",
-          "            if l < nl:",
-          "                for c in range(Cg):",
-          f"                    for ij in range({r * r}):",
-          f"                        W16[c, ij, l] = w[kf + l, c, ij // {r}, ij % {r}]",
-          "            else:",
-          "                for c in range(Cg):",
-          f"                    for ij in range({r * r}):",
-          "                        W16[c, ij, l] = 0",
+          "        base = q * Cg * mr",
+          "        for c in range(Cg):",
+          f"            for i in range({r}):",
+          f"                for j in range({r}):",
+          "                    for l in range(nl):",
+          f"                        W16[c, i * {r} + j, l] = w[kf + l, c, i, j]",
+          "                    for l in range(nl, mr):",
+          f"                        W16[c, i * {r} + j, l] = 0",
           "        for c in range(Cg):"]
-    for j in range(r):            # columns of w: T[a*r + j] = sum_i G[a, i] w[i, j]
-        L += _pass(t.G, "d", [f"W16[c, {i * r + j}, l]" for i in range(r)],
-                   [f"T[{a1 * r + j}, l] = {{}}" for a1 in range(a)], coefs,
-                   header=("            for l in range(16):",))
-    for a1 in range(a):           # rows: Up[a1*a + b] = sum_j G[b, j] T[a1*r + j]
-        L += _pass(t.G, "e", [f"T[{a1 * r + j}, l]" for j in range(r)],
-                   [f"Up[{a1 * a + b}, g, kb, c, l] = {{}}" for b in range(a)], coefs,
-                   header=("            for l in range(mr):",))
+    # columns of w, all in one loop: T[a*r + j] = sum_i G[a, i] w[i, j]
+    body = ["            for l in range(16):"]
+    for j in range(r):
+        body += _pass(t.G, f"d{j}_", [f"W16[c, {i * r + j}, l]" for i in range(r)],
+                      [f"T[{a1 * r + j}, l] = {{}}" for a1 in range(a)], coefs,
+                      header=("            for l in range(16):",))[1:]
+    L += body
+    # rows, all in one loop over the panel's lanes: Up[a1*a + b] = sum_j G[b, j] T[a1*r + j]
+    body = ["            o = base + c * mr", "            for l in range(mr):"]
+    for a1 in range(a):
+        body += _pass(t.G, f"e{a1}_", [f"T[{a1 * r + j}, l]" for j in range(r)],
+                      [f"Up[{a1 * a + b}, o + l] = {{}}" for b in range(a)], coefs,
+                      header=("            for l in range(mr):",))[1:]
+    L += body
     L.append("")
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
@@ -555,7 +565,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 10        # bump when the generated code changes: cached files are keyed by it
+VERSION = 13        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:

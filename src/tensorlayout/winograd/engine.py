@@ -57,7 +57,8 @@ class WinogradWeights:
 
     ``U`` is (α², groups, K/groups, C/groups) in the data's dtype, for the BLAS and NumPy
     paths; the native engine reads ``packed`` instead, the same values as ``tl_sgemm``'s
-    panels (α², groups, nkb, C/groups, mr) (``U`` is then None).  ``kernels`` is the pair
+    panels: (α², Lp), row t the panels (groups, nkb, C/groups, mr) of point t then padding
+    (``U`` is then None; :meth:`panels` gives them as such).  ``kernels`` is the pair
     of compiled block kernels ``(input, output)`` (None: NumPy path); ``native`` the
     generated module whose ``ENTRY`` runs a whole call on the native workers."""
 
@@ -74,6 +75,16 @@ class WinogradWeights:
     @property
     def m(self) -> int:
         return self.t.m
+
+    def panels(self, K: int, C: int, groups: int) -> np.ndarray:
+        """``packed`` as (α², groups, nkb, C/groups, mr) for a convolution of C input and K
+        output channels: a view (native engine only)."""
+        from . import _simd
+
+        mr = _simd.module().isa.mr
+        nkb = -(-(K // groups) // mr)
+        n = groups * nkb * (C // groups) * mr
+        return self.packed[:, :n].reshape(-1, groups, nkb, C // groups, mr)
 
     @property
     def alpha(self) -> int:
@@ -139,20 +150,39 @@ def transform_weights(w: np.ndarray, t: Transforms, groups: int, use_numba: bool
     return U.reshape(alpha * alpha, groups, K // groups, Cg)
 
 
+def plane_floats(n: int) -> int:
+    """Floats per plane for ``n`` values: at least n, a whole number of 64-byte lines, and an
+    odd number of them, so that the α² planes of one array, walked in step by the
+    transforms and the GEMM, start in different sets of the cache (planes of a multiple of
+    4 KiB all fall into one set, and 16 to 64 streams then evict each other)."""
+    lines = max(1, -(-n // 16))
+    return (lines | 1) * 16
+
+
+def plane_rows(rows: int, row_floats: int) -> int:
+    """Rows per plane of ``row_floats``-float rows with the same aim as :func:`plane_floats`
+    (rows past ``rows`` unused); rows of a whole even number of lines cannot get there and
+    are left as they are (:func:`schedule` avoids them)."""
+    if row_floats % 16 or (row_floats // 16) % 2 == 0:
+        return rows
+    return rows | 1
+
+
 def transform_packed(w: np.ndarray, mod, coef, groups: int, alpha: int, threads: int,
                      reuse: bool = False) -> np.ndarray:
-    """The float32 weight transform written straight into ``tl_sgemm``'s panels
-    (α², groups, nkb, C/groups, mr) in one pass, by the generated ``weights_{m}_{r}`` of
-    ``mod`` on the native workers (in a :func:`scratch` buffer with ``reuse``)."""
+    """The float32 weight transform written straight into ``tl_sgemm``'s panels in one pass,
+    by the generated ``weights_{m}_{r}`` of ``mod`` on the native workers (in a
+    :func:`scratch` buffer with ``reuse``).  Returns (α², Lp): row t holds the panels
+    (groups, nkb, C/groups, mr) of point t, then padding (:func:`plane_floats`)."""
     from . import _simd
 
     mr = _simd.module().isa.mr
     K, Cg = w.shape[:2]
     nkb = -(-(K // groups) // mr)
-    shape = (alpha * alpha, groups, nkb, Cg, mr)
-    Up = (scratch if reuse else aligned_empty)(shape, np.float32)
-    ctx = np.array([w.ctypes.data, *w.shape, Up.ctypes.data, *shape, coef.ctypes.data,
-                    coef.size, 0, 0, 0], np.int64)
+    Lp = plane_floats(groups * nkb * Cg * mr)
+    Up = (scratch if reuse else aligned_empty)((alpha * alpha, Lp), np.float32)
+    ctx = np.array([w.ctypes.data, *w.shape, Up.ctypes.data, alpha * alpha, Lp, groups, nkb,
+                    mr, coef.ctypes.data, coef.size, 0, 0, 0], np.int64)
     _pool.workers().run(mod.WEIGHT_ENTRY.address, ctx.ctypes.data, min(threads, groups * nkb))
     return Up
 
@@ -210,10 +240,11 @@ class NativeCall:
     workers read, the blocks, the entry's address) is made once here; a call fills in the
     addresses of its input, its output and its scratch."""
 
-    def __init__(self, ww: WinogradWeights, x_shape, bias, out_shape, padding, sched):
+    def __init__(self, ww: WinogradWeights, x_shape, bias, out_shape, padding, groups, sched):
         from . import _simd
 
         mod = _simd.module()
+        mr = mod.isa.mr
         N, C, H, W = x_shape
         K = out_shape[1]
         m, alpha = ww.m, ww.alpha
@@ -225,16 +256,19 @@ class NativeCall:
         nbuf = 1 if split else self.nt
         self.blocks = np.array([(p0, npb, npb if sched.U2 == 0 else npb // ntx * sched.U2)
                                 for p0, npb in sched.blocks], dtype=np.int64)
-        self.shapes = ((nbuf, a2, C, sched.Pb), (nbuf, a2, K, sched.Pb), (self.nt, K))
+        Cp, Kp = plane_rows(C, sched.Pb), plane_rows(K, sched.Pb)
+        self.shapes = ((nbuf, a2, Cp, sched.Pb), (nbuf, a2, Kp, sched.Pb), (self.nt, K))
         self.out_shape = tuple(out_shape)
         self.keep = (ww.packed, ww.coef, bias)
         Up, coef = ww.packed, ww.coef
+        nkb = -(-(K // groups) // mr)
         self.template = np.array(
-            [0, N, C, H, W, Up.ctypes.data, *Up.shape, 0, *out_shape, bias.ctypes.data,
-             coef.ctypes.data, coef.size, self.blocks.ctypes.data, len(self.blocks), 0, nbuf,
-             a2, C, sched.Pb, 0, 0, self.nt, 0, padding[0], padding[1], nty, ntx, sched.U2,
-             split, mod.addr["tl_sgemm"], mod.addr["tl_barrier"], mod.addr["tl_fetch_add"],
-             _pool.SPIN_TICKS] + [0] * 24, dtype=np.int64)
+            [0, N, C, H, W, Up.ctypes.data, *Up.shape, groups, nkb, mr, 0, *out_shape,
+             bias.ctypes.data, coef.ctypes.data, coef.size, self.blocks.ctypes.data,
+             len(self.blocks), 0, nbuf, a2, Cp, sched.Pb, 0, 0, self.nt, 0, padding[0],
+             padding[1], nty, ntx, sched.U2, split, mod.addr["tl_sgemm"],
+             mod.addr["tl_barrier"], mod.addr["tl_fetch_add"], _pool.SPIN_TICKS, Kp]
+            + [0] * 23, dtype=np.int64)
         self.entry = ww.native.ENTRY.address
         self.key = ("native",) + self.shapes
 
@@ -335,8 +369,11 @@ class Schedule:
     threads: int
 
 
-def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok) -> Schedule:
-    """Cut a call into blocks for ``threads`` threads (see the module docstring)."""
+def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok,
+             odd_rows=False) -> Schedule:
+    """Cut a call into blocks for ``threads`` threads (see the module docstring).
+    ``odd_rows``: rows of V and M an odd number of 16-tile vectors long (the native engine,
+    whose planes :func:`plane_rows` then spreads over the cache's sets)."""
     T = nty * ntx
     P = N * T
     per_tile = alpha * alpha * (C + K) * itemsize
@@ -367,7 +404,8 @@ def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok) -> 
     if mode == "tiles" and tuning.block_tiles is None and pb > LANE_TILES:
         pb = -(-pb // LANE_TILES) * LANE_TILES           # whole vectors of tiles per block
     blocks = tuple((p0, min(pb, P - p0)) for p0 in range(0, P, pb))
-    return Schedule(mode, blocks, -(-pb // LANE_TILES) * LANE_TILES, 0, threads)
+    vectors = -(-pb // LANE_TILES)
+    return Schedule(mode, blocks, (vectors | (1 if odd_rows else 0)) * LANE_TILES, 0, threads)
 
 
 def _quiet(fn):

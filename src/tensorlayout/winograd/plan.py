@@ -188,7 +188,7 @@ class ConvPlan:
         c = self._schedules.get(("native", nt))
         if c is None:
             c = engine.NativeCall(self.winograd, self.x_shape, self.bias, self.out_shape,
-                                  self.padding, self.schedule())
+                                  self.padding, self.groups, self.schedule())
             self._schedules[("native", nt)] = c
         return c
 
@@ -202,7 +202,8 @@ class ConvPlan:
             ww = self.winograd
             m = ww.m
             s = engine.schedule(N, -(-OH // m), -(-OW // m), C, K, m, ww.alpha,
-                                self.w.dtype.itemsize, nt, self.tuning, ww.generated)
+                                self.w.dtype.itemsize, nt, self.tuning, ww.generated,
+                                ww.native is not None)
             self._schedules[nt] = s
         return s
 
