@@ -254,3 +254,29 @@ def test_gemm_never_reads_past_its_operands(isa):
         del ga, gb
         keep_a.close()
         keep_b.close()
+
+
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_one_shot_transforms_each_panel_where_it_is_used(m):
+    """A one-shot conv2d in the split schedule transforms every weight panel in the thread that
+    uses it, never the whole filter bank: same numbers as a prepared plan (whose panels were
+    transformed first, by the same kernel), and as the float64 loop; grouped too."""
+    pytest.importorskip("numba")
+    import tensorlayout as tl
+    from tensorlayout.winograd import Tuning, engine, plan_conv2d
+
+    if not engine.native_ok():
+        pytest.skip("no native engine here")
+    rng = np.random.default_rng(59)
+    for groups, K in ((1, 45), (3, 30)):
+        x = rng.standard_normal((1, 24, 9, 11)).astype(np.float32)
+        w = rng.standard_normal((K, 24 // groups, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(K).astype(np.float32)
+        tuning = Tuning(threads=3, min_block_tiles=1 << 20, small_weights_bytes=1,
+                        compile="wait")
+        kw = dict(padding=1, groups=groups, algorithm=f"winograd:{m}", tuning=tuning)
+        once = plan_conv2d(x.shape, w, b, weights="per-call", **kw)
+        assert once.schedule().mode == "split" and once.winograd.packed is None
+        y = tl.conv2d(x, w, b, **kw)
+        np.testing.assert_array_equal(y, plan_conv2d(x.shape, w, b, **kw)(x))
+        assert rel_err(y, reference_conv(x, w, b, 1, 1, 1, groups)) < 3e-5

@@ -316,7 +316,7 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 _NATIVE = """
 @njit(nogil=True, cache=True)
 def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
-                  U2, split, V, M, bad, ctl, gemm, barrier, fetch_add, spin):
+                  U2, split, V, M, bad, ctl, gemm, barrier, fetch_add, spin, w, Ub):
     # Thread tid's part of one call on nt native workers (engine.NativeCall).  Up holds the
     # transformed weights as tl_sgemm's panels: row t is the (groups, nkb, Cg, mr) panels
     # of point t, rows padded (engine.plane_floats); V and M one (a2, Cp, Pb) / (a2, Kp,
@@ -326,7 +326,10 @@ def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, 
     # split = 1: every block is shared: the input transform by input channels, a barrier,
     #   the a2 x (groups x nkb) GEMMs of one panel each cut into nt equal runs (a thread's
     #   run keeps to few points t, so its V[t] stays in its cache), a barrier, then the
-    #   output transform by output channels.
+    #   output transform by output channels.  With weights w (a one-shot call, Up unused)
+    #   each thread instead takes whole panels: it transforms the panel's filters into its
+    #   own Ub[tid] (one panel of every point, in its cache) and runs the panel's a2 GEMMs
+    #   from there; the transformed weights are never written to memory as a whole.
     N, C, H, W_ = x.shape
     K = y.shape[1]
     a2 = Up.shape[0]
@@ -371,6 +374,15 @@ def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, 
     u1 = (tid + 1) * a2 * npan // nt
     k0o = tid * K // nt
     k1o = (tid + 1) * K // nt
+    fused = w.shape[0] > 0
+    if fused:
+        q0f = tid * npan // nt
+        q1f = (tid + 1) * npan // nt
+        Ut = Ub[tid]
+        uta = Ut.ctypes.data
+        Lq = Ut.shape[1]
+        W16 = np.empty((Cg, w.shape[2] * w.shape[3], 16), dtype=Ut.dtype)
+        T16 = np.empty(({a} * w.shape[2], 16), dtype=Ut.dtype)
     for b in range(nblk):
         p0 = blocks[b, 0]
         npb = blocks[b, 1]
@@ -379,6 +391,18 @@ def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, 
             call_void(barrier, (bar, nt, spin))          # V and M are about to be reused
         wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2)
         call_void(barrier, (bar, nt, spin))
+        if fused:
+            for q in range(q0f, q1f):
+                weights_{m}_{r}(w, Ut, coef, G, nkb, mr, q, q + 1, q, W16, T16)
+                g = q // nkb
+                kb = q - g * nkb
+                k0 = g * Kg + kb * mr
+                k1 = g * Kg + min(Kg, (kb + 1) * mr)
+                for t in range(a2):
+                    call_void(gemm, (k1 - k0, ncol, Cg, uta + t * Lq * isz,
+                                     va + (t * Cp + g * Cg) * Pb * isz, Pb,
+                                     ma + (t * Kp + k0) * Pb * isz, Pb, 0))
+            u1 = u0                                       # no units left
         u = u0                                            # units (point t, panel q)
         while u < u1:
             t = u // npan
@@ -414,8 +438,10 @@ def entry_{m}_{r}(ctx, tid, nt):
     M = carray(ptr_f32(a[26]), (a[22], a[23], a[40], a[25]))
     bad = carray(ptr_f32(a[27]), (a[28], a[13]))
     ctl = carray(ptr_i64(a[29]), (4,))
+    w = carray(ptr_f32(a[41]), (a[42], a[43], a[44], a[45]))
+    Ub = carray(ptr_f32(a[46]), (a[47], a[6], a[48]))
     share_{m}_{r}(tid, nt, x, Up, a[8], a[9], a[10], y, bias, coef, a[30], a[31], a[32], a[33],
-                  blocks, a[34], a[35], V, M, bad, ctl, a[36], a[37], a[38], a[39])
+                  blocks, a[34], a[35], V, M, bad, ctl, a[36], a[37], a[38], a[39], w, Ub)
 
 
 ENTRY = Entry(entry_{m}_{r})       # compiled as a cfunc at first use
@@ -429,7 +455,10 @@ def weight_entry_{m}_{r}(ctx, tid, nt):
     Up = carray(ptr_f32(a[5]), (a[6], a[7]))
     coef = carray(ptr_f32(a[11]), (a[12],))
     nq = a[8] * a[9]
-    weights_{m}_{r}(w, Up, coef, a[8], a[9], a[10], tid * nq // nt, (tid + 1) * nq // nt)
+    W16 = np.empty((a[2], a[3] * a[4], 16), dtype=np.float32)
+    T = np.empty(({a} * a[3], 16), dtype=np.float32)
+    weights_{m}_{r}(w, Up, coef, a[8], a[9], a[10], tid * nq // nt, (tid + 1) * nq // nt, 0,
+                    W16, T)
 
 
 WEIGHT_ENTRY = Entry(weight_entry_{m}_{r})
@@ -441,21 +470,21 @@ def _kernel_source(t):
     a = t.alpha
     coefs = coef_list(t.AT, t.BT, t.G)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
-    L = [_NATIVE.format(m=m, r=r)]
+    L = [_NATIVE.format(m=m, r=r, a=a)]
     # ---- weights: w[k, c] -> Up[a*a + b, (q*Cg + c)*mr + l] = sum_ij G[a,i] w[i,j] G[b,j], the
     # filters k = g*Kg + kb*mr + l of a panel in the vector lanes: the panel's filters are
-    # first copied into W16[c, i*r + j, l] (16 lanes; lanes past the panel's filters zero),
+    # first copied into W16[c, i*r + j, l] (16 lanes; lanes past the panel's filters zero up
+    # to mr, beyond that computed but never stored),
     # then per input channel one loop over the lanes computes G w (all columns) and one
     # more G w G^T (all rows) straight into the panel
     L.append("@njit(nogil=True, cache=True)")
-    L.append(f"def weights_{m}_{r}(w, Up, coef, Gn, nkb, mr, q0, q1):")
+    L.append(f"def weights_{m}_{r}(w, Up, coef, Gn, nkb, mr, q0, q1, qoff, W16, T):")
+    L.append(f"    # W16 (Cg, {r * r}, 16) and T ({a * r}, 16): scratch; panel q goes to Up[:, (q - qoff)*Cg*mr:]")
     L.append(ks)
     L += ["    K = w.shape[0]", "    Cg = w.shape[1]", "    Kg = K // Gn",
-          f"    W16 = np.zeros((Cg, {r * r}, 16), dtype=Up.dtype)",
-          f"    T = np.empty(({a * r}, 16), dtype=Up.dtype)",
           "    for q in range(q0, q1):", "        g = q // nkb", "        kb = q - g * nkb",
           "        kf = g * Kg + kb * mr", "        nl = min(mr, Kg - kb * mr)",
-          "        base = q * Cg * mr",
+          "        base = (q - qoff) * Cg * mr",
           "        for c in range(Cg):",
           f"            for i in range({r}):",
           f"                for j in range({r}):",
@@ -565,7 +594,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 13        # bump when the generated code changes: cached files are keyed by it
+VERSION = 14        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:

@@ -28,6 +28,7 @@ caller recomputes such calls with im2col, whose NaN/Inf follow PyTorch's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -187,17 +188,25 @@ def transform_packed(w: np.ndarray, mod, coef, groups: int, alpha: int, threads:
     return Up
 
 
+def complete(ww: WinogradWeights, w, groups: int, threads: int, reuse=False):
+    """``ww`` with its deferred weight transform done (see :func:`prepare`)."""
+    Up = transform_packed(w, ww.native, ww.coef, groups, ww.alpha, threads, reuse)
+    return dataclasses.replace(ww, packed=Up)
+
+
 def native_ok() -> bool:
     """True when the native engine can run here (llvmlite's module and the workers)."""
     return _pool.workers() is not None
 
 
 def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning=None,
-            reuse=False) -> WinogradWeights:
+            reuse=False, defer=False) -> WinogradWeights:
     """Transform the weights and pick the kernels for F(m, r) with transforms ``t``: the
     generated ones with packed weights and the native engine (float32, ``Tuning.gemm =
     "packed"``), the generated ones with BLAS (float32, ``gemm="blas"`` or no native
-    engine here), the generic ones with BLAS (float64), or none (NumPy)."""
+    engine here), the generic ones with BLAS (float64), or none (NumPy).  ``defer``: on the
+    native path leave the weights untransformed (``packed`` None), for :func:`complete` or
+    for a call that transforms each panel as it uses it (:class:`NativeCall`)."""
     dt = w.dtype
     AT, BT = (a.astype(dt) for a in t.as_float(np.float64)[::2])
     gen = None
@@ -213,7 +222,8 @@ def prepare(w, t: Transforms, groups: int, use_numba: bool, threads: int, tuning
             lambda M, y, bias, nty, ntx, p0, npb, bad, k0, k1, U2:
                 gout(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2))
         if (tuning is None or tuning.gemm == "packed") and native_ok():
-            Up = transform_packed(w, mod, coef, groups, t.alpha, threads, reuse)
+            Up = None if defer else transform_packed(w, mod, coef, groups, t.alpha, threads,
+                                                     reuse)
             return WinogradWeights(t, None, AT, BT, kernels, True, Up, mod, coef)
         U = transform_weights(w, t, groups, True, threads, reuse)
         return WinogradWeights(t, U, AT, BT, kernels, True, None, None, coef)
@@ -238,9 +248,12 @@ class NativeCall:
     """One plan's calls on the native workers (the generated ``share_{m}_{r}``), for one
     schedule: everything that stays the same from call to call (the int64 context the
     workers read, the blocks, the entry's address) is made once here; a call fills in the
-    addresses of its input, its output and its scratch."""
+    addresses of its input, its output and its scratch.  Weights not transformed yet
+    (``ww.packed`` None, a one-shot call in the split schedule with one block) are taken as
+    ``w`` and transformed panel by panel by the thread that uses each."""
 
-    def __init__(self, ww: WinogradWeights, x_shape, bias, out_shape, padding, groups, sched):
+    def __init__(self, ww: WinogradWeights, x_shape, bias, out_shape, padding, groups, sched,
+                 w=None):
         from . import _simd
 
         mod = _simd.module()
@@ -257,18 +270,25 @@ class NativeCall:
         self.blocks = np.array([(p0, npb, npb if sched.U2 == 0 else npb // ntx * sched.U2)
                                 for p0, npb in sched.blocks], dtype=np.int64)
         Cp, Kp = plane_rows(C, sched.Pb), plane_rows(K, sched.Pb)
-        self.shapes = ((nbuf, a2, Cp, sched.Pb), (nbuf, a2, Kp, sched.Pb), (self.nt, K))
+        fused = ww.packed is None
+        if fused and (not split or len(sched.blocks) != 1):
+            raise ValueError("weights transformed per panel need the split schedule, one block")
+        Lq = plane_floats((C // groups) * mr) if fused else 0
+        self.shapes = ((nbuf, a2, Cp, sched.Pb), (nbuf, a2, Kp, sched.Pb), (self.nt, K),
+                       (self.nt if fused else 0, a2, Lq))
         self.out_shape = tuple(out_shape)
-        self.keep = (ww.packed, ww.coef, bias)
-        Up, coef = ww.packed, ww.coef
+        Up = ww.packed if not fused else np.zeros((a2, 0), np.float32)
+        wf = w if fused else np.zeros((0, 1, 1, 1), np.float32)
+        coef = ww.coef
+        self.keep = (Up, wf, coef, bias)
         nkb = -(-(K // groups) // mr)
         self.template = np.array(
             [0, N, C, H, W, Up.ctypes.data, *Up.shape, groups, nkb, mr, 0, *out_shape,
              bias.ctypes.data, coef.ctypes.data, coef.size, self.blocks.ctypes.data,
              len(self.blocks), 0, nbuf, a2, Cp, sched.Pb, 0, 0, self.nt, 0, padding[0],
              padding[1], nty, ntx, sched.U2, split, mod.addr["tl_sgemm"],
-             mod.addr["tl_barrier"], mod.addr["tl_fetch_add"], _pool.SPIN_TICKS, Kp]
-            + [0] * 23, dtype=np.int64)
+             mod.addr["tl_barrier"], mod.addr["tl_fetch_add"], _pool.SPIN_TICKS, Kp,
+             wf.ctypes.data, *wf.shape, 0, self.nt, Lq] + [0] * 15, dtype=np.int64)
         self.entry = ww.native.ENTRY.address
         self.key = ("native",) + self.shapes
 
@@ -285,7 +305,7 @@ class NativeCall:
             ctx = self.template.copy()
             ctx[0] = x.ctypes.data
             ctx[11] = y.ctypes.data
-            ctx[21], ctx[26], ctx[27], ctx[29] = s.addrs
+            ctx[21], ctx[26], ctx[27], ctx[29], ctx[46] = s.addrs
             _pool.workers().run(self.entry, ctx.ctypes.data, self.nt)
             ok = not s.bad.any()
         finally:
@@ -294,19 +314,21 @@ class NativeCall:
 
 
 class _NativeScratch:
-    """V, M, the non-finite flags and the block counter of one call, and their addresses."""
+    """V, M, the weight panels of a fused call, the non-finite flags and the block counter of
+    one call, and their addresses."""
 
     def __init__(self, workspace, shapes):
-        vs, ms, bs = shapes
+        vs, ms, bs, us = shapes
         self.V = workspace.array(vs, np.float32)
         self.M = workspace.array(ms, np.float32)
+        self.U = workspace.array(us, np.float32)          # per-thread weight panels (fused)
         self.bad = np.zeros(bs, np.float32)
         self.ctl = np.zeros(4, np.int64)
         self.addrs = (self.V.ctypes.data, self.M.ctypes.data, self.bad.ctypes.data,
-                      self.ctl.ctypes.data)
+                      self.ctl.ctypes.data, self.U.ctypes.data)
 
     def arrays(self):
-        return (self.V, self.M)
+        return (self.V, self.M, self.U)
 
 
 _ENGINE_LOCK = threading.Lock()

@@ -188,7 +188,7 @@ class ConvPlan:
         c = self._schedules.get(("native", nt))
         if c is None:
             c = engine.NativeCall(self.winograd, self.x_shape, self.bias, self.out_shape,
-                                  self.padding, self.groups, self.schedule())
+                                  self.padding, self.groups, self.schedule(), self.w)
             self._schedules[("native", nt)] = c
         return c
 
@@ -286,8 +286,16 @@ def plan_conv2d(x_shape, w, bias=None, *args, stride=1, padding=0, dilation=1, g
                 f"{bound:.1e} (more than MAX_ERROR_BOUND = {MAX_ERROR_BOUND:g}); "
                 + (f"the largest tile within the bound is {max(ok)}" if ok else "use im2col")
                 + (" (or float64)" if w.dtype == np.float32 else ""))
-        plan.winograd = engine.prepare(w, t, groups, use_nb, _pool.num_threads(tuning.threads),
-                                       tuning=tuning, reuse=weights == "per-call")
+        threads = _pool.num_threads(tuning.threads)
+        per_call = weights == "per-call"
+        plan.winograd = engine.prepare(w, t, groups, use_nb, threads, tuning=tuning,
+                                       reuse=per_call, defer=per_call)
+        if plan.winograd.native is not None and plan.winograd.packed is None:
+            # used once: a call in the split schedule with one block transforms each panel
+            # where it is used; anything else transforms them all first
+            s = plan.schedule()
+            if s.mode != "split" or len(s.blocks) != 1:
+                plan.winograd = engine.complete(plan.winograd, w, groups, threads, reuse=True)
     return plan
 
 
@@ -393,9 +401,9 @@ def conv2d(x, w, bias=None, *args, stride=1, padding=0, dilation=1, groups=1, al
     try:
         y = plan.run(x)
     finally:
-        if plan.winograd is not None:             # the next one-shot call reuses its pages
-            engine.give_back(plan.winograd.U if plan.winograd.packed is None
-                             else plan.winograd.packed)
+        ww = plan.winograd                        # the next one-shot call reuses its pages
+        if ww is not None and (ww.U is not None or ww.packed is not None):
+            engine.give_back(ww.U if ww.packed is None else ww.packed)
     if return_info:
         info = plan.info
         if plan.last_fallback:
