@@ -420,11 +420,15 @@ def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok,
     if use_rows:
         U2 = ntx + (alpha - 1) // m
         R = max(1, min(nty, int(round(pb / ntx)))) if mode == "tiles" else nty
+        while R > 1 and N * -(-nty // R) < threads:        # a block for every thread
+            R -= 1
         blocks = tuple((n * T + ty0 * ntx, min(R, nty - ty0) * ntx)
                        for n in range(N) for ty0 in range(0, nty, R))
         return Schedule(mode, blocks, R * U2, U2, threads)
     if mode == "tiles" and tuning.block_tiles is None and pb > LANE_TILES:
-        pb = -(-pb // LANE_TILES) * LANE_TILES           # whole vectors of tiles per block
+        whole = -(-pb // LANE_TILES) * LANE_TILES       # whole vectors of tiles per block,
+        if -(-P // whole) >= -(-P // pb):                # unless that leaves a thread idle
+            pb = whole
     blocks = tuple((p0, min(pb, P - p0)) for p0 in range(0, P, pb))
     vectors = -(-pb // LANE_TILES)
     return Schedule(mode, blocks, (vectors | (1 if odd_rows else 0)) * LANE_TILES, 0, threads)
