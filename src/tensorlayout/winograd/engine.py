@@ -13,8 +13,10 @@ engine here) run the same steps from our Python threads with NumPy's BLAS (:func
 or all in NumPy (:func:`run_numpy`).  Two schedules share the cores (:func:`schedule`):
 
 * ``tiles``: enough tiles for every thread to get blocks of at least
-  ``Tuning.min_block_tiles``: each thread takes whole blocks, one after the other, and runs
-  the three steps on its own buffers while they are in its cache, with no barrier;
+  ``Tuning.min_block_tiles``, and transformed weights small enough that reading them once
+  per block costs less than letting one shared block's V and M leave the cache: each
+  thread takes whole blocks, one after the other, and runs the three steps on its own
+  buffers while they are in its cache, with no barrier;
 * ``split``: few tiles and many channels (deep, small layers): all threads work on one
   block: the input transform split by input channels, then the GEMMs (native: equal runs
   of (point, panel) units; BLAS: by output channels) and the output transform by output
@@ -392,7 +394,7 @@ class Schedule:
 
 
 def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok,
-             odd_rows=False) -> Schedule:
+             odd_rows=False, groups=1) -> Schedule:
     """Cut a call into blocks for ``threads`` threads (see the module docstring).
     ``odd_rows``: rows of V and M an odd number of 16-tile vectors long (the native engine,
     whose planes :func:`plane_rows` then spreads over the cache's sets)."""
@@ -407,13 +409,17 @@ def schedule(N, nty, ntx, C, K, m, alpha, itemsize, threads, tuning, row_ok,
         if alpha * alpha * C * K * itemsize <= tuning.small_weights_bytes:
             min_tiles = min(min_tiles, tuning.small_min_block_tiles)
         pb = max(min_tiles, tuning.block_bytes // per_tile)
+        mode = "split"
         if P >= threads * min_tiles or threads == 1:
-            mode = "tiles"
             nblocks = max(threads, -(-P // pb))
             nblocks = -(-nblocks // threads) * threads          # a multiple of the threads
-            pb = -(-P // nblocks)
-        else:
-            mode = "split"
+            # every block reads all of U; one shared block reads it once, but its V and M
+            # leave the cache: blocks of their own while U's re-reads cost less
+            u_bytes = alpha * alpha * K * (C // groups) * itemsize
+            if (nblocks - 1) * u_bytes <= alpha * alpha * (C + K) * P * itemsize:
+                mode = "tiles"
+                pb = -(-P // nblocks)
+        if mode == "split":
             pb = P
     use_rows = row_ok and (tuning.row_layout if tuning.row_layout is not None
                            else ntx >= tuning.row_layout_min_tiles)

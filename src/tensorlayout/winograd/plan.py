@@ -203,7 +203,7 @@ class ConvPlan:
             m = ww.m
             s = engine.schedule(N, -(-OH // m), -(-OW // m), C, K, m, ww.alpha,
                                 self.w.dtype.itemsize, nt, self.tuning, ww.generated,
-                                ww.native is not None)
+                                ww.native is not None, self.groups)
             self._schedules[nt] = s
         return s
 

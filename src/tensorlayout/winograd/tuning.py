@@ -59,7 +59,7 @@ class Tuning:
     small_min_block_tiles: int = 8
     block_bytes: int = 3 << 20
     row_layout: bool | None = None
-    row_layout_min_tiles: int = 16
+    row_layout_min_tiles: int = 32
     parallel_min_threads: int = 4
     gemm: str = "packed"
     compile: str = field(default_factory=_jit.mode)
