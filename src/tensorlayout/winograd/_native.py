@@ -17,7 +17,6 @@ import threading
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils  # noqa: F401  (numba's LLVM helpers, imported for extensions)
 from numba.extending import intrinsic
 
 
