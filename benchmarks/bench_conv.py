@@ -51,6 +51,9 @@ import time
 
 import numpy as np
 
+# kernels compile in the untimed warm-up calls, never in a background thread while timing
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _peers  # noqa: E402
 

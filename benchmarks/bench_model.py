@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+# kernels compile in the untimed warm-up calls, never in a background thread while timing
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
 
 NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
         "shufflenet_v2", "squeezenet1_1")

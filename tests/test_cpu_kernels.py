@@ -95,6 +95,84 @@ def test_epilogue_bias_residual_activation_and_nan(compiled, monkeypatch):
         assert np.abs(y[ok] - want[ok]).max() <= 1e-6 * max(1.0, np.abs(want[ok]).max()), act
 
 
+def _compiled_or_skip():
+    if not K.ready():
+        from tensorlayout import _jit
+        _jit.wait()
+        if not K.ready():
+            pytest.skip("numba or llvmlite is not installed")
+
+
+@pytest.mark.parametrize("shape", [
+    # (N, C, O, H, W): column blocks past POINTWISE_COLUMNS, rows in partial panels, a
+    # single column (panels split among threads), a batch
+    (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31)])
+@pytest.mark.parametrize("nt", [1, 2, 5])
+def test_pointwise_blocks_equal_the_definition(shape, nt):
+    """Every (panel group, column block) unit of the pointwise GEMM, with its bias, residual
+    and activation, against a float64 matrix product, for several thread counts."""
+    _compiled_or_skip()
+    N, C, O, H, W = shape
+    rng = np.random.default_rng(sum(shape) + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan                      # poisons output column 0 of image 0 only
+    w = rng.standard_normal((O, C)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    r = rng.standard_normal((N, O, H, W)).astype(np.float32)
+    for act, res, bias in ((0, None, None), (1, r, b), (5, None, b), (2, r, None)):
+        a0, a1 = _PARAMS[act]
+        y = K.Pointwise(w, bias, (act, a0, a1), x.shape)(x, res, nt=nt)
+        want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x.astype(np.float64))
+        if bias is not None:
+            want += bias[None, :, None, None]
+        if res is not None:
+            want += res
+        scale = max(1.0, np.nanmax(np.abs(want)))         # before the activation
+        want = _ACTS[act](want)
+        assert np.array_equal(np.isnan(y), np.isnan(want)), act
+        ok = ~np.isnan(want)
+        assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * scale, act
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_epilogue_without_bias_keeps_nan_to_its_element(compiled, monkeypatch):
+    """NaN at the start of a plane, no bias: only that element is NaN afterwards."""
+    if compiled:
+        _compiled_or_skip()
+    else:
+        monkeypatch.setattr(K, "ready", lambda: False)
+    y = np.ones((1, 2, 6), np.float32)
+    y[0, 1, 0] = np.nan
+    K.epilogue(y, None, np.ones((1, 2, 6), np.float32), (1, 0.0, 0.0))
+    assert np.isnan(y).sum() == 1 and np.isnan(y[0, 1, 0])
+    assert (y[~np.isnan(y)] == 2).all()
+
+
+@pytest.mark.parametrize("nt", [2, 3, 7])
+def test_depthwise_and_epilogue_split_among_threads(nt):
+    """The planes shared among several native workers give what one thread gives by the
+    definition (the window specialisations and the generic kernel)."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(nt)
+    x = rng.standard_normal((2, 5, 12, 10)).astype(np.float32)
+    for KH, stride, dil in ((3, (2, 2), (1, 1)), (5, (1, 1), (1, 1)), (3, (1, 1), (2, 2))):
+        w = rng.standard_normal((10, 1, KH, KH)).astype(np.float32)
+        b = rng.standard_normal(10).astype(np.float32)
+        OH = (12 + 2 * (KH // 2) * dil[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+        OW = (10 + 2 * (KH // 2) * dil[1] - (KH - 1) * dil[1] - 1) // stride[1] + 1
+        y = np.empty((2, 10, OH, OW), np.float32)
+        begin = (KH // 2 * dil[0], KH // 2 * dil[1])
+        K.depthwise(x, w, b, y, (*stride, *begin, *dil, 2, 1, 0.0, 0.0), nt=nt)
+        want = _ACTS[1](_direct64(x, w, b, stride, begin, dil, 2, (OH, OW)))
+        assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+    y = rng.standard_normal((3, 7, 50)).astype(np.float32)
+    res = rng.standard_normal((3, 7, 50)).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    want = _ACTS[3](y.astype(np.float64) + b[None, :, None] + res)
+    K.epilogue(y, b, res, (3, *_PARAMS[3]), nt=nt)
+    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
 def test_fused_steps_agree_with_onnxruntime():
     """A depthwise convolution with a multiplier, stride, dilation and asymmetric padding and a
     fused Clip; a strided pointwise convolution with HardSwish; a 3x3 convolution with the

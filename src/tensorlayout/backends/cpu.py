@@ -76,19 +76,31 @@ def _depthwise(node, ctx, act):
     return run
 
 
-def _pointwise(node, ctx):
-    """A 1x1 convolution as one GEMM of the weights by the input's (C, H·W) planes."""
+def _pointwise(node, ctx, bias, act, residual):
+    """A 1x1 convolution as GEMMs of the weights by the input's (C, H·W) planes, the bias,
+    the residual (the last input) and the activation applied block by block: the backend's
+    :class:`~tensorlayout.backends.cpu_kernels.Pointwise` on the native workers when its
+    kernels are ready, else NumPy's matmul and the NumPy epilogue."""
     p = node.params
     w = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32).reshape(p.out_channels, -1))
     sh, sw = p.strides
     N, O, OH, OW = ctx.out_shapes[0]
+    made = []
 
     def run(inputs, out=None):
         x = inputs[0]
         if (sh, sw) != (1, 1):
             x = x[:, :, ::sh, ::sw]
+        x = np.ascontiguousarray(x, np.float32)
+        res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
+        if kernels.ready():
+            if not made:
+                made.append(kernels.Pointwise(w, bias, act, x.shape))
+            return [made[0](x, res)]
         y = np.empty((N, O, OH, OW), np.float32)
-        np.matmul(w, np.ascontiguousarray(x).reshape(N, -1, OH * OW), out=y.reshape(N, O, OH * OW))
+        y3 = y.reshape(N, O, OH * OW)
+        np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
+        kernels.epilogue(y3, bias, None if res is None else res.reshape(y3.shape), act)
         return [y]
     return run
 
@@ -124,7 +136,7 @@ class CpuProgram:
             info, plan = {}, None
             act = kernels.act_code(s.act)
             residual = s.residual or None
-            bias = None
+            bias, own_epilogue = None, False
             if s.kind == "conv":
                 run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
                 info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason)
@@ -135,10 +147,11 @@ class CpuProgram:
                 if residual is None:
                     act = kernels.act_code(None)
             elif s.kind == "pointwise":
-                run = _pointwise(node, ctx)
-                info.update(algorithm="pointwise GEMM")
                 if node.params.has_bias:
                     bias = np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1)
+                run = _pointwise(node, ctx, bias, act, residual)
+                info.update(algorithm="pointwise GEMM")
+                own_epilogue = True
             else:
                 run = graph.kernel(node)
             if node.op == "Conv" and s.kind != "kernel":
@@ -146,9 +159,9 @@ class CpuProgram:
                 info.update(groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))
             if s.fused:
                 info["fused"] = list(s.fused)
-                if bias is not None or residual or act[0]:
+                if (bias is not None or residual or act[0]) and not own_epilogue:
                     run = _with_epilogue(run, bias, act, residual)
-            elif bias is not None:
+            elif bias is not None and not own_epilogue:
                 run = _with_epilogue(run, bias, act, None)
             if node.name in graph.folded:
                 info["folded"] = graph.folded[node.name]

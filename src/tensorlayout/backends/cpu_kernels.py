@@ -1,6 +1,13 @@
-"""The CPU backend's compiled kernels (numba): depthwise convolution and the epilogue that a
-convolution, a fully connected layer or an element-wise op ends with (bias, activation,
-residual), each parallel over the (batch, channel) planes of NCHW tensors.
+"""The CPU backend's compiled kernels: depthwise convolution, the pointwise (1 x 1)
+convolution and the epilogue that a convolution, a fully connected layer or an element-wise
+op ends with (bias, activation, residual).
+
+They run on the native workers of :mod:`tensorlayout.winograd._pool` (the Winograd engine's
+threads, no OpenMP: other libraries' thread pools in the process neither share nor disturb
+them), each thread taking its share of (batch, channel) planes, rows or blocks from an int64
+context (:data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`).  The pointwise convolution is
+the SIMD GEMM of :mod:`tensorlayout.winograd._simd` on packed weights, cut into blocks of
+:data:`POINTWISE_COLUMNS` columns, each block's epilogue applied while it is in the cache.
 
 The kernels are generated source (:func:`module_source`), written once into the user cache
 and compiled by numba there (:func:`tensorlayout._jit.generated_module`), so that compiled
@@ -14,25 +21,29 @@ parameters as :class:`~tensorlayout.graph.ops.Activation` holds them (Clip's bou
 LeakyRelu's slope, HardSigmoid's and HardSwish's slope and offset).  NaN propagates as
 onnxruntime propagates it: max(NaN, 0) is NaN.
 
-Each kernel has a NumPy twin (:func:`depthwise_numpy`, :func:`epilogue_numpy`) that serves
-while numba compiles in the background (:mod:`tensorlayout._jit`) or when numba is absent;
-the tests hold the two against each other and against a float64 direct convolution.
+Each kernel has a NumPy twin (:func:`depthwise_numpy`, :func:`epilogue_numpy`, NumPy's
+matmul for the pointwise GEMM) that serves while numba compiles in the background
+(:mod:`tensorlayout._jit`), when numba or llvmlite is absent, or for arrays other than
+C-contiguous float32; the tests hold the two against each other and against a float64
+direct convolution.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 
 from .. import _backend, _jit
 
-__all__ = ["ACT", "act_code", "depthwise", "epilogue", "depthwise_numpy", "epilogue_numpy",
-           "activate_numpy", "module_source", "ready"]
+__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "threads", "depthwise_numpy",
+           "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7}
-#: Bumped when the generated source changes: a new file, compiled anew.
-VERSION = 1
+#: The generated source's version (its file is named by the source's digest).
+VERSION = 2
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -44,74 +55,54 @@ def act_code(p) -> tuple:
     return ACT[p.kind], float(p.alpha), float(p.beta)
 
 
-_HEAD = '''
+_HEAD = """
 import numpy as np
-from numba import njit, prange
+from numba import carray, njit
+
+from tensorlayout.winograd._native import Entry, call_void, ptr_f32, ptr_f64, ptr_i64
 
 
-@njit(inline="always")
-def activate(v, act, a0, a1):
-    if act == 1:
-        return v if not v < 0 else v * 0     # NaN stays NaN
-    if act == 2:
-        if v < a0:
-            return v * 0 + a0
-        if v > a1:
-            return v * 0 + a1
-        return v
-    if act == 3:
-        return v if v >= 0 else v * a0
-    if act == 4:
-        return 1 / (1 + np.exp(-v))
-    if act == 5:
-        g = v * a0 + a1
-        g = g * 0 if g < 0 else (g * 0 + 1 if g > 1 else g)
-        return v * g
-    if act == 6:
-        g = v * a0 + a1
-        return g * 0 if g < 0 else (g * 0 + 1 if g > 1 else g)
-    if act == 7:
-        return np.tanh(v)
-    return v
+{ACT_ROW}
 
 
 @njit(inline="always")
 def padded(xp, pad, ph, pw):
-    """The plane ``xp`` copied into ``pad`` at (ph, pw); the rest of ``pad`` zero."""
+    \"\"\"The plane ``xp`` copied into ``pad`` at (ph, pw) (the rest of ``pad`` stays zero).\"\"\"
     H, W = xp.shape
-    pad[:, :] = 0
     for i in range(H):
+        src = xp[i]
+        dst = pad[i + ph, pw:pw + W]
         for j in range(W):
-            pad[i + ph, j + pw] = xp[i, j]
-'''
-
-_BASE = '''
-
-@njit(parallel=True, cache=True)
-def epilogue(y, bias, has_bias, res, has_res, act, a0, a1):
-    N, C, P = y.shape
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc - n * C
-        b = bias[c] if has_bias else y[n, c, 0] * 0
-        for i in range(P):
-            v = y[n, c, i] + b
-            if has_res:
-                v += res[n, c, i]
-            y[n, c, i] = activate(v, act, a0, a1)
+            dst[j] = src[j]
 
 
-@njit(parallel=True, cache=True)
-def depthwise(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
+@njit(cache=True, nogil=True)
+def epilogue_block(y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1, C):
+    # rows r0..r1 and columns c0..c1 of y (R, P); row r is channel r % C.  Without a bias,
+    # bias holds one zero (never y's own element times 0: NaN there would poison the row)
+    for r in range(r0, r1):
+        b = bias[r % C] if has_bias else bias[0]
+        yr = y[r, c0:c1]
+        if has_res:
+            rr = res[r, c0:c1]
+            for i in range(yr.shape[0]):
+                yr[i] = yr[i] + b + rr[i]
+        elif has_bias:
+            for i in range(yr.shape[0]):
+                yr[i] = yr[i] + b
+        act_row(yr, 0, yr.shape[0], act, a0, a1)
+
+
+@njit(cache=True, nogil=True)
+def depthwise_planes(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1, q0, q1, pad, yf):
+    # pad: (PH, PW), zero; each plane is copied into its interior.  yf: y flat (the
+    # activation runs once per plane)
     N, C, H, W = x.shape
     K, KH, KW = w.shape[0], w.shape[2], w.shape[3]
     OH, OW = y.shape[2], y.shape[3]
-    PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
-    PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
-    for nk in prange(N * K):
+    for nk in range(q0, q1):
         n = nk // K
         k = nk - n * K
-        pad = np.empty((PH, PW), x.dtype)
         padded(x[n, k // mult], pad, ph, pw)
         yp = y[n, k]
         wk = w[k, 0]
@@ -127,10 +118,38 @@ def depthwise(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
                     o = kw * dw
                     for ow in range(OW):
                         yr[ow] += wv * pr[ow * sw + o]
-            if act != 0:
-                for ow in range(OW):
-                    yr[ow] = activate(yr[ow], act, a0, a1)
-'''
+        act_row(yf, nk * OH * OW, (nk + 1) * OH * OW, act, a0, a1)
+"""
+
+
+#: Each activation as an expression of ``v`` (float32) and ``lo``, ``hi``, ``z`` (zero) and
+#: ``one``: the kernels' parameters a0, a1 as float32.  NaN propagates as onnxruntime
+#: propagates it (every comparison with NaN is false, so NaN falls through to ``v``).
+ACT_EXPR = {
+    1: "v if not v < z else z",
+    2: "lo if v < lo else (hi if v > hi else v)",
+    3: "v if v >= z else v * lo",
+    4: "one / (one + np.exp(-v))",
+    5: "v * (z if v * lo + hi < z else (one if v * lo + hi > one else v * lo + hi))",
+    6: "z if v * lo + hi < z else (one if v * lo + hi > one else v * lo + hi)",
+    7: "np.tanh(v)",
+}
+
+
+def _act_row_source() -> str:
+    """``act_row(yr, c0, c1, act, a0, a1)``: the activation in place on ``yr[c0:c1]``, one
+    loop per activation, so that each loop is a straight vectorisable pass."""
+    lines = ["@njit(cache=True, nogil=True)", "def act_row(yr, c0, c1, act, a0, a1):",
+             "    lo = np.float32(a0)", "    hi = np.float32(a1)", "    z = np.float32(0)",
+             "    one = np.float32(1)"]
+    # a slice walked from 0: indices known to be non-negative, so no wraparound test keeps
+    # the loop from being vectorised
+    lines += ["    s = yr[c0:c1]", "    n = s.shape[0]"]
+    for i, (code, expr) in enumerate(ACT_EXPR.items()):
+        lines += [f"    {'if' if i == 0 else 'elif'} act == {code}:",
+                  "        for i in range(n):", "            v = s[i]",
+                  f"            s[i] = {expr}"]
+    return "\n".join(lines)
 
 
 def _special_source(KH, KW, sh, sw) -> str:
@@ -141,19 +160,16 @@ def _special_source(KH, KW, sh, sw) -> str:
     col = (lambda j: f"ow + {j}") if sw == 1 else (lambda j: f"ow * {sw} + {j}")
     taps = "\n".join(f"                     + w{i}_{j} * r{i}[{col(j)}]"
                      for i in range(KH) for j in range(KW))
-    return f'''
+    return f"""
 
-@njit(parallel=True, cache=True)
-def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1):
+@njit(cache=True, nogil=True)
+def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1, q0, q1, pad, yf):
     N, C, H, W = x.shape
     K = w.shape[0]
     OH, OW = y.shape[2], y.shape[3]
-    PH = max(H + ph, (OH - 1) * {sh} + {KH})
-    PW = max(W + pw, (OW - 1) * {sw} + {KW})
-    for nk in prange(N * K):
+    for nk in range(q0, q1):
         n = nk // K
         k = nk - n * K
-        pad = np.empty((PH, PW), x.dtype)
         padded(x[n, k // mult], pad, ph, pw)
         yp = y[n, k]
         wk = w[k, 0]
@@ -165,59 +181,177 @@ def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1):
             for ow in range(OW):
                 yr[ow] = (b
 {taps})
-            if act != 0:
-                for ow in range(OW):
-                    yr[ow] = activate(yr[ow], act, a0, a1)
-'''
+        act_row(yf, nk * OH * OW, (nk + 1) * OH * OW, act, a0, a1)
+"""
+
+
+def _entries_source() -> str:
+    """The workers' entries: each thread takes its share of planes, rows or blocks from the
+    int64 context the Python side writes (see :data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`)."""
+    branches = "\n".join(
+        f"    elif kind == {i + 1}:\n"
+        f"        depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], a[20], f[0], f[1], "
+        f"q0, q1, pad, yf)" for i, (a, b, c, d) in enumerate(SPECIAL))
+    return f"""
+
+def depthwise_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({len(DW_CTX)},))
+    f = carray(ptr_f64(a[21]), (2,))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    w = carray(ptr_f32(a[5]), (a[6], 1, a[7], a[8]))
+    bias = carray(ptr_f32(a[9]), (a[6],))
+    y = carray(ptr_f32(a[10]), (a[1], a[6], a[11], a[12]))
+    yf = carray(ptr_f32(a[10]), (a[1] * a[6] * a[11] * a[12],))
+    # each thread's own zeroed (PH, PW) plane; views of these arrays carry no reference count
+    pad = carray(ptr_f32(a[23] + tid * a[24] * a[25] * 4), (a[24], a[25]))
+    total = a[1] * a[6]
+    q0 = tid * total // nt
+    q1 = (tid + 1) * total // nt
+    kind = a[22]
+    if kind == 0:
+        depthwise_planes(x, w, bias, y, a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20],
+                         f[0], f[1], q0, q1, pad, yf)
+{branches}
+
+
+DEPTHWISE_ENTRY = Entry(depthwise_entry)
+
+
+def epilogue_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({len(EPI_CTX)},))
+    f = carray(ptr_f64(a[9]), (2,))
+    y = carray(ptr_f32(a[0]), (a[1], a[2]))
+    bias = carray(ptr_f32(a[4]), (a[3],))
+    res = carray(ptr_f32(a[6]), (a[1], a[2]))
+    r0 = tid * a[1] // nt
+    r1 = (tid + 1) * a[1] // nt
+    epilogue_block(y, bias, a[5] != 0, res, a[7] != 0, a[8], f[0], f[1], r0, r1, 0, a[2], a[3])
+
+
+EPILOGUE_ENTRY = Entry(epilogue_entry)
+
+
+def pointwise_entry(ctx, tid, nt):
+    # units (image, panel group, column block); each a tl_sgemm, then its epilogue
+    a = carray(ptr_i64(ctx), ({len(PW_CTX)},))
+    f = carray(ptr_f64(a[14]), (2,))
+    N = a[1]
+    Ci = a[2]
+    P = a[3]
+    O = a[8]
+    mr = a[6]
+    npan = a[5]
+    y = carray(ptr_f32(a[7]), (N * O, P))
+    bias = carray(ptr_f32(a[9]), (O,))
+    res = carray(ptr_f32(a[11]), (N * O, P))
+    cbw = a[16]
+    rp = a[17]
+    ncb = a[18]
+    nrb = a[19]
+    units = N * nrb * ncb
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // (nrb * ncb)
+        v = u - n * nrb * ncb
+        rb = v // ncb
+        cb = v - rb * ncb
+        p0 = rb * rp
+        p1 = min(npan, p0 + rp)
+        r0 = p0 * mr
+        r1 = min(O, p1 * mr)
+        c0 = cb * cbw
+        c1 = min(P, c0 + cbw)
+        call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4,
+                          a[0] + (n * Ci * P + c0) * 4, P,
+                          a[7] + ((n * O + r0) * P + c0) * 4, P, 0))
+        if a[10] != 0 or a[12] != 0 or a[13] != 0:
+            epilogue_block(y, bias, a[10] != 0, res, a[12] != 0, a[13], f[0], f[1],
+                           n * O + r0, n * O + r1, c0, c1, O)
+
+
+POINTWISE_ENTRY = Entry(pointwise_entry)
+"""
+
+
+#: The depthwise entry's context: one int64 per name (float64 parameters through ``fparams``).
+DW_CTX = ("x", "N", "C", "H", "W", "w", "K", "KH", "KW", "bias", "y", "OH", "OW", "sh", "sw",
+          "ph", "pw", "dh", "dw", "mult", "act", "fparams", "kind", "pad", "PH", "PW")
+#: The epilogue entry's context (``y`` and ``res`` as (rows, columns); row r is channel r % C).
+EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act", "fparams")
+#: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
+PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
+          "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb")
 
 
 def module_source() -> str:
     """The source of the kernels' module: the activation, the epilogue, the generic depthwise
-    kernel and one per :data:`SPECIAL` window."""
+    kernel, one per :data:`SPECIAL` window and the workers' entries."""
     return (f'"""The CPU backend\'s kernels, generated by tensorlayout.backends.cpu_kernels '
-            f'(version {VERSION}): do not edit."""\n' + _HEAD + _BASE
-            + "".join(_special_source(*s) for s in SPECIAL))
+            f'(version {VERSION}): do not edit."""\n' + _HEAD.replace("{ACT_ROW}", _act_row_source())
+            + "".join(_special_source(*s) for s in SPECIAL) + _entries_source())
+
+
+_MODULE: list = []
 
 
 def _module():
-    return _jit.generated_module(f"cpu_backend_v{VERSION}", module_source())
+    if not _MODULE:
+        src = module_source()
+        digest = hashlib.sha1(src.encode()).hexdigest()[:12]     # a changed source: a new file
+        _MODULE.append(_jit.generated_module(f"cpu_backend_{digest}", src))
+    return _MODULE[0]
+
+
+def _pool():
+    """The native workers (None where the platform or llvmlite has none)."""
+    from ..winograd import _pool
+
+    return _pool.workers()
 
 
 def _warm():
-    """Compile the kernels on tiny inputs (what a background compile runs)."""
+    """Compile the kernels (what a background compile runs)."""
     mod = _module()
+    for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY):
+        e.address                                   # noqa: B018 - compiles the cfunc
     x = np.ones((1, 2, 5, 5), np.float32)
-    y = np.empty((1, 2, 5, 5), np.float32)
     b = np.zeros(2, np.float32)
-    mod.depthwise(x, np.ones((2, 1, 3, 3), np.float32), b, y, 1, 1, 1, 1, 1, 1, 1, 1, 0.0, 0.0)
     for KH, KW, sh, sw in SPECIAL:
-        out = np.empty((1, 2, (5 + KH - 1 - KH) // sh + 1, (5 + KW - 1 - KW) // sw + 1), np.float32)
-        getattr(mod, f"depthwise_{KH}x{KW}_s{sh}x{sw}")(
-            x, np.ones((2, 1, KH, KW), np.float32), b, out, KH // 2, KW // 2, 1, 1, 0.0, 0.0)
-    mod.epilogue(y.reshape(1, 2, 25), b, True, y.reshape(1, 2, 25), False, 1, 0.0, 0.0)
+        out = np.empty((1, 2, (5 - 1) // sh + 1, (5 - 1) // sw + 1), np.float32)
+        _depthwise_compiled(mod, x, np.ones((2, 1, KH, KW), np.float32), b, out,
+                            (sh, sw, KH // 2, KW // 2, 1, 1, 1, 1, 0.0, 0.0), 1)
 
 
 _READY: list = []
 
 
 def ready() -> bool:
-    """True when the compiled kernels can run now (numba installed and compiled or cached);
-    otherwise a background compile starts and the NumPy twins serve.  Once true, it stays
-    true without asking again."""
+    """True when the compiled kernels can run now (numba and llvmlite installed, the native
+    workers started and the kernels compiled or cached); otherwise a background compile starts
+    and the NumPy twins serve.  Once true, it stays true without asking again."""
     if _READY:
         return True
     if _backend.numba() is None:
         return False
     try:
+        if _pool() is None:
+            return False
         mod = _module()
-    except OSError:                     # no writable cache: the NumPy twins serve
+    except (OSError, ImportError):      # no writable cache or no llvmlite: the twins serve
         return False
-    fns = [mod.depthwise, mod.epilogue] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
-                                            for a, b, c, d in SPECIAL]
+    fns = [mod.depthwise_planes, mod.epilogue_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY,
+           mod.POINTWISE_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+                                   for a, b, c, d in SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
         _READY.append(True)
         return True
     return False
+
+
+def threads() -> int:
+    """Threads a kernel call may use: numba's setting for this thread (what
+    :func:`tensorlayout.backends.cpu.threads_limit` sets), else 1."""
+    nb = _backend.numba()
+    return 1 if nb is None else max(1, int(nb.get_num_threads()))
 
 
 # ---------------------------------------------------------------------------- NumPy twins
@@ -278,30 +412,109 @@ def depthwise_numpy(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
     activate_numpy(y, act, a0, a1)
 
 
-def depthwise(x, w, bias, y, args):
+def _f32(*arrays) -> bool:
+    """True when every array is C-contiguous float32 (what the compiled entries read)."""
+    return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+
+
+def _depthwise_compiled(mod, x, w, bias, y, args, nt):
+    sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
+    N, C, H, W = x.shape
+    K, _, KH, KW = w.shape
+    kind = 0
+    if (dh, dw) == (1, 1) and (KH, KW, sh, sw) in SPECIAL:
+        kind = SPECIAL.index((KH, KW, sh, sw)) + 1
+    OH, OW = y.shape[2:]
+    PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+    PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+    nt = max(1, min(nt, N * K))
+    pad = np.zeros((nt, PH, PW), np.float32)
+    f = np.array([a0, a1], np.float64)
+    ctx = np.array([x.ctypes.data, N, C, H, W, w.ctypes.data, K, KH, KW, bias.ctypes.data,
+                    y.ctypes.data, OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
+                    f.ctypes.data, kind, pad.ctypes.data, PH, PW], np.int64)
+    _pool().run(mod.DEPTHWISE_ENTRY.address, ctx.ctypes.data, nt)
+
+
+def depthwise(x, w, bias, y, args, nt=None):
     """The depthwise convolution of ``x`` (N, C, H, W) by ``w`` (C·mult, 1, KH, KW) into ``y``,
     bias and activation included; ``args`` = (sh, sw, ph, pw, dh, dw, mult, act, a0, a1)
     (ph, pw: the begin padding; the end padding is what the output's size leaves).  The
-    compiled kernel when ready (one of its own for a :data:`SPECIAL` window), else NumPy."""
-    if not ready():
+    compiled kernel on ``nt`` native workers (default :func:`threads`; one kernel of its own
+    for a :data:`SPECIAL` window) when ready and every array is C-contiguous float32, else
+    NumPy."""
+    if not (_f32(x, w, bias, y) and ready()):
         depthwise_numpy(x, w, bias, y, *args)
         return y
-    mod = _module()
-    sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
-    KH, KW = w.shape[2:]
-    if (KH, KW, sh, sw) in SPECIAL and (dh, dw) == (1, 1):
-        getattr(mod, f"depthwise_{KH}x{KW}_s{sh}x{sw}")(x, w, bias, y, ph, pw, mult, act, a0, a1)
-    else:
-        mod.depthwise(x, w, bias, y, *args)
+    _depthwise_compiled(_module(), x, w, bias, y, args, threads() if nt is None else nt)
     return y
 
 
-def epilogue(y3, bias, res3, act):
+def epilogue(y3, bias, res3, act, nt=None):
     """Bias (per channel), residual and activation in place on ``y3`` (N, C, P): the compiled
-    kernel when ready, else its NumPy twin."""
+    kernel on ``nt`` native workers when ready (float32, C-contiguous), else its NumPy twin."""
     has_bias, has_res = bias is not None, res3 is not None
     b = bias if has_bias else np.zeros(1, y3.dtype)
     r = res3 if has_res else y3
-    fn = _module().epilogue if ready() else epilogue_numpy
-    fn(y3, b, has_bias, r, has_res, *act)
+    if not (_f32(y3, b, r) and ready()):
+        epilogue_numpy(y3, b, has_bias, r, has_res, *act)
+        return y3
+    N, C, P = y3.shape
+    f = np.array(act[1:], np.float64)
+    ctx = np.array([y3.ctypes.data, N * C, P, C, b.ctypes.data, has_bias, r.ctypes.data,
+                    has_res, act[0], f.ctypes.data], np.int64)
+    nt = threads() if nt is None else nt
+    # a thread per 4 KiB of work at least: waking one costs more than a smaller share
+    nt = max(1, min(nt, N * C, y3.size // 1024 or 1))
+    _pool().run(_module().EPILOGUE_ENTRY.address, ctx.ctypes.data, nt)
     return y3
+
+
+#: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
+#: slice) stay in the L2 cache while every panel of weights passes over them.
+POINTWISE_COLUMNS = 256
+
+
+class Pointwise:
+    """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
+    (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) applied
+    to each block while it is in the cache.  ``weights``: (O, C) float32."""
+
+    def __init__(self, weights, bias, act, x_shape):
+        from ..winograd import _simd
+
+        mod = _simd.module()
+        self.mr = mr = mod.isa.mr
+        O, C = weights.shape
+        N, _, H, W = x_shape
+        P = H * W
+        self.a = _simd.pack_rows(weights, mr)
+        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
+                                                                                     np.float32)
+        self.f = np.array(act[1:], np.float64)
+        npan = -(-O // mr)
+        ncb = -(-P // POINTWISE_COLUMNS)
+        self.shape = (N, O, H, W)
+        self.template = np.array(
+            [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
+             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
+             POINTWISE_COLUMNS, npan, ncb, 1], np.int64)
+        self.npan, self.ncb, self.N = npan, ncb, N
+
+    def __call__(self, x, res=None, nt=None):
+        """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""
+        nt = threads() if nt is None else nt
+        y = np.empty(self.shape, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[7] = x.ctypes.data, y.ctypes.data
+        if res is not None:
+            ctx[11], ctx[12] = res.ctypes.data, 1
+        # enough (panel group, column block) units for every thread: panels split when the
+        # columns alone give too few
+        units = self.N * self.ncb
+        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
+        ctx[17] = -(-self.npan // groups)
+        ctx[19] = -(-self.npan // ctx[17])
+        _pool().run(_module().POINTWISE_ENTRY.address, ctx.ctypes.data,
+                    max(1, min(nt, units * int(ctx[19]))))
+        return y

@@ -7,7 +7,7 @@ These intrinsics turn such integers into calls and typed pointers:
 
 * ``call_void(addr, args)`` calls ``void f(i64, ...)`` with the tuple ``args``;
 * ``call_i64(addr, args)`` calls ``i64 f(i64, ...)``;
-* ``ptr_f32(addr)``, ``ptr_i64(addr)``: a typed pointer for ``numba.carray``;
+* ``ptr_f32(addr)``, ``ptr_f64(addr)``, ``ptr_i64(addr)``: a typed pointer for ``numba.carray``;
 * :class:`Entry`: a function of (context, thread, threads) made a ``cfunc`` on first use.
 """
 
@@ -83,6 +83,7 @@ def _ptr(dtype):
 
 ptr_f32 = _ptr(types.float32)
 ptr_i64 = _ptr(types.int64)
+ptr_f64 = _ptr(types.float64)
 
 
 class Entry:
