@@ -17,9 +17,9 @@ from tensorlayout.model import load  # noqa: E402
 _ACTS = {0: lambda v: v, 1: lambda v: np.where(v < 0, 0, v), 2: lambda v: np.clip(v, -0.5, 0.75),
          3: lambda v: np.where(v >= 0, v, 0.1 * v), 4: lambda v: 1 / (1 + np.exp(-v)),
          5: lambda v: v * np.clip(v / 6 + 0.5, 0, 1), 6: lambda v: np.clip(0.2 * v + 0.5, 0, 1),
-         7: np.tanh}
+         7: np.tanh, 8: lambda v: v / (1 + np.exp(-v))}
 _PARAMS = {0: (0, 0), 1: (0, 0), 2: (-0.5, 0.75), 3: (0.1, 0), 4: (0, 0), 5: (1 / 6, 0.5),
-           6: (0.2, 0.5), 7: (0, 0)}
+           6: (0.2, 0.5), 7: (0, 0), 8: (0, 0)}
 
 
 def _direct64(x, w, b, stride, begin, dil, mult, out_hw):
@@ -50,6 +50,10 @@ def _direct64(x, w, b, stride, begin, dil, mult, out_hw):
     (2, 4, 8, 7, 2, 3, 5, (2, 2), (0, 2), (1, 1), (1, 1), 2),
     (1, 5, 11, 10, 1, 5, 5, (2, 1), (2, 2), (2, 2), (2, 1), 5),
     (1, 2, 6, 6, 3, 3, 3, (1, 2), (2, 1), (0, 2), (1, 1), 7),
+    # the stride-2 specialisations (even / odd column halves), odd and even begin padding
+    (1, 3, 9, 11, 1, 3, 3, (2, 2), (0, 1), (1, 1), (1, 1), 4),
+    (1, 2, 12, 9, 2, 5, 5, (2, 2), (2, 1), (2, 2), (1, 1), 8),
+    (2, 3, 8, 8, 1, 3, 3, (2, 2), (1, 0), (0, 1), (1, 1), 0),
 ])
 def test_depthwise_loops_equal_the_definition(compiled, case, monkeypatch):
     N, C, H, W, mult, KH, KW, stride, begin, end, dil, act = case
@@ -83,7 +87,7 @@ def test_epilogue_bias_residual_activation_and_nan(compiled, monkeypatch):
         if not K.ready():
             pytest.skip("numba is not installed")
     rng = np.random.default_rng(3)
-    for act in range(8):
+    for act in range(9):
         y = rng.standard_normal((2, 3, 10)).astype(np.float32)
         y[0, 1, 4] = np.nan
         res = rng.standard_normal((2, 3, 10)).astype(np.float32)
@@ -252,3 +256,59 @@ def test_each_unrolled_window_equals_the_definition(window):
         K.depthwise(x, w, b, y, (sh, sw, *begin, 1, 1, 2, 5, 1 / 6, 0.5))
         want = _ACTS[5](_direct64(x, w, b, (sh, sw), begin, (1, 1), 2, (OH, OW)))
         assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
+def test_silu_fused_where_nothing_else_reads_its_parts():
+    """Conv -> Sigmoid -> Mul(conv, sigmoid) runs as one step (either Mul order, after a
+    depthwise, a pointwise and a 3x3 convolution); a Sigmoid whose output is also read
+    elsewhere stays a step of its own.  Against onnxruntime, with NaN and large inputs."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((1, 4, 9, 9)) * 30).astype(np.float32)
+    x[0, 1, 2, 2] = np.nan
+    inits = {"dw": rng.standard_normal((4, 1, 3, 3)).astype(np.float32),
+             "pw": rng.standard_normal((6, 4, 1, 1)).astype(np.float32),
+             "cw": rng.standard_normal((6, 6, 3, 3)).astype(np.float32)}
+    nodes = [
+        helper.make_node("Conv", ["x", "dw"], ["a"], group=4, pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["a"], ["as"]),
+        helper.make_node("Mul", ["a", "as"], ["a2"]),
+        helper.make_node("Conv", ["a2", "pw"], ["b"]),
+        helper.make_node("Sigmoid", ["b"], ["bs"]),
+        helper.make_node("Mul", ["bs", "b"], ["b2"]),
+        helper.make_node("Conv", ["b2", "cw"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["cs"]),
+        helper.make_node("Mul", ["c", "cs"], ["c2"]),
+        helper.make_node("Add", ["c2", "cs"], ["y"]),       # cs read twice: no fusion
+    ]
+    m = make_model(nodes, {"x": x}, ["y"], inits)
+    model = load(m.SerializeToString())
+    fused = {st.node.name or st.node.op: st.fused for st in model.steps}
+    assert sorted(len(f) for f in fused.values() if f) == [2, 2]
+    ours = [model.run(x)]
+    ref = ort_session(m.SerializeToString()).run(None, {"x": x})
+    for a, b in zip(ours, ref):
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        ok = ~np.isnan(b)
+        assert np.abs(a[ok] - b[ok]).max() <= 1e-4 * max(1.0, np.abs(b[ok]).max())
+
+
+@pytest.mark.parametrize("act", [4, 8])
+def test_sigmoid_and_silu_over_float32s_whole_range(act):
+    """The compiled Sigmoid and SiLU (their own vectorised e ** x) against float64 from
+    -120 to 120, through the subnormal and overflow edges, with inf, -inf and NaN."""
+    _compiled_or_skip()
+    v = np.concatenate([np.linspace(-120, 120, 20001), [87.3, 88.5, 88.8, -87.4, -104, 0.0,
+                                                         -0.0, 1e-30, np.inf, -np.inf, np.nan]])
+    y = v.astype(np.float32).reshape(1, 1, -1).copy()
+    K.epilogue(y, None, None, (act, 0.0, 0.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = 1 / (1 + np.exp(-v.astype(np.float32).astype(np.float64)))
+        want = s if act == 4 else v.astype(np.float32) * s
+    y = y.ravel()
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    ok = np.isfinite(want)
+    assert np.array_equal(y[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
+    err = np.abs(y[ok] - want[ok]) / np.maximum(np.abs(want[ok]), 1e-30)
+    small = np.abs(want[ok]) < 1e-37           # float32 subnormal results: absolute error
+    assert err[~small].max() <= 1e-6, err[~small].max()
+    assert np.abs(y[ok][small] - want[ok][small]).max() <= 1e-37

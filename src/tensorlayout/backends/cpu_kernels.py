@@ -41,7 +41,7 @@ __all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "threads", "
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
-       "HardSigmoid": 6, "Tanh": 7}
+       "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
 VERSION = 2
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
@@ -59,13 +59,56 @@ _HEAD = """
 import numpy as np
 from numba import carray, njit
 
-from tensorlayout.winograd._native import Entry, call_void, ptr_f32, ptr_f64, ptr_i64
+from tensorlayout.winograd._native import Entry, call_void, f32_exp2, ptr_f32, ptr_f64, ptr_i64
+
+
+@njit(inline="always", error_model="numpy")
+def fexp(x):
+    \"\"\"e ** x in float32 by range reduction and Cephes' degree-6 polynomial (within 2 ulp),
+    in plain arithmetic so that loops of it vectorise.  Past float32's range it gives inf;
+    below e ** -87.3 (where float32 turns subnormal) it gives 0; NaN stays NaN.\"\"\"
+    big = x > np.float32(88.72283)
+    x = np.float32(-87.33654) if x < np.float32(-87.33654) else x
+    x = np.float32(88.37626) if x > np.float32(88.37626) else x
+    t = x * np.float32(1.442695) + np.float32(0.5)
+    k = np.int32(t)
+    k = k - 1 if np.float32(k) > t else k
+    kf = np.float32(k)
+    r = x - kf * np.float32(0.693359375) + kf * np.float32(2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1)
+    e = p * f32_exp2(k)
+    return np.float32(np.inf) if big else e
 
 
 {ACT_ROW}
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
+def split_columns(xp, ev, od, ph, pw):
+    \"\"\"The plane ``xp`` placed at (ph, pw) of a padded plane kept as its even columns ``ev``
+    and its odd columns ``od`` (the rest of both stays zero).\"\"\"
+    H, W = xp.shape
+    je = pw % 2                    # the first column of xp that lands on an even column
+    jo = 1 - je
+    ne = (W - je + 1) // 2
+    no = (W - jo + 1) // 2
+    for i in range(H):
+        src = xp[i]
+        de = ev[i + ph, (je + pw) // 2:(je + pw) // 2 + ne]
+        for t in range(ne):
+            de[t] = src[je + 2 * t]
+        do = od[i + ph, (jo + pw) // 2:(jo + pw) // 2 + no]
+        for t in range(no):
+            do[t] = src[jo + 2 * t]
+
+
+@njit(inline="always", error_model="numpy")
 def padded(xp, pad, ph, pw):
     \"\"\"The plane ``xp`` copied into ``pad`` at (ph, pw) (the rest of ``pad`` stays zero).\"\"\"
     H, W = xp.shape
@@ -76,7 +119,7 @@ def padded(xp, pad, ph, pw):
             dst[j] = src[j]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def epilogue_block(y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1, C):
     # rows r0..r1 and columns c0..c1 of y (R, P); row r is channel r % C.  Without a bias,
     # bias holds one zero (never y's own element times 0: NaN there would poison the row)
@@ -93,7 +136,7 @@ def epilogue_block(y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1,
         act_row(yr, 0, yr.shape[0], act, a0, a1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def depthwise_planes(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1, q0, q1, pad, yf):
     # pad: (PH, PW), zero; each plane is copied into its interior.  yf: y flat (the
     # activation runs once per plane)
@@ -129,17 +172,18 @@ ACT_EXPR = {
     1: "v if not v < z else z",
     2: "lo if v < lo else (hi if v > hi else v)",
     3: "v if v >= z else v * lo",
-    4: "one / (one + np.exp(-v))",
+    4: "one / (one + fexp(-v))",
     5: "v * (z if v * lo + hi < z else (one if v * lo + hi > one else v * lo + hi))",
     6: "z if v * lo + hi < z else (one if v * lo + hi > one else v * lo + hi)",
     7: "np.tanh(v)",
+    8: "v * (one / (one + fexp(-v)))",
 }
 
 
 def _act_row_source() -> str:
     """``act_row(yr, c0, c1, act, a0, a1)``: the activation in place on ``yr[c0:c1]``, one
     loop per activation, so that each loop is a straight vectorisable pass."""
-    lines = ["@njit(cache=True, nogil=True)", "def act_row(yr, c0, c1, act, a0, a1):",
+    lines = ["@njit(cache=True, nogil=True, error_model=\"numpy\")", "def act_row(yr, c0, c1, act, a0, a1):",
              "    lo = np.float32(a0)", "    hi = np.float32(a1)", "    z = np.float32(0)",
              "    one = np.float32(1)"]
     # a slice walked from 0: indices known to be non-negative, so no wraparound test keeps
@@ -153,24 +197,36 @@ def _act_row_source() -> str:
 
 
 def _special_source(KH, KW, sh, sw) -> str:
-    """A depthwise kernel for one window and stride: its taps one straight-line sum."""
+    """A depthwise kernel for one window and stride: its taps one straight-line sum.  With a
+    column stride of 2 the padded plane is kept as its even and its odd columns (two planes
+    of half the width, ``pad`` reshaped), so that every tap reads consecutive floats."""
     name = f"depthwise_{KH}x{KW}_s{sh}x{sw}"
     loads = "\n".join(f"        w{i}_{j} = wk[{i}, {j}]" for i in range(KH) for j in range(KW))
-    rows = "\n".join(f"            r{i} = pad[oh * {sh} + {i}]" for i in range(KH))
-    col = (lambda j: f"ow + {j}") if sw == 1 else (lambda j: f"ow * {sw} + {j}")
-    taps = "\n".join(f"                     + w{i}_{j} * r{i}[{col(j)}]"
-                     for i in range(KH) for j in range(KW))
+    if sw == 1:
+        copy = "        padded(x[n, k // mult], pad, ph, pw)"
+        rows = "\n".join(f"            r{i} = pad[oh * {sh} + {i}]" for i in range(KH))
+        taps = "\n".join(f"                     + w{i}_{j} * r{i}[ow + {j}]"
+                         for i in range(KH) for j in range(KW))
+    else:
+        copy = "        split_columns(x[n, k // mult], ev, od, ph, pw)"
+        rows = "\n".join(f"            r{i}e = ev[oh * {sh} + {i}]\n            r{i}o = od[oh * {sh} + {i}]"
+                         for i in range(KH))
+        taps = "\n".join(f"                     + w{i}_{j} * r{i}{'eo'[j % 2]}[ow + {j // 2}]"
+                         for i in range(KH) for j in range(KW))
+    halves = ("" if sw == 1 else
+              "    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))\n"
+              "    ev = half[0]\n    od = half[1]\n")
     return f"""
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1, q0, q1, pad, yf):
     N, C, H, W = x.shape
     K = w.shape[0]
     OH, OW = y.shape[2], y.shape[3]
-    for nk in range(q0, q1):
+{halves}    for nk in range(q0, q1):
         n = nk // K
         k = nk - n * K
-        padded(x[n, k // mult], pad, ph, pw)
+{copy}
         yp = y[n, k]
         wk = w[k, 0]
         b = bias[k]
@@ -381,6 +437,12 @@ def activate_numpy(y, act, a0, a1):
         np.clip(y, 0, 1, out=y)
     elif act == 7:
         np.tanh(y, out=y)
+    elif act == 8:
+        with np.errstate(over="ignore"):
+            g = np.exp(-y)
+            g += 1
+            np.reciprocal(g, out=g)
+            y *= g
     return y
 
 
@@ -427,6 +489,7 @@ def _depthwise_compiled(mod, x, w, bias, y, args, nt):
     OH, OW = y.shape[2:]
     PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
     PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+    PW += PW % 2                   # even: a stride-2 kernel splits it into two halves
     nt = max(1, min(nt, N * K))
     pad = np.zeros((nt, PH, PW), np.float32)
     f = np.array([a0, a1], np.float64)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ops import ACTIVATIONS, REDUCTIONS, Conv
+from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv
 from .common import IN_PLACE, VIEWS, live_ranges
 from .winograd import cpu_conv
 
@@ -73,7 +73,9 @@ def _conv_kind(node) -> str:
 
 
 def _fusions(graph):
-    """``{producer name: (residual tensor or "", add node or None, activation node or None)}``."""
+    """``{producer name: (residual tensor or "", add node or None, activation nodes, the
+    activation's parameters or None)}``: the activation nodes are one of ACTIVATIONS, or a
+    Sigmoid and a Mul that make SiLU (:data:`SILU`)."""
     readers = graph.readers()
     outputs = set(graph.outputs)
     order = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -106,14 +108,42 @@ def _fusions(graph):
         act = only_reader(y, ACTIVATIONS)
         if act is not None and (act.inputs[0] != y or act.params.runtime_bounds):
             act = None
-        if add is not None or act is not None:
-            out[node.name] = (res, add, act)
+        acts = () if act is None else (act,)
+        params = None if act is None else act.params
+        if act is None:
+            silu = _silu(graph, y, readers, outputs)
+            if silu:
+                acts, params = silu, SILU
+        if add is not None or acts:
+            out[node.name] = (res, add, acts, params)
     return out
+
+
+#: x · sigmoid(x) (SiLU, Swish) as one activation: the Sigmoid and the Mul fused together.
+SILU = Activation("SiLU")
+
+
+def _silu(graph, y, readers, outputs) -> tuple:
+    """(Sigmoid, Mul) when ``y`` is read by exactly a Sigmoid and a Mul of ``y`` by that
+    Sigmoid's output (nothing else reading either, neither a graph output), else ()."""
+    nxt = readers.get(y, [])
+    if len(nxt) != 2 or y in outputs:
+        return ()
+    sig = next((n for n in nxt if n.op == "Sigmoid"), None)
+    mul = next((n for n in nxt if n.op == "Mul"), None)
+    if sig is None or mul is None or sig.inputs[0] != y or not sig.outputs:
+        return ()
+    s = sig.outputs[0]
+    if (s in outputs or readers.get(s, []) != [mul] or sorted(mul.inputs) != sorted([y, s])
+            or not mul.outputs or not _f32(graph, s, mul.outputs[0])
+            or graph.shapes[mul.outputs[0]] != graph.shapes[y]):
+        return ()
+    return (sig, mul)
 
 
 def schedule_cpu(graph) -> CpuSchedule:
     fused = _fusions(graph)
-    skip = {n.name: p for p, (_, a, f) in fused.items() for n in (a, f) if n is not None}
+    skip = {n.name: p for p, (_, a, f, _) in fused.items() for n in (a, *f) if n is not None}
     step_of, i = {}, -1
     for node in graph.nodes:
         if node.name not in skip:
@@ -137,8 +167,8 @@ def schedule_cpu(graph) -> CpuSchedule:
         if node.name in skip:
             continue
         i = step_of[node.name]
-        res, add, act = fused.get(node.name, ("", None, None))
-        output = (act or add or node).outputs[0] if node.outputs else ""
+        res, add, acts, act = fused.get(node.name, ("", None, (), None))
+        output = ((acts[-1] if acts else None) or add or node).outputs[0] if node.outputs else ""
         kind, algorithm, tile, reason = "kernel", None, None, None
         if node.op == "Conv" and isinstance(node.params, Conv) and _f32(graph, node.inputs[0]):
             kind = _conv_kind(node)
@@ -153,8 +183,7 @@ def schedule_cpu(graph) -> CpuSchedule:
             and x in graph.shapes and graph.shapes.get(x) == graph.shapes.get(out)
             and graph.dtypes.get(x) == graph.dtypes.get(out))
         free = tuple(t for t in dying.get(i, ()) if t not in graph.consts)
-        steps.append(CpuStep(node, kind, algorithm, tile, reason,
-                             None if act is None else act.params, res,
-                             tuple(n.name for n in (add, act) if n is not None), output,
+        steps.append(CpuStep(node, kind, algorithm, tile, reason, act, res,
+                             tuple(n.name for n in (add, *acts) if n is not None), output,
                              in_place, free))
     return CpuSchedule(graph, steps, live)

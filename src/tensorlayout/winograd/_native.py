@@ -8,6 +8,7 @@ These intrinsics turn such integers into calls and typed pointers:
 * ``call_void(addr, args)`` calls ``void f(i64, ...)`` with the tuple ``args``;
 * ``call_i64(addr, args)`` calls ``i64 f(i64, ...)``;
 * ``ptr_f32(addr)``, ``ptr_f64(addr)``, ``ptr_i64(addr)``: a typed pointer for ``numba.carray``;
+* ``f32_exp2(n)``: 2 ** n as a float32 from its exponent bits;
 * :class:`Entry`: a function of (context, thread, threads) made a ``cfunc`` on first use.
 """
 
@@ -79,6 +80,26 @@ def _ptr(dtype):
         return types.CPointer(dtype)(addr), codegen
 
     return ptr
+
+
+@intrinsic
+def f32_exp2(typingctx, n):
+    """``2.0 ** n`` as a float32, for an integer ``n`` in [-126, 127]: ``n + 127`` written
+    into the exponent bits (a shift and a bit cast, so loops of it vectorise)."""
+    if not isinstance(n, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, llargs):
+        i32 = ir.IntType(32)
+        v = llargs[0]
+        if v.type.width > 32:
+            v = builder.trunc(v, i32)
+        elif v.type.width < 32:
+            v = builder.sext(v, i32)
+        bits = builder.shl(builder.add(v, ir.Constant(i32, 127)), ir.Constant(i32, 23))
+        return builder.bitcast(bits, ir.FloatType())
+
+    return types.float32(n), codegen
 
 
 ptr_f32 = _ptr(types.float32)
