@@ -312,3 +312,41 @@ def test_sigmoid_and_silu_over_float32s_whole_range(act):
     small = np.abs(want[ok]) < 1e-37           # float32 subnormal results: absolute error
     assert err[~small].max() <= 1e-6, err[~small].max()
     assert np.abs(y[ok][small] - want[ok][small]).max() <= 1e-37
+
+
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W, O, KH, KW, stride, begin, end, dilation)
+    (1, 3, 17, 15, 8, 7, 7, (2, 2), (3, 3), (3, 3), (1, 1)),
+    (2, 5, 9, 10, 6, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1)),
+    (1, 4, 11, 12, 5, 3, 2, (1, 3), (0, 2), (2, 0), (2, 1)),
+    (1, 16, 3, 3, 20, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+    (1, 2, 4, 5, 3, 5, 5, (1, 1), (4, 4), (4, 4), (1, 1)),   # windows mostly outside
+])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_im2col_gemm_equals_the_definition(case, nt):
+    """Columns unfolded on the workers and the packed GEMM with bias, residual and ReLU against
+    a float64 direct convolution written from the definition."""
+    _compiled_or_skip()
+    N, C, H, W, O, KH, KW, stride, begin, end, dil = case
+    rng = np.random.default_rng(sum(case[:7]) + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((O, C, KH, KW)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    OH = (H + begin[0] + end[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+    OW = (W + begin[1] + end[1] - (KW - 1) * dil[1] - 1) // stride[1] + 1
+    res = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
+    y = K.Im2col(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, res, nt=nt)
+    want = np.zeros((N, O, OH, OW))
+    for oh in range(OH):
+        for ow in range(OW):
+            for i in range(KH):
+                for j in range(KW):
+                    iy = oh * stride[0] + i * dil[0] - begin[0]
+                    ix = ow * stride[1] + j * dil[1] - begin[1]
+                    if 0 <= iy < H and 0 <= ix < W:
+                        want[:, :, oh, ow] += x[:, :, iy, ix].astype(np.float64) @ \
+                            w[:, :, i, j].astype(np.float64).T
+    pre = want + b[None, :, None, None] + res
+    want = np.maximum(pre, 0)
+    assert y.shape == want.shape
+    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(pre).max())

@@ -105,6 +105,27 @@ def _pointwise(node, ctx, bias, act, residual):
     return run
 
 
+def _im2col(node, ctx, engine, act, residual):
+    """A convolution as columns and the packed GEMM with its epilogue
+    (:class:`~tensorlayout.backends.cpu_kernels.Im2col`) when the backend's kernels are
+    ready, else ``engine`` (the engine's plan with the epilogue after it)."""
+    p = node.params
+    w = np.asarray(ctx.consts[1], np.float32)
+    bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
+            else None)
+    made = []
+
+    def run(inputs, out=None):
+        if not kernels.ready():
+            return engine(inputs, out)
+        if not made:
+            made.append(kernels.Im2col(w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
+                                       p.dilations, ctx.out_shapes[0][2:]))
+        res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
+        return [made[0](np.ascontiguousarray(inputs[0], np.float32), res)]
+    return run
+
+
 def _with_epilogue(run, bias, act, residual):
     """``run``, then (in place on its first output) the bias, the residual (the last input)
     and the activation, in one compiled pass over each (batch, channel) plane."""
@@ -140,6 +161,11 @@ class CpuProgram:
             if s.kind == "conv":
                 run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
                 info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason)
+                if plan.info.name == "im2col" and node.params.group == 1:
+                    engine = (_with_epilogue(run, None, act, residual)
+                              if residual or act[0] else run)
+                    run = _im2col(node, ctx, engine, act, residual)
+                    own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first
                 run = _depthwise(node, ctx, act if residual is None else kernels.act_code(None))

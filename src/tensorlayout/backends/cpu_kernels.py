@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import _backend, _jit
 
-__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "threads", "depthwise_numpy",
+__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "Im2col", "threads", "depthwise_numpy",
            "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 #: Activation codes of the kernels.
@@ -162,6 +162,37 @@ def depthwise_planes(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1, q
                     for ow in range(OW):
                         yr[ow] += wv * pr[ow * sw + o]
         act_row(yf, nk * OH * OW, (nk + 1) * OH * OW, act, a0, a1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
+    # planes q0..q1 of (image, channel) of x unfolded into the rows (c, kh, kw) of
+    # cols (N, C·KH·KW, OH·OW); taps outside the input read zero
+    N, C, H, W = x.shape
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        for kh in range(KH):
+            for kw in range(KW):
+                row = cols[n, (c * KH + kh) * KW + kw]
+                off = pw - kw * dw                  # input column = ow * sw - off
+                lo = min(OW, max(0, -((-off) // sw)))
+                hi = max(lo, min(OW, (W - 1 + off) // sw + 1))
+                for oh in range(OH):
+                    ih = oh * sh - ph + kh * dh
+                    seg = row[oh * OW:(oh + 1) * OW]
+                    if ih < 0 or ih >= H:
+                        for ow in range(OW):
+                            seg[ow] = 0
+                        continue
+                    src = xp[ih]
+                    for ow in range(lo):
+                        seg[ow] = 0
+                    for ow in range(lo, hi):
+                        seg[ow] = src[ow * sw - off]
+                    for ow in range(hi, OW):
+                        seg[ow] = 0
 """
 
 
@@ -325,6 +356,18 @@ def pointwise_entry(ctx, tid, nt):
 
 
 POINTWISE_ENTRY = Entry(pointwise_entry)
+
+
+def im2col_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({len(IM2COL_CTX)},))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    cols = carray(ptr_f32(a[5]), (a[1], a[2] * a[6] * a[7], a[14] * a[15]))
+    total = a[1] * a[2]
+    im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
+                  tid * total // nt, (tid + 1) * total // nt)
+
+
+IM2COL_ENTRY = Entry(im2col_entry)
 """
 
 
@@ -336,6 +379,9 @@ EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act"
 #: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
 PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
           "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb")
+#: The im2col entry's context.
+IM2COL_CTX = ("x", "N", "C", "H", "W", "cols", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw",
+              "OH", "OW")
 
 
 def module_source() -> str:
@@ -367,7 +413,7 @@ def _pool():
 def _warm():
     """Compile the kernels (what a background compile runs)."""
     mod = _module()
-    for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY):
+    for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     x = np.ones((1, 2, 5, 5), np.float32)
     b = np.zeros(2, np.float32)
@@ -394,8 +440,8 @@ def ready() -> bool:
         mod = _module()
     except (OSError, ImportError):      # no writable cache or no llvmlite: the twins serve
         return False
-    fns = [mod.depthwise_planes, mod.epilogue_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY,
-           mod.POINTWISE_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+    fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.DEPTHWISE_ENTRY,
+           mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
                                    for a, b, c, d in SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
         _READY.append(True)
@@ -581,3 +627,30 @@ class Pointwise:
         _pool().run(_module().POINTWISE_ENTRY.address, ctx.ctypes.data,
                     max(1, min(nt, units * int(ctx[19]))))
         return y
+
+
+class Im2col:
+    """A convolution (one group, any window, stride, dilation and padding) as the input
+    unfolded into columns (rows (c, kh, kw), one column per output position) on the native
+    workers, then :class:`Pointwise`'s GEMM of the packed weights by them with the epilogue.
+    ``weights``: (O, C, KH, KW) float32; ``begin``: the top and left padding (the bottom
+    and right padding is what ``out_hw`` leaves)."""
+
+    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
+        O, C, KH, KW = weights.shape
+        N, _, H, W = x_shape
+        OH, OW = out_hw
+        self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
+                            (N, C * KH * KW, OH, OW))
+        self.cols_shape = (N, C * KH * KW, OH * OW)
+        self.template = np.array([0, N, C, H, W, 0, KH, KW, *strides, *begin, *dilations, OH, OW],
+                                 np.int64)
+        self.planes = N * C
+
+    def __call__(self, x, res=None, nt=None):
+        nt = threads() if nt is None else nt
+        cols = np.empty(self.cols_shape, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[5] = x.ctypes.data, cols.ctypes.data
+        _pool().run(_module().IM2COL_ENTRY.address, ctx.ctypes.data, max(1, min(nt, self.planes)))
+        return self.pw(cols, res, nt)
