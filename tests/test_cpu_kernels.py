@@ -350,3 +350,32 @@ def test_im2col_gemm_equals_the_definition(case, nt):
     want = np.maximum(pre, 0)
     assert y.shape == want.shape
     assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(pre).max())
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fully_connected_steps_agree_with_onnxruntime(batch):
+    """Gemm with transB, alpha, beta and a (1, N) C, a fused ReLU; MatMul by a constant; Gemm
+    with a C of one value: the backend's fc steps against onnxruntime (NaN in the input)."""
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, 7)).astype(np.float32)
+    x[0, 3] = np.nan if batch > 1 else x[0, 3]          # a NaN row among finite ones
+    inits = {"w1": rng.standard_normal((5, 7)).astype(np.float32),
+             "c1": rng.standard_normal((1, 5)).astype(np.float32),
+             "w2": rng.standard_normal((5, 4)).astype(np.float32),
+             "w3": rng.standard_normal((4, 6)).astype(np.float32),
+             "c3": np.array([0.5], np.float32)}
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "c1"], ["a"], transB=1, alpha=0.5, beta=2.0),
+        helper.make_node("Relu", ["a"], ["a2"]),
+        helper.make_node("MatMul", ["a2", "w2"], ["b"]),
+        helper.make_node("Gemm", ["b", "w3", "c3"], ["y"]),
+    ]
+    m = make_model(nodes, {"x": x}, ["y"], inits)
+    model = load(m.SerializeToString())
+    assert [st.info.get("algorithm") for st in model.steps] == ["fc GEMM"] * 3
+    ours = model.run(x)
+    ref = ort_session(m.SerializeToString()).run(None, {"x": x})[0]
+    assert ours.shape == ref.shape
+    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    assert np.abs(ours[ok] - ref[ok]).max() <= 1e-5 * max(1.0, np.abs(ref[ok]).max())

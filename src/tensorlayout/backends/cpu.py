@@ -19,6 +19,7 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
+from ..graph.ops.nn import gemm_weight
 from . import cpu_kernels as kernels
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
@@ -105,6 +106,38 @@ def _pointwise(node, ctx, bias, act, residual):
     return run
 
 
+def _fc(node, ctx, act):
+    """A fully connected layer (Gemm or MatMul of (M, K) by constant weights) as the
+    backend's :class:`~tensorlayout.backends.cpu_kernels.Pointwise` GEMM of the weights
+    (N, K) by the input's transpose, C and the activation in its epilogue; NumPy while the
+    kernels compile."""
+    p = node.params
+    wk = gemm_weight(p, ctx.consts[1])                       # (K, N), alpha folded in
+    w = np.ascontiguousarray(wk.T)                           # (N, K)
+    M, N = ctx.out_shapes[0]
+    c = ctx.consts[2] if len(ctx.inputs) > 2 and ctx.inputs[2] else None
+    bias = None
+    if c is not None:
+        bias = np.ascontiguousarray(np.broadcast_to(np.asarray(c, np.float32).reshape(-1)
+                                                    * np.float32(p.beta), (N,)), np.float32)
+    made = []
+
+    def run(inputs, out=None):
+        x = np.ascontiguousarray(inputs[0], np.float32)
+        if not kernels.ready():
+            y = x @ wk
+            if bias is not None:
+                y += bias
+            kernels.activate_numpy(y, *act)
+            return [y]
+        if not made:
+            made.append(kernels.Pointwise(w, bias, act, (1, w.shape[1], M, 1)))
+        xt = x.reshape(-1, 1) if M == 1 else np.ascontiguousarray(x.T)
+        y = made[0](xt)                                      # (1, N, M, 1)
+        return [y.reshape(1, N) if M == 1 else np.ascontiguousarray(y.reshape(N, M).T)]
+    return run
+
+
 def _im2col(node, ctx, engine, act, residual):
     """A convolution as columns and the packed GEMM with its epilogue
     (:class:`~tensorlayout.backends.cpu_kernels.Im2col`) when the backend's kernels are
@@ -172,6 +205,10 @@ class CpuProgram:
                 info.update(algorithm="depthwise loops")
                 if residual is None:
                     act = kernels.act_code(None)
+            elif s.kind == "fc":
+                run = _fc(node, ctx, act)
+                info.update(algorithm="fc GEMM")
+                own_epilogue = True
             elif s.kind == "pointwise":
                 if node.params.has_bias:
                     bias = np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1)
@@ -278,9 +315,13 @@ def available_cpus() -> int:
 
 @contextlib.contextmanager
 def threads_limit(n):
-    """Run with ``n`` threads: numba's pool (the compiled kernels, the Winograd engine) and
-    the BLAS library.  None: as many as :func:`available_cpus` (not the machine's core count:
-    a process pinned to 2 cores of 16 runs 2 threads)."""
+    """Run with ``n`` threads on the native workers (the backend's kernels and the Winograd
+    engine take numba's thread setting, which this sets).  None: as many as
+    :func:`available_cpus` (not the machine's core count: a process pinned to 2 cores of 16
+    runs 2 threads).  BLAS is held to one thread meanwhile: its threads keep spinning long
+    after a call (OpenBLAS for about a tenth of a second) and would take the cores the
+    workers need; what still calls BLAS (products of two computed tensors, the engine's
+    paths while kernels compile) runs on the calling thread."""
     n = available_cpus() if n is None else check_positive_int("threads", n)
     if n > MAX_THREADS:
         raise LayoutError(f"threads = {n} is not allowed: it must be at most {MAX_THREADS}")
@@ -292,7 +333,7 @@ def threads_limit(n):
         restore.append(lambda: numba.set_num_threads(old))
     controller = _blas_controller()
     if controller is not None:
-        limiter = controller.limit(limits=n, user_api="blas")
+        limiter = controller.limit(limits=1, user_api="blas")
         restore.append(limiter.restore_original_limits)
     try:
         yield

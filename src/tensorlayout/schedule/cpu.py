@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv
-from .common import IN_PLACE, VIEWS, live_ranges
+from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from .winograd import cpu_conv
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
@@ -34,8 +34,9 @@ _FUSE_ACT = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul"
 class CpuStep:
     """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
     ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
-    "depthwise" or "pointwise" (the backend's loops), "conv" (the engine, with ``algorithm``
-    and ``tile`` and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
+    "depthwise", "pointwise" or "fc" (the backend's loops and GEMMs), "conv" (the engine,
+    with ``algorithm`` and ``tile`` and the auto rule's ``reason``) or "kernel" (the graph's
+    NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
     it (``free``)."""
 
@@ -70,6 +71,16 @@ def _conv_kind(node) -> str:
     if (p.kernel == (1, 1) and p.group == 1 and p.begin == (0, 0) and p.end == (0, 0)):
         return "pointwise"
     return "conv"
+
+
+def _fc_bias(graph, node) -> bool:
+    """True when a fully connected node's C (Gemm's third input) is absent or a constant the
+    backend adds per output column: one value, (N,) or (1, N)."""
+    if node.op != "Gemm" or len(node.inputs) < 3 or not node.inputs[2]:
+        return True
+    c = graph.consts.get(node.inputs[2])
+    n = graph.shapes[node.outputs[0]][1]
+    return c is not None and (c.size == 1 or c.shape in ((n,), (1, n)))
 
 
 def _fusions(graph):
@@ -174,6 +185,9 @@ def schedule_cpu(graph) -> CpuSchedule:
             kind = _conv_kind(node)
             if kind == "conv":
                 algorithm, tile, reason = cpu_conv(graph, node)
+        elif is_fc(graph, node) and _f32(graph, node.inputs[0], node.outputs[0]) \
+                and _fc_bias(graph, node):
+            kind = "fc"
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
         in_place = bool(
