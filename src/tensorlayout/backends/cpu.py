@@ -78,9 +78,11 @@ class CpuProgram:
             self.steps.append(Step(node, run, list(ctx.in_shapes), list(ctx.out_shapes), info,
                                    plan, s.in_place, s.free))
 
-    def run(self, feeds: dict, threads=None, profile=False):
+    def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
-        also ``[(layer, op, seconds, algorithm)]`` (else None)."""
+        also ``[(layer, op, seconds, algorithm)]`` (else None).  ``tap(node, outputs)``, if
+        given, sees each node's outputs as soon as they are computed, before a later step
+        writes over them or drops them (it must copy what it keeps)."""
         graph = self.graph
         values = dict(graph.consts)
         values.update(feeds)
@@ -102,6 +104,8 @@ class CpuProgram:
                         raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
                                          f"{tuple(value.shape)} where shape inference says {shape}")
                     values[name] = value
+                if tap is not None:
+                    tap(node, outs)
                 for n in st.free:
                     values.pop(n, None)
         return [values[n] for n in graph.outputs], prof

@@ -127,6 +127,13 @@ class Act:
     def slots(self):
         return [p.slot for _, _, p in self.parts] if self.parts else [self.slot]
 
+    def layout(self):
+        """The :class:`~tensorlayout.core.Layout` of this image (IN_OUT_CHANNEL): an NCHW index
+        of the batch items and channels it holds -> (y, x, lane), the kernels' own map."""
+        from ..image import image_layout
+
+        return image_layout("IN_OUT_CHANNEL", nchw_of(self.nhwc), layout="NCHW")
+
 
 @dataclass
 class Virtual:
