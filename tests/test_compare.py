@@ -21,9 +21,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tensorlayout.errors import LayoutError  # noqa: E402
 from tensorlayout.model import load, zoo  # noqa: E402
-from tensorlayout.model.compare import compare, metrics  # noqa: E402
-from tensorlayout.model.compare_report import write_dump, write_html  # noqa: E402
-from tensorlayout.model.where import where  # noqa: E402
+from tensorlayout.model.workbench import compare, metrics  # noqa: E402
+from tensorlayout.model.workbench_report import write_dump, write_html  # noqa: E402
+from tensorlayout.model.workbench_where import where  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -331,6 +331,7 @@ def test_compare_command_exits_1_past_the_tolerance(tiny_path, tmp_path):
     (["--html", "/dev/null"], "--html"), (["--dump", "/proc/x"], "--dump"),
     (["--a", "cpu", "--b", "npu", "--device", "0"], "--device"),
     (["--max-image", "0,3"], "--max-image"), (["--b-model", "/nonexistent.onnx"], "--b-model"),
+    (["--winograd", "5"], "--winograd"), (["--a", "npu", "--b", "cpu", "--winograd", "0"], "--winograd"),
 ])
 def test_compare_command_refuses_bad_input_in_one_line(tiny_path, tmp_path, argv, argument):
     rc, out, err = run("compare", tiny_path, *argv)

@@ -1,9 +1,9 @@
 """``tensorlayout compare`` and ``tensorlayout where``: the porting workbench.
 
 ``compare`` runs a network on two runtimes and compares every tensor, read back from where
-each runtime keeps it (:func:`tensorlayout.model.compare.compare`); ``where`` tells where one
+each runtime keeps it (:func:`tensorlayout.model.compare`); ``where`` tells where one
 element of one tensor lives in a runtime's storage, or which element a location holds
-(:func:`tensorlayout.model.where.where`).
+(:func:`tensorlayout.model.where`).
 
 >>> import os, tempfile
 >>> from tensorlayout.cli import main
@@ -26,11 +26,11 @@ import math
 from .._checks import renamed
 from ..errors import LayoutError, short
 from ._common import int_list, nonneg, output_arg, print_json
-from .model import _load, _max_image, _table, read_inputs
+from .model import _load, _max_image, _table, _winograd_arg, read_inputs
 
 
 def register(sub) -> None:
-    from ..model.compare import RUNTIMES
+    from ..model.workbench import RUNTIMES
 
     c = sub.add_parser(
         "compare", help="run a network on two runtimes and compare every tensor, layer by layer",
@@ -59,6 +59,8 @@ def register(sub) -> None:
     c.add_argument("--device", default=None, help="the OpenCL device (index or name substring)")
     c.add_argument("--max-image", default=None, metavar="W,H",
                    help="OpenCL image limits below the device's (layers fall back as run does)")
+    c.add_argument("--winograd", default="auto",
+                   help="OpenCL: auto (default), 0 (none) or a tile 2, 4 or 6, as run takes it")
     c.add_argument("--html", default=None, metavar="DIR",
                    help="write DIR/index.html: SQNR along the network, the worst tensors first, "
                         "the table")
@@ -112,17 +114,19 @@ def _tol(text):
 
 
 def compare_cmd(args) -> int:
-    from ..model.compare import compare, runtime_arg
-    from ..model.compare_report import write_dump, write_html
+    from ..model.workbench import compare, runtime_arg
+    from ..model.workbench_report import write_dump, write_html
 
     a = runtime_arg(args.a, "--a")
     b = runtime_arg(args.b, "--b")
     tol = _tol(args.tol)
     if not any(rt.startswith("opencl") for rt in (a, b)):
-        for opt, val in (("--device", args.device), ("--max-image", args.max_image)):
+        for opt, val in (("--device", args.device), ("--max-image", args.max_image),
+                         ("--winograd", None if args.winograd == "auto" else args.winograd)):
             if val is not None:
                 raise LayoutError(f"{opt} applies to an opencl side only (--a {a}, --b {b})")
     max_image = _max_image(args.max_image)
+    winograd = _winograd_arg(args.winograd)
     for opt, path in (("--html", args.html), ("--dump", args.dump)):
         if path is not None:
             output_arg(path, opt, folder=True)
@@ -136,7 +140,7 @@ def compare_cmd(args) -> int:
     feeds = read_inputs(args, model)
     with renamed({"model_b": "--b-model"}):
         c = compare(model, a, b, feeds, tol=tol, model_b=other, device=args.device,
-                    max_image=max_image, keep=args.dump is not None)
+                    max_image=max_image, winograd=winograd, keep=args.dump is not None)
     files = {}
     if args.html is not None:
         with renamed({"out_dir": "--html"}):
@@ -163,7 +167,7 @@ def _num(v, fmt):
 
 
 def _print(c, model, feeds, args):
-    from ..model.compare_report import _state
+    from ..model.workbench_report import state_text
 
     ins = ", ".join(f"{k} {tuple(v.shape)}" for k, v in feeds.items())
     how = "given" if args.input else f"random normal, seed {args.seed}"
@@ -177,7 +181,7 @@ def _print(c, model, feeds, args):
         if r["compared"] and (r["nan_a"] or r["inf_a"] or r["nan_b"] or r["inf_b"]):
             nonfinite = f"a {r['nan_a']}/{r['inf_a']}, b {r['nan_b']}/{r['inf_b']}" + (
                 "" if r["same_nonfinite"] else " (DIFFERENT places)")
-        rows.append((str(k), r["tensor"], r["op"], _state(r, "a"), _state(r, "b"),
+        rows.append((str(k), r["tensor"], r["op"], state_text(r, "a"), state_text(r, "b"),
                      _num(r["max_abs"], "{:.3g}"), _num(r["rel_l2"], "{:.3g}"),
                      _num(r["cosine"], "{:.9f}"),
                      "exact" if r["sqnr_db"] == math.inf else _num(r["sqnr_db"], "{:.1f}"),
@@ -221,7 +225,7 @@ def _layer(r, b):
 
 # ---------------------------------------------------------------------------- where
 def where_cmd(args) -> int:
-    from ..model.where import where
+    from ..model.workbench_where import where
 
     rt = args.runtime
     if rt == "npu":

@@ -1,4 +1,4 @@
-"""What a :class:`~tensorlayout.model.compare.Comparison` writes: an HTML page with SVG charts,
+"""What a :class:`~tensorlayout.model.workbench.Comparison` writes: an HTML page with SVG charts,
 and a dump of every tensor, logical and physical.
 
 :func:`write_html` draws the SQNR of every compared tensor along the network (the tolerance
@@ -15,7 +15,7 @@ layout that relates them in ``layout`` (JSON).  For every piece,
 
 >>> import json, os, tempfile, numpy as np
 >>> from tensorlayout.model import load, zoo
->>> from tensorlayout.model.compare import compare
+>>> from tensorlayout.model.workbench import compare
 >>> c = compare(load(zoo.tiny_onnx()), a="cpu", b="opencl", keep=True)
 >>> d = tempfile.mkdtemp()
 >>> html_path = write_html(c, d)
@@ -44,7 +44,7 @@ from .._checks import check_output_path
 from ..draw._svg import Svg
 from ..errors import LayoutError, short
 
-__all__ = ["write_html", "write_dump", "side_folder"]
+__all__ = ["write_html", "write_dump", "side_folder", "state_text"]
 
 _OK, _PAST, _EXACT, _LINE = "#77AADD", "#EE6677", "#BBCCEE", "#222222"
 
@@ -62,6 +62,7 @@ def _label(r):
 
 def _along(c):
     """SQNR of every compared tensor, in the network's order."""
+    order = {id(r): k for k, r in enumerate(c.rows)}
     rows = [r for r in c.rows if r["compared"]]
     finite = [r["sqnr_db"] for r in rows if r["sqnr_db"] is not None and r["sqnr_db"] < math.inf]
     line = -20 * math.log10(c.tol) if c.tol > 0 else math.inf
@@ -86,31 +87,34 @@ def _along(c):
         x = left + k * bar
         s.rect(x, y0 - h, max(bar - 1, 1), h, fill=_EXACT if exact else _PAST if r["past"] else _OK,
                stroke="none", cls="bar",
-               data={"tensor": r["tensor"], "sqnr": _db(v), "past": int(r["past"]), "order": k},
-               tooltip=f"{k}: {_label(r)} - SQNR {_db(v)} dB, rel. L2 {r['rel_l2']:.3g}, cosine "
+               data={"tensor": r["tensor"], "sqnr": _db(v), "past": int(r["past"]),
+                     "row": order[id(r)]},
+               tooltip=f"{order[id(r)]}: {_label(r)} - SQNR {_db(v)} dB, rel. L2 {r['rel_l2']:.3g}, cosine "
                        f"{r['cosine']:.9f}" if r["rel_l2"] is not None else _label(r))
         if r["tensor"] == first:
-            s.text(x + bar / 2, y0 - h - 6, "first past", size=10, anchor="middle", fill=_PAST)
+            s.line(x + bar / 2, top_y - 4, x + bar / 2, y0 - h, stroke=_PAST, width=1.2, dash="3,2")
+            s.text(x + bar / 2 + 3, top_y - 6, f"first past: {order[id(r)]}", size=10, fill=_PAST)
         if len(rows) <= 40 or k % max(1, len(rows) // 20) == 0:
-            s.text(x + bar / 2, y0 + 12, str(k), size=8, anchor="middle")
+            s.text(x + bar / 2, y0 + 12, str(order[id(r)]), size=8, anchor="middle")
     if line < math.inf and line <= top:
         y = y0 - plot_h * line / top
         s.line(left, y, left + bar * len(rows), y, stroke=_LINE, width=1.2, dash="5,3")
-        s.text(left + bar * len(rows) + 4, y + 4, f"{line:.0f} dB", size=9)
-    s.text(left, y0 + 28, "tensors in the network's order (the table below numbers them); pale "
-           "bars: exactly equal", size=10)
-    return s.finish(max(width, 640), y0 + 40)
+        s.text(left + bar * len(rows) + 4, y + 4, f"tolerance {line:.0f} dB", size=9)
+    s.text(left, y0 + 28, "compared tensors in the network's order, numbered as in the table "
+           "below; pale bars: exactly equal", size=10)
+    return s.finish(max(width + 70, 640), y0 + 40)
 
 
 def _ranked(title, items, unit):
     """Horizontal bars: ``items`` (label, value, past, note), worst first."""
-    label_w, bar_w, row_h, top = 330, 380, 16, 34
+    label_w, bar_w, row_h, top = 440, 360, 16, 34
     s = Svg()
     s.text(8, 18, title, size=13)
     most = max([v for _, v, _, _ in items if v is not None and v < math.inf] + [1.0])
     y = top
     for label, v, past, note in items:
-        s.text(8, y + row_h - 4, label if len(label) <= 58 else "..." + label[-55:], size=10)
+        short_label = label if len(label) <= 76 else label[:36] + "..." + label[-37:]
+        s.text(8, y + row_h - 4, short_label, size=10)
         w = bar_w * max(0.0, v) / most if v is not None and v < math.inf else 0
         s.rect(label_w, y + 2, max(w, 1), row_h - 4, fill=_PAST if past else _OK, stroke="none",
                cls="bar", data={"label": label, "value": _db(v), "past": int(past)})
@@ -122,6 +126,13 @@ def _ranked(title, items, unit):
     return s.finish(label_w + bar_w + 230, y + 12)
 
 
+def _drop(r):
+    v = r["sqnr_drop_db"]
+    if v is None:
+        return ""
+    return f", {v:.1f} dB lost in the layer" if v >= 0 else f", {-v:.1f} dB regained in the layer"
+
+
 def _table(c):
     head = ["#", "tensor", "node", "op", f"a: {c.a}", f"b: {c.b}", "max |b-a|", "rel. L2",
             "cosine", "SQNR dB", "lost dB", "NaN/inf a", "NaN/inf b"]
@@ -129,7 +140,7 @@ def _table(c):
     for k, r in enumerate(c.rows):
         def f(v, fmt):
             return "" if v is None else (fmt.format(v) if v == v and abs(v) != math.inf else str(v))
-        cells = [k, r["tensor"], r["node"] or "", r["op"], _state(r, "a"), _state(r, "b"),
+        cells = [k, r["tensor"], r["node"] or "", r["op"], state_text(r, "a"), state_text(r, "b"),
                  f(r["max_abs"], "{:.3g}"), f(r["rel_l2"], "{:.3g}"), f(r["cosine"], "{:.9f}"),
                  _db(r["sqnr_db"]) if r["compared"] else "",
                  f(r["sqnr_drop_db"], "{:.1f}"),
@@ -140,7 +151,7 @@ def _table(c):
     return "\n".join(out + ["</table>"])
 
 
-def _state(r, side):
+def state_text(r, side):
     """A row's state on one side, in a few words (what the command's table prints)."""
     state, layer = r[f"state_{side}"], r[f"layer_{side}"]
     if state == "fused":
@@ -160,9 +171,7 @@ def write_html(c, out_dir) -> str:
                   key=lambda r: -r["sqnr_drop_db"])[:20]
     charts = [_along(c),
               _ranked("Lowest SQNR first (worst 20)",
-                      [(_label(r), r["sqnr_db"], r["past"],
-                        "" if r["sqnr_drop_db"] is None else f", {r['sqnr_drop_db']:+.1f} dB lost "
-                        "in the layer") for r in worst], "dB"),
+                      [(_label(r), r["sqnr_db"], r["past"], _drop(r)) for r in worst], "dB"),
               _ranked("SQNR lost in the layer itself, most first (its inputs' SQNR minus its "
                       "output's)", [(_label(r), r["sqnr_drop_db"], r["past"],
                                      f" lost, SQNR {_db(r['sqnr_db'])} dB") for r in lost], "dB")]

@@ -129,11 +129,11 @@ def _capture_cpu(model, graph, feeds, keep):
 
 
 # ---------------------------------------------------------------------------- OpenCL images
-def _capture_opencl(graph, feeds, half, device, keep, max_image):
+def _capture_opencl(graph, feeds, half, device, keep, max_image, winograd):
     from ..backends.opencl import OpenCLSession
     from ..schedule.images import Act, Virtual, full_nchw
 
-    sess = OpenCLSession(graph, device, half=half, max_image=max_image)
+    sess = OpenCLSession(graph, device, half=half, max_image=max_image, winograd=winograd)
     s = sess.schedule
     first = {}
     for i, layer in enumerate(s.layers):
@@ -329,18 +329,20 @@ def _npu_piece(t, mem, shape, box):
 
 
 # ---------------------------------------------------------------------------- capture
-def capture(model, runtime, feeds, *, device=None, max_image=None, keep=False) -> dict:
+def capture(model, runtime, feeds, *, device=None, max_image=None, winograd="auto",
+            keep=False) -> dict:
     """``{tensor name: Held}``: every tensor of one run of ``model`` on ``runtime`` (one of
-    :data:`RUNTIMES`) on checked ``feeds``, read back from its storage.  ``device`` and
-    ``max_image``: the OpenCL session's (as :class:`~tensorlayout.model.OpenCLSession` takes
-    them).  ``keep``: keep each tensor's physical form (image pixels, local-memory bytes)."""
+    :data:`RUNTIMES`) on checked ``feeds``, read back from its storage.  ``device``,
+    ``max_image`` and ``winograd``: the OpenCL session's (as
+    :class:`~tensorlayout.model.OpenCLSession` takes them).  ``keep``: keep each tensor's physical form (image pixels, local-memory bytes)."""
     runtime = runtime_arg(runtime, "runtime")
     graph = _graph_of(model)
     if runtime == "cpu":
         return _capture_cpu(model, graph, feeds, keep)
     if runtime == "npu":
         return _capture_npu(graph, feeds, keep)
-    return _capture_opencl(graph, feeds, runtime == "opencl:half", device, keep, max_image)
+    return _capture_opencl(graph, feeds, runtime == "opencl:half", device, keep, max_image,
+                           winograd)
 
 
 # ---------------------------------------------------------------------------- metrics
@@ -421,7 +423,7 @@ def _feeds(graph, x, seed):
 
 
 def compare(model, a="cpu", b="opencl", x=None, *, tol=None, model_b=None, device=None,
-            max_image=None, seed=0, keep=False) -> Comparison:
+            max_image=None, winograd="auto", seed=0, keep=False) -> Comparison:
     """Run ``model`` on runtimes ``a`` (the reference) and ``b`` on the same input and compare
     every tensor (see the module's docstring).
 
@@ -429,8 +431,9 @@ def compare(model, a="cpu", b="opencl", x=None, *, tol=None, model_b=None, devic
     a standard normal one from ``seed``.  ``tol``: the relative L2 error past which a tensor
     diverges (default :func:`default_tol` of the pair).  ``model_b``: another model with the
     same tensor names run on ``b`` (a converted or edited copy); default ``model``.
-    ``device``, ``max_image``: the OpenCL device and image limits below its own.  ``keep``: keep each tensor's physical form, for
-    :func:`tensorlayout.model.compare_report.write_dump`.
+    ``device``, ``max_image``, ``winograd``: the OpenCL device, image limits below its own and
+    the Winograd choice (as :class:`~tensorlayout.model.OpenCLSession` takes them).  ``keep``: keep each tensor's physical form, for
+    :func:`tensorlayout.model.workbench_report.write_dump`.
     """
     a = runtime_arg(a, "a")
     b = runtime_arg(b, "b")
@@ -449,7 +452,8 @@ def compare(model, a="cpu", b="opencl", x=None, *, tol=None, model_b=None, devic
     held, seconds = {}, {}
     for side, rt, m in (("a", a, model), ("b", b, model if model_b is None else model_b)):
         t0 = time.perf_counter()
-        held[side] = capture(m, rt, feeds, device=device, max_image=max_image, keep=keep)
+        held[side] = capture(m, rt, feeds, device=device, max_image=max_image, winograd=winograd,
+                             keep=keep)
         seconds[side] = time.perf_counter() - t0
     rows = _rows(graph, held["a"], held["b"], float(tol))
     first = next((r for r in rows if r["past"]), None)
