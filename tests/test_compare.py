@@ -387,3 +387,20 @@ def test_where_never_shows_a_traceback(tiny_path):
         assert_clean_end(argv, rc, err)
 
     check()
+
+
+def test_nan_on_one_side_is_counted_and_named_first(tiny_path, tmp_path):
+    proto = onnx.load(str(tiny_path))
+    init = next(i for i in proto.graph.initializer if i.name == "c2.w")
+    w = numpy_helper.to_array(init).copy()
+    w[0, 0, 0, 0] = np.nan                                  # output channel 0 of conv2
+    init.CopyFrom(numpy_helper.from_array(w, "c2.w"))
+    other = tmp_path / "nan.onnx"
+    other.write_bytes(proto.SerializeToString())
+    c = compare(load(str(tiny_path)), "cpu", "cpu", model_b=load(str(other)))
+    assert c.first["node"] == "conv2" and c.first["nan_b"] == 8 * 8   # the whole channel
+    row = next(r for r in c.rows if r["tensor"] == "e")
+    assert (row["nan_a"], row["same_nonfinite"], row["finite"]) == (0, False, 15 * 8 * 8)
+    assert row["rel_l2"] < 1e-5                              # the other channels: as they were
+    rc, out, err = run("compare", tiny_path, "--b", "cpu", "--b-model", other)
+    assert rc == 1 and "a 0/0, b 64/0 (DIFFERENT places)" in out

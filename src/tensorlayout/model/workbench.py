@@ -131,16 +131,13 @@ def _capture_cpu(model, graph, feeds, keep):
 # ---------------------------------------------------------------------------- OpenCL images
 def _capture_opencl(graph, feeds, half, device, keep, max_image, winograd):
     from ..backends.opencl import OpenCLSession
+    from ..image import row
     from ..schedule.images import Act, Virtual, full_nchw
+    from .workbench_where import slot_range
 
     sess = OpenCLSession(graph, device, half=half, max_image=max_image, winograd=winograd)
     s = sess.schedule
-    first = {}
-    for i, layer in enumerate(s.layers):
-        for ln in layer.launches:
-            for arg in ln.args:
-                if isinstance(arg, tuple) and arg in s.slots:
-                    first.setdefault(arg, i)
+    first, _ = slot_range(s)
     index = {id(layer): i for i, layer in enumerate(s.layers)}
     reads = {}                           # layer index (-1: the inputs) -> [tensor names]
     held = {}
@@ -157,6 +154,8 @@ def _capture_opencl(graph, feeds, half, device, keep, max_image, winograd):
                           np.zeros(full_nchw(t), np.float32), None if layer is None else layer.name,
                           _image_words(s, t))
     itemsize = s.target.dtype.itemsize
+    r = row("IN_OUT_CHANNEL", "NCHW")
+    pixel = f"(x, y) = {r.pixel_text()}, lane = {r.lane} % 4"
 
     def tap(queue, items, layer):
         for name in reads.get(-1 if layer is None else index[id(layer)], ()):
@@ -173,7 +172,7 @@ def _capture_opencl(graph, feeds, half, device, keep, max_image, winograd):
                         "dtype": pixels.dtype.name, "bytes_per_lane": itemsize,
                         "image_type": "IN_OUT_CHANNEL", "buffer": "NCHW",
                         "batch": [n0, n0 + part.nhwc[0]], "channels": [int(c0), int(c1)],
-                        "pixel": "(x, y) = (c4 * W + w, n * H + h), lane c % 4"}))
+                        "pixel": pixel}))
 
     sess.run_tapped(feeds, tap)
     for name, h in held.items():
@@ -187,9 +186,12 @@ def _capture_opencl(graph, feeds, half, device, keep, max_image, winograd):
         if isinstance(t, Act) and name not in held:
             src = s.names[t.slots()[0]].split("[")[0]
             base = held.get(src)
-            held[name] = Held("view", None if base is None else base.value.reshape(t.shape),
-                              base.layer if base else None, f"the image of {src} (the same memory)",
-                              base.pieces if base else [])
+            if base is None or base.value is None:
+                held[name] = Held("absent", storage=f"the image of {src}, which is not read")
+                continue
+            held[name] = Held("view", base.value.reshape(t.shape), base.layer,
+                              f"the image of {src} (the same memory)",
+                              [(p, i.reshape(t.shape), d) for p, i, d in base.pieces])
     for name, t in s.acts.items():
         if isinstance(t, Virtual):
             held[name] = _traced(s, name, t, held)
@@ -289,16 +291,13 @@ def _npu_held(step, name, value, mem, keep):
 def _last_part(step, t, shape):
     """The part of the output the step's local placement holds when it ends: ``((box,
     words), placement)``, box the NCHW ranges (None: all of it)."""
-    from ..npu import tensor_layout
+    from .workbench_where import conv_sites
 
     plan = step.conv_plan
     if plan is not None and plan.slices_count > 1:
-        i = [j for kind, _, j, _ in plan.steps if kind == "conv"][-1]
-        sl = plan.slices[i]
-        t = tensor_layout(plan.chip, t.address, (sl.n1 - sl.n0, sl.k1 - sl.k0, sl.h1 - sl.h0,
-                                                 plan.output_shape[3]))
-        box = [(sl.n0, sl.n1), (sl.k0, sl.k1), (sl.h0, sl.h1), (0, plan.output_shape[3])]
-        return (box, f"slice of {plan.slices_count}"), t
+        last = [j for kind, _, j, _ in plan.steps if kind == "conv"][-1]
+        _, t, _, off, ext = next(c for c in conv_sites(step, "output", t) if c[0] == last)
+        return ([(o, o + e) for o, e in zip(off, ext)], f"slice of {plan.slices_count}"), t
     if len(shape) == 4 and not t.is_matrix and t.shape[0] < shape[0]:
         n = shape[0]
         return ([(n - 1, n), (0, shape[1]), (0, shape[2]), (0, shape[3])], "image"), t
