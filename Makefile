@@ -1,12 +1,13 @@
 # make demo : the guided tour (creates .venv and installs what it needs first)
 # make test : the whole test suite
 # make simulator : download Sophgo's BM1684 simulator (tpu-mlir==1.30.2 wheel, about 312 MB) into the cache
+# make ocr-models : download PP-OCRv4's detector and recognizer (rapidocr-onnxruntime wheel, 15 MB) and ddddocr's recognizer (ddddocr wheel, 76 MB) into the cache
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install opencl-runtime simulator simulator-quiet bench clean
+.PHONY: demo test install opencl-runtime simulator simulator-quiet ocr-models bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +47,10 @@ simulator: $(STAMP)
 simulator-quiet: $(STAMP)
 	@$(BIN)/tensorlayout npu simulator --fetch --quiet >/dev/null 2>&1 \
 	  || echo "BM1684 simulator not available (no network?): its tests and tour part are skipped."
+
+# Real models are never committed either: tests/test_real_models.py skips without them.
+ocr-models: $(STAMP)
+	$(BIN)/python tests/_real_models.py
 
 demo: opencl-runtime simulator-quiet
 	$(BIN)/tensorlayout demo

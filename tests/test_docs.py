@@ -151,3 +151,15 @@ def test_command_line_examples_run_as_shown(where, argv, shown, tmp_path, monkey
     checker = doctest.OutputChecker()
     assert checker.check_output(shown, got, FLAGS), (
         checker.output_difference(doctest.Example("", shown), got, FLAGS))
+
+
+# ------------------------------------------------------------------------ the op table
+def test_the_op_table_of_models_md_is_the_one_the_runtimes_make():
+    """docs/models.md holds, between its markers, the table made from the runtimes' own op
+    lists (python -m tensorlayout.model.optable docs/models.md rewrites it)."""
+    from tensorlayout.model import optable
+
+    text = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    start, stop = text.index(optable.BEGIN) + len(optable.BEGIN), text.index(optable.END)
+    assert text[start:stop].strip() == optable.markdown()
+    assert "| Conv | yes | yes | BDC |" in text     # the table can show a missing op

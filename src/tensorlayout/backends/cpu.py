@@ -18,6 +18,7 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
+from . import cpu_kernels as kernels
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "run_step", "MAX_THREADS"]
 
@@ -27,7 +28,8 @@ MAX_THREADS = 4096
 
 @dataclass
 class Step:
-    """A node ready to run: its kernel, static shapes and what the plan shows about it."""
+    """A step ready to run: its kernel, the tensors it reads and writes, static shapes and
+    what the plan shows about it (``node``: the first node; ``fused``: the others it runs)."""
 
     node: object
     run: object = field(repr=False)
@@ -37,6 +39,9 @@ class Step:
     conv_plan: object = field(default=None, repr=False)
     in_place: bool = False
     free: tuple = ()
+    inputs: tuple = ()
+    outputs: tuple = ()
+    fused: tuple = ()
 
 
 def _first_line(exc) -> str:
@@ -55,33 +60,109 @@ def run_step(node, step, inputs, out=None, where: str = ""):
         raise ModelError(f"node {node.name!r} ({node.op}) failed{where}: {_first_line(exc)}") from None
 
 
+def _depthwise(node, ctx, act):
+    """The backend's depthwise loops (bias and activation in the same pass)."""
+    p = node.params
+    w = np.ascontiguousarray(ctx.consts[1], np.float32)
+    b = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
+         else np.zeros(w.shape[0], np.float32))
+    out_shape = ctx.out_shapes[0]
+    args = (*p.strides, *p.begin, *p.dilations, p.multiplier, *act)
+
+    def run(inputs, out=None):
+        y = np.empty(out_shape, np.float32)
+        return [kernels.depthwise(np.ascontiguousarray(inputs[0]), w, b, y, args)]
+    return run
+
+
+def _pointwise(node, ctx):
+    """A 1x1 convolution as one GEMM of the weights by the input's (C, H·W) planes."""
+    p = node.params
+    w = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32).reshape(p.out_channels, -1))
+    sh, sw = p.strides
+    N, O, OH, OW = ctx.out_shapes[0]
+
+    def run(inputs, out=None):
+        x = inputs[0]
+        if (sh, sw) != (1, 1):
+            x = x[:, :, ::sh, ::sw]
+        y = np.empty((N, O, OH, OW), np.float32)
+        np.matmul(w, np.ascontiguousarray(x).reshape(N, -1, OH * OW), out=y.reshape(N, O, OH * OW))
+        return [y]
+    return run
+
+
+def _with_epilogue(run, bias, act, residual):
+    """``run``, then (in place on its first output) the bias, the residual (the last input)
+    and the activation, in one compiled pass over each (batch, channel) plane."""
+    def fused(inputs, out=None):
+        y = run(inputs if residual is None else inputs[:-1], out)[0]
+        if not isinstance(y, np.ndarray):              # NumPy gives scalars for 0-d
+            y = np.array(y)
+        elif not y.flags.c_contiguous:
+            y = np.ascontiguousarray(y)
+        if y.ndim < 2:
+            kernels.activate_numpy(y, *act)
+            return [y]
+        n, c = y.shape[:2]
+        res = None if residual is None else np.ascontiguousarray(inputs[-1]).reshape(n, c, -1)
+        kernels.epilogue(y.reshape(n, c, -1), bias, res, act)
+        return [y]
+    return fused
+
+
 class CpuProgram:
     """The prepared CPU run of a :class:`~tensorlayout.schedule.CpuSchedule`."""
 
     def __init__(self, schedule):
-        graph = schedule.graph
-        self.graph = graph
+        graph = self.graph = schedule.graph
         self.steps = []
         for s in schedule.steps:
             node = s.node
             ctx = graph.ctx(node)
             info, plan = {}, None
-            if node.op == "Conv":
+            act = kernels.act_code(s.act)
+            residual = s.residual or None
+            bias = None
+            if s.kind == "conv":
                 run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
-                p = node.params
-                info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason,
-                            groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))
+                info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason)
+            elif s.kind == "depthwise":
+                # the activation in the loops' own pass, unless a residual comes first
+                run = _depthwise(node, ctx, act if residual is None else kernels.act_code(None))
+                info.update(algorithm="depthwise loops")
+                if residual is None:
+                    act = kernels.act_code(None)
+            elif s.kind == "pointwise":
+                run = _pointwise(node, ctx)
+                info.update(algorithm="pointwise GEMM")
+                if node.params.has_bias:
+                    bias = np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1)
             else:
                 run = graph.kernel(node)
+            if node.op == "Conv" and s.kind != "kernel":
+                p = node.params
+                info.update(groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))
+            if s.fused:
+                info["fused"] = list(s.fused)
+                if bias is not None or residual or act[0]:
+                    run = _with_epilogue(run, bias, act, residual)
+            elif bias is not None:
+                run = _with_epilogue(run, bias, act, None)
             if node.name in graph.folded:
                 info["folded"] = graph.folded[node.name]
-            self.steps.append(Step(node, run, list(ctx.in_shapes), list(ctx.out_shapes), info,
-                                   plan, s.in_place, s.free))
+            inputs = tuple(node.inputs) + ((residual,) if residual else ())
+            outputs = (s.output,) if s.fused else tuple(node.outputs)
+            in_shapes = list(ctx.in_shapes) + ([graph.shapes[residual]] if residual else [])
+            out_shapes = [graph.shapes.get(o) if o else None for o in outputs]
+            self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
+                                   s.free, inputs, outputs, s.fused))
 
     def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
-        also ``[(layer, op, seconds, algorithm)]`` (else None).  ``tap(node, outputs)``, if
-        given, sees each node's outputs as soon as they are computed, before a later step
+        also ``[(layer, op, seconds, algorithm)]`` (else None).  ``tap(step, outputs)``, if
+        given, sees each step (its node, the nodes fused into it, the tensors it writes:
+        ``step.outputs``) with its outputs as soon as they are computed, before a later step
         writes over them or drops them (it must copy what it keeps)."""
         graph = self.graph
         values = dict(graph.consts)
@@ -91,21 +172,28 @@ class CpuProgram:
                                                  divide="ignore", under="ignore"):
             for st in self.steps:
                 node = st.node
-                ins = [values[n] if n else None for n in node.inputs]
+                ins = [values[n] if n else None for n in st.inputs]
                 t0 = time.perf_counter() if profile else 0.0
                 outs = run_step(node, st, ins, ins[0] if st.in_place else None)
                 if profile:
                     prof.append((node.name, node.op, time.perf_counter() - t0,
                                  st.info.get("algorithm")))
-                for name, value, shape in zip(node.outputs, outs, st.out_shapes):
+                for name, value, shape in zip(st.outputs, outs, st.out_shapes):
                     if not name:
                         continue
-                    if tuple(value.shape) != shape:
+                    if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
+                        value = np.asarray(value)
+                    if shape is not None and tuple(value.shape) != shape:
                         raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
-                                         f"{tuple(value.shape)} where shape inference says {shape}")
+                                         f"{tuple(value.shape)} where the model's shapes say "
+                                         f"{shape} (inferred, or declared in the model)")
+                    want = graph.dtypes.get(name)
+                    if want is not None and value.dtype != want:
+                        raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
+                                         f"{value.dtype} where the model's types say {want}")
                     values[name] = value
                 if tap is not None:
-                    tap(node, outs)
+                    tap(st, outs)
                 for n in st.free:
                     values.pop(n, None)
         return [values[n] for n in graph.outputs], prof

@@ -94,12 +94,13 @@ class NpuProgram:
                     outs, used = self._image(step, ins)
                 for name, value in zip(node.outputs, outs):
                     if name:
-                        values[name] = np.asarray(value).reshape(graph.shapes[name])
+                        value = np.asarray(value)
+                        values[name] = value.reshape(graph.shapes.get(name, value.shape))
                 if tap is not None:
                     tap(step, [values.get(n) for n in node.outputs], self._memory)
                 report.append({"name": node.name, "op": node.op,
                                "where": "view" if step.kind == "view" else step.place,
-                               "why": step.why, "shape": tuple(graph.shapes[node.outputs[0]]),
+                               "why": step.why, "shape": tuple(values[node.outputs[0]].shape),
                                "tensors": used})
             self._memory = None
         return [values[n] for n in graph.outputs], report

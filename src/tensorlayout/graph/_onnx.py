@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ModelError
 
 __all__ = ["onnx_module", "read", "attributes", "tensor_type", "to_array", "infer",
-           "newest_opset", "np_dtype"]
+           "newest_opset", "np_dtype", "op_version"]
 
 # Constants up to this many elements keep their values in the graph handed to shape
 # inference (shape arguments); larger ones (weights) go in as typed inputs only.
@@ -36,6 +36,15 @@ def first_line(exc) -> str:
 def newest_opset() -> int:
     """The newest default-domain opset the installed ``onnx`` knows."""
     return int(onnx_module().defs.onnx_opset_version())
+
+
+def op_version(op: str, opset: int):
+    """The version of default-domain ``op``'s definition in force at ``opset``, or None when
+    the op does not exist there."""
+    try:
+        return int(onnx_module().defs.get_schema(op, opset, "").since_version)
+    except Exception:  # noqa: BLE001 - SchemaError: no such op at that opset
+        return None
 
 
 def read(source):
@@ -116,7 +125,8 @@ def attribute_names(op: str, opset: int) -> set:
 
 
 def np_dtype(elem_type: int):
-    """The NumPy dtype of an ONNX element type, or None when NumPy has none (strings, float8...)."""
+    """The NumPy dtype of an ONNX element type (bfloat16, float8, 4- and 2-bit types as
+    ml_dtypes' types), or None when there is none here (strings, complex, undefined)."""
     onnx = onnx_module()
     if elem_type == onnx.TensorProto.STRING or elem_type == 0:
         return None
@@ -124,7 +134,7 @@ def np_dtype(elem_type: int):
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:  # noqa: BLE001 - types NumPy cannot hold
         return None
-    return dt if dt.kind in "biuf" else None
+    return dt if dt.kind in "biufV" else None
 
 
 def type_name(elem_type: int) -> str:
@@ -155,10 +165,24 @@ def make_node_proto(op, inputs, outputs, name, attrs: dict):
     return onnx_module().helper.make_node(op, list(inputs), list(outputs), name=name, **attrs)
 
 
-def infer(protos, inputs, consts, outputs, opset_imports, ir_version):
+def _culprit(text, protos, names) -> str:
+    """"node 'name' (Op): " for the node an inference message is about, or ''."""
+    import re
+
+    m = re.search(r"op_type:(\w+)(?:, node name: ([^)]*))?", text)
+    if not m:
+        return ""
+    op, name = m.group(1), (m.group(2) or "").strip()
+    names = names or [p.name or p.op_type for p in protos]
+    found = [n for p, n in zip(protos, names) if p.op_type == op and (not name or p.name == name)]
+    return f"node {found[0]!r} ({op}): " if len(found) == 1 else ""
+
+
+def infer(protos, inputs, consts, outputs, opset_imports, ir_version, names=None):
     """Element types and shapes of every tensor, by onnx.shape_inference on a slim graph.
 
-    ``inputs``: {name: (elem_type, shape)}; ``consts``: {name: array}.  Returns
+    ``inputs``: {name: (elem_type, shape)}; ``consts``: {name: array}; ``names``: the nodes'
+    names, for a message about one of them.  Returns
     {name: (elem_type, shape)} as :func:`tensor_type` gives them.
     """
     onnx = onnx_module()
@@ -183,7 +207,14 @@ def infer(protos, inputs, consts, outputs, opset_imports, ir_version):
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
                                                      data_prop=True)
     except Exception as exc:  # noqa: BLE001 - InferenceError and friends
-        raise ModelError(f"shape inference failed: {first_line(exc)}") from None
+        text = first_line(exc)
+        if text.count("op_type:") < 2:
+            raise ModelError(f"{_culprit(text, protos, names)}shape inference failed: {text}") from None
+        # the failure is inside the function body onnx expands an op into (a fault of onnx's
+        # inference, not of the model): infer what it can, the shapes it leaves unknown are
+        # refused by name where an op needs them
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                                     data_prop=True)
     out = {}
     for vi in (list(inferred.graph.input) + list(inferred.graph.value_info)
                + list(inferred.graph.output)):

@@ -26,11 +26,21 @@ import numpy as np
 from ..errors import LayoutError, ModelError, check_nonneg_int
 from . import _onnx
 from .ops import OPS, OP_TYPES, Ctx
+from .ops._base import storage_only
 
 __all__ = ["Graph", "Node", "load_graph", "OPSET_RANGE"]
 
+
+
+def _newest_opset(oldest):
+    try:
+        return _onnx.newest_opset()
+    except ModelError:          # no onnx installed: no model can be read anyway
+        return oldest
+
+
 #: The default-domain opsets the loader accepts: (oldest, newest of the installed onnx).
-OPSET_RANGE = (11, 21)
+OPSET_RANGE = (7, _newest_opset(7))
 
 
 @dataclass(eq=False)
@@ -90,8 +100,21 @@ class Graph:
                    [self.dtypes.get(n) if n else None for n in node.inputs])
 
     def kernel(self, node: Node):
-        """The NumPy semantics of ``node``: ``run(inputs, out=None) -> [outputs]``."""
-        return OPS[node.op].kernel(node, self.ctx(node))
+        """The NumPy semantics of ``node``: ``run(inputs, out=None) -> [outputs]``.  An op that
+        computes on bfloat16 inputs computes in float32 and rounds its bfloat16 outputs once."""
+        run = OPS[node.op].kernel(node, self.ctx(node))
+        if OPS[node.op].any_dtype or not any(
+                _is_bfloat16(self.dtypes.get(n)) for n in node.inputs if n):
+            return run
+        narrow = [_is_bfloat16(self.dtypes.get(n)) if n else False for n in node.outputs]
+        target = next(self.dtypes[n] for n in node.inputs if n and _is_bfloat16(self.dtypes.get(n)))
+
+        def widened(inputs, out=None):
+            wide = [a.astype(np.float32) if a is not None and _is_bfloat16(a.dtype) else a
+                    for a in inputs]
+            return [np.asarray(r).astype(target) if nb else r
+                    for r, nb in zip(run(wide, None), narrow)]
+        return widened
 
     def readers(self) -> dict:
         """tensor name -> the nodes that read it, in order."""
@@ -105,6 +128,19 @@ class Graph:
     def producers(self) -> dict:
         """tensor name -> the node that writes it."""
         return {o: n for n in self.nodes for o in n.outputs if o}
+
+    def host_only(self) -> list:
+        """``(node, why)`` for each node only the CPU runtime runs: a tensor of it whose shape
+        is known only at run time, or an operand (weights, statistics, scales, shapes) that it
+        reads at run time (its parameters' ``host_only`` reason)."""
+        out = []
+        for n in self.nodes:
+            unknown = [t for t in n.inputs + n.outputs if t and t not in self.shapes]
+            if unknown:
+                out.append((n, f"the shape of {unknown[0]!r} is known only at run time"))
+            elif getattr(n.params, "host_only", ""):
+                out.append((n, n.params.host_only))
+        return out
 
     @property
     def output_shapes(self) -> dict:
@@ -162,6 +198,18 @@ def _static(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
+def _same_as_oldest(proto, opset) -> bool:
+    """Whether every default-domain op of the model has, at ``opset``, the definition it has
+    at the oldest opset the loader takes (an op that did not change in between)."""
+    lo = OPSET_RANGE[0]
+    for p in proto.graph.node:
+        if p.domain in ("", "ai.onnx"):
+            then, oldest = _onnx.op_version(p.op_type, opset), _onnx.op_version(p.op_type, lo)
+            if then is None or then != oldest:
+                return False
+    return True
+
+
 def _parse_input_shapes(input_shapes, declared):
     if input_shapes is None:
         return {}
@@ -196,9 +244,9 @@ def load_graph(source, input_shapes=None) -> Graph:
     proto, label = _onnx.read(source)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     lo, hi = OPSET_RANGE
-    if opset is None or not lo <= opset <= hi:
+    if opset is None or not 1 <= opset <= hi or (opset < lo and not _same_as_oldest(proto, opset)):
         raise ModelError(f"{label} uses opset {opset} of the default domain: supported are "
-                         f"{lo} to {hi}")
+                         f"{lo} to {hi} (and older ones whose ops did not change before {lo})")
     g = proto.graph
     consts = {}
     for t in g.initializer:
@@ -244,6 +292,9 @@ def load_graph(source, input_shapes=None) -> Graph:
         if p.op_type not in OPS:
             raise ModelError(f"node {name!r} ({p.op_type}): op {p.op_type} is not supported; the "
                              f"runtime has {', '.join(OP_TYPES)}")
+        if OPS[p.op_type].since > opset:
+            raise ModelError(f"node {name!r} ({p.op_type}): op {p.op_type} came in opset "
+                             f"{OPS[p.op_type].since}; the model imports opset {opset}")
         attrs = _onnx.attributes(p)
         unknown = sorted(set(attrs) - _onnx.attribute_names(p.op_type, opset))
         if unknown:
@@ -260,6 +311,7 @@ def load_graph(source, input_shapes=None) -> Graph:
     for name in outputs:
         if name not in consts and name not in inputs and not any(name in r.outputs for r in raws):
             raise ModelError(f"graph output {name!r} is produced by no node")
+    shapes = _with_declared(shapes, g)
     all_shapes = {n: s for n, (_, s) in shapes.items() if _static(s)}
     dtypes = {n: _onnx.np_dtype(et) for n, (et, _) in shapes.items()}
     for n, (_, s) in inputs.items():
@@ -272,6 +324,21 @@ def load_graph(source, input_shapes=None) -> Graph:
                  folded)
 
 
+def _with_declared(shapes, g):
+    """Inferred types and shapes, completed by the shapes the model declares (``value_info``,
+    graph outputs) where inference found none: the output of an op whose operands arrive at
+    run time.  A run checks each computed shape against them."""
+    out = dict(shapes)
+    for vi in list(g.value_info) + list(g.output):
+        et, shape = _onnx.tensor_type(vi.type)
+        known = out.get(vi.name, (0, None))
+        if not _static(known[1]) and _static(shape):
+            out[vi.name] = (known[0] or et, shape)
+        elif not known[0] and et:
+            out[vi.name] = (et, known[1])
+    return out
+
+
 class _Inference:
     """onnx's shape inference over the nodes left, with the constants known so far."""
 
@@ -281,23 +348,50 @@ class _Inference:
 
     def __call__(self, raws):
         return _onnx.infer([r.proto for r in raws], self.inputs, self.consts, self.outputs,
-                           self.opsets, self.ir)
+                           self.opsets, self.ir, [r.name for r in raws])
 
 
-def _shape_of(raw, name, shapes, consts, output=False):
+def _shape_of(raw, name, shapes, consts, output=False, dynamic=False):
+    """The static shape of tensor ``name``; None when it is unknown and the op reads its
+    shapes at run time (``dynamic``), else a ModelError naming the node."""
     if name in consts:
         return tuple(consts[name].shape)
     s = shapes.get(name)
     if not _static(s):
+        if dynamic:
+            return None
         where = "output" if output else "input"
         raise ModelError(f"node {raw.name!r} ({raw.op}): the shape of its {where} {name!r} is "
-                         f"unknown after shape inference ({s})")
+                         f"unknown after shape inference ({s}): it depends on values computed "
+                         f"at run time, and {raw.op} here needs it when the model loads")
     return tuple(s)
 
 
-def _parse(raw, shapes, dtypes, consts, opset) -> Node:
-    in_shapes = [_shape_of(raw, n, shapes, consts) if n else None for n in raw.inputs]
-    out_shapes = [_shape_of(raw, n, shapes, consts, True) if n else None for n in raw.outputs]
+def _is_bfloat16(dtype) -> bool:
+    return dtype is not None and dtype.name == "bfloat16"
+
+
+def _check_dtypes(raw, dtypes):
+    """Inputs of a storage-only type (float8, float4, 4- and 2-bit) reach only the ops that
+    move or cast data; bfloat16 is computed in float32 (:meth:`Graph.kernel`)."""
+    if OPS[raw.op].any_dtype:
+        return
+    for i, n in enumerate(raw.inputs):
+        dt = dtypes.get(n) if n else None
+        if dt is not None and storage_only(dt) and not _is_bfloat16(dt):
+            raise ModelError(f"node {raw.name!r} ({raw.op}): input {i} {n!r} has type {dt.name}: "
+                             f"{raw.op} computes on bool, integer, bfloat16 and float16/32/64 "
+                             "tensors here (only Cast, CastLike and the ops that move data take "
+                             "it)")
+
+
+def _parse(raw, shapes, dtypes, consts, opset, folding=False) -> Node:
+    dynamic = OPS[raw.op].dynamic
+    _check_dtypes(raw, dtypes)
+    in_shapes = [_shape_of(raw, n, shapes, consts, dynamic=dynamic) if n else None
+                 for n in raw.inputs]
+    out_shapes = [_shape_of(raw, n, shapes, consts, True, dynamic or folding) if n else None
+                  for n in raw.outputs]
     ctx = Ctx(raw.name, raw.op, raw.attrs, raw.inputs, raw.outputs, in_shapes, out_shapes,
               [consts.get(n) if n else None for n in raw.inputs], opset,
               [dtypes.get(n) if n else None for n in raw.inputs])
@@ -315,7 +409,17 @@ def _foldable(raw, consts, shapes):
     ins = [n for n in raw.inputs if n]
     if all(n in consts for n in ins):
         return True
-    return raw.op == "Shape" and _static(shapes.get(raw.inputs[0], (None, None))[1])
+    return OPS[raw.op].reads_shape_only and _static(shapes.get(raw.inputs[0], (None, None))[1])
+
+
+def _value_or_stand_in(name, consts, shapes):
+    """A constant's value; for a computed tensor whose shape is known (the input of Shape or
+    Size), an array of that shape that holds no memory."""
+    if not name:
+        return None
+    if name in consts:
+        return consts[name]
+    return np.broadcast_to(np.zeros((), np.float32), shapes[name])
 
 
 def _fold_constants(raws, consts, shapes, opset, infer):
@@ -331,11 +435,11 @@ def _fold_constants(raws, consts, shapes, opset, infer):
             dt = {n: _onnx.np_dtype(et) for n, (et, _) in shapes.items()}
             for n, a in consts.items():
                 flat[n], dt[n] = tuple(np.shape(a)), np.asarray(a).dtype
-            node = _parse(raw, flat, dt, consts, opset)
+            node = _parse(raw, flat, dt, consts, opset, folding=True)
             g = Graph("", "", opset, {}, {}, [], [], consts, flat, dt)
             try:
                 with np.errstate(all="ignore"):     # ONNX's arithmetic: inf and nan, no warnings
-                    outs = g.kernel(node)([consts.get(n) if n else None for n in raw.inputs])
+                    outs = g.kernel(node)([_value_or_stand_in(n, consts, flat) for n in raw.inputs])
             except LayoutError:
                 raise
             except Exception as exc:  # noqa: BLE001 - NumPy's errors, named with the node

@@ -213,7 +213,7 @@ def plan_model(model, max_image=None, device=None, chip=None, half=False, winogr
                 continue
             role = "output" if name in graph.outputs else "activation"
             dt = graph.dtypes.get(name)
-            r = _row(name, role, graph.shapes[name], dt.name if dt is not None else "?",
+            r = _row(name, role, graph.shapes.get(name, ()), dt.name if dt is not None else "?",
                      layer_of.get(node.name, node.name), last.get(name))
             rows.append(_activation_row(s, r, name, fused_into))
     reader = {n: la.name for la in s.layers for n, _, _ in la.weights}

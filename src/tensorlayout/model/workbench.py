@@ -12,7 +12,10 @@ many dB of SQNR the layer itself lost.  The first row past the tolerance names i
 A tensor one runtime never stores says so instead of being skipped: ``fused`` (an activation
 applied in the kernel before it, on images), ``traced`` (a move the image schedule traces to
 its sources; compared through the images of those sources), ``view`` (the same storage as
-another tensor), ``host`` (an NPU step the chip does not run).
+another tensor), ``host`` (an NPU step the chip does not run).  The CPU fuses too (a
+convolution with its residual Add and activation); what its fused steps never store is
+``recomputed`` from their stored inputs with each node's NumPy semantics, so the CPU, the
+usual reference, has every tensor.
 
 >>> import numpy as np
 >>> from tensorlayout.model import load, zoo
@@ -22,8 +25,8 @@ another tensor), ``host`` (an NPU step the chip does not run).
 >>> all(r["cosine"] == 1.0 and r["max_abs"] == 0.0 for r in c.rows), c.first
 (True, None)
 >>> c = compare(m, a="cpu", b="opencl", x=x)
->>> [(r["tensor"], r["state_b"], r["layer_b"]) for r in c.rows][1:4]
-[('b', 'fused', 'conv1'), ('c', 'computed', 'conv1'), ('d', 'computed', 'pool1')]
+>>> [(r["tensor"], r["state_a"], r["state_b"], r["layer_b"]) for r in c.rows][1:4]
+[('b', 'recomputed', 'fused', 'conv1'), ('c', 'computed', 'computed', 'conv1'), ('d', 'computed', 'computed', 'pool1')]
 >>> max(r["rel_l2"] for r in c.rows if r["compared"]) < c.tol
 True
 """
@@ -79,7 +82,9 @@ class Held:
     ``state``: "input", "computed" (stored by the layer that writes it), "view" (the storage
     of another tensor), "traced" (a move with no storage of its own, read through its
     sources'), "host" (an NPU step run on the host), "fused" (never stored: applied inside
-    another layer's kernel) or "absent".  ``value``: the logical tensor (its ONNX shape) as
+    another layer's kernel), "recomputed" (never stored by the CPU's fused step, computed
+    again from its stored inputs with the node's NumPy semantics, so that the CPU reference
+    has every tensor) or "absent".  ``value``: the logical tensor (its ONNX shape) as
     read back, None where the runtime has none.  ``layer``: the runtime's layer or step that
     writes it.  ``storage``: one line saying where it was read from.  ``pieces``: for dumps,
     ``(physical array, index, description)`` per piece of storage, ``index`` holding for each
@@ -113,19 +118,46 @@ def _capture_cpu(model, graph, feeds, keep):
     for name, v in feeds.items():
         held[name] = Held("input", np.array(v), None, "NumPy array (NCHW)")
 
-    def tap(node, outs):
-        for name, v in zip(node.outputs, outs):
+    fused = []
+
+    def tap(step, outs):
+        node = step.node
+        for name, v in zip(step.outputs, outs):
             if not name:
                 continue
             where = (f"NumPy view of {node.inputs[0]}'s array" if node.op in VIEWS
                      else "NumPy array (NCHW), as the step wrote it")
             held[name] = Held("computed", np.array(v), node.name, where)
+        if step.fused:
+            fused.append((node, [graph.node(n) for n in step.fused]))
 
     prog.run(feeds, tap=tap)
+    for node, after in fused:
+        _recompute(graph, held, node, after)
     if keep:
         for h in held.values():
-            h.pieces = _flat_pieces(h.value, "the NumPy array itself (row-major)")
+            if h.state == "computed" or h.state == "input":
+                h.pieces = _flat_pieces(h.value, "the NumPy array itself (row-major)")
     return held
+
+
+def _recompute(graph, held, node, after):
+    """The tensors a fused CPU step never stores (its node's output, and each fused node's but
+    the last), from their stored inputs with each node's NumPy semantics, in order."""
+    names = ", ".join(f"{n.op} {n.name}" for n in after)
+    for n in [node] + after[:-1]:
+        ins = []
+        for t in n.inputs:
+            v = graph.consts.get(t) if t in graph.consts else held.get(t)
+            ins.append(v if v is None or isinstance(v, np.ndarray) else v.value)
+        if any(v is None for t, v in zip(n.inputs, ins) if t):
+            return
+        with np.errstate(all="ignore"):
+            out = graph.kernel(n)(ins, None)
+        held[n.outputs[0]] = Held(
+            "recomputed", np.asarray(out[0]), node.name,
+            f"never stored: step {node.name} applies {names} in the same pass; recomputed "
+            "from its stored inputs with the node's NumPy semantics")
 
 
 # ---------------------------------------------------------------------------- OpenCL images

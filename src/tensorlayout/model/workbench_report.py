@@ -158,6 +158,8 @@ def state_text(r, side):
         return f"fused in {layer}"
     if state == "computed":
         return "stored" if layer in (None, r["node"]) else f"by {layer}"
+    if state == "recomputed":
+        return f"recomputed ({layer})"
     return state
 
 

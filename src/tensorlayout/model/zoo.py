@@ -1,12 +1,12 @@
 """Networks built at run time, with random weights (nothing is downloaded).
 
 * :func:`tiny_onnx` — a small conv net written with ``onnx.helper`` (needs only ``onnx``);
-* :func:`torch_net` — ResNet-18, MobileNetV2, VGG-11, SqueezeNet 1.1, ShuffleNetV2 x1.0 and
-  DenseNet-121 in plain PyTorch, following the torchvision architectures layer by layer (torchvision
+* :func:`torch_net` — ResNet-18, MobileNetV2, VGG-11, SqueezeNet 1.1, ShuffleNetV2 x1.0,
+  DenseNet-121, ResNet-50, MobileNetV3-Small and EfficientNet-B0 in plain PyTorch, following the torchvision architectures layer by layer (torchvision
   itself is not needed);
 * :func:`export` — one of them as ONNX bytes, through ``torch.onnx.export``.
 
->>> NETS
+>>> NETS[:6]
 ('resnet18', 'mobilenet_v2', 'vgg11', 'squeezenet1_1', 'shufflenet_v2', 'densenet121')
 >>> import onnx; [n.op_type for n in onnx.load_from_string(tiny_onnx()).graph.node][:4]
 ['Conv', 'BatchNormalization', 'Relu', 'MaxPool']
@@ -22,7 +22,8 @@ from ..errors import LayoutError, check_choice, check_nonneg_int, check_positive
 
 __all__ = ["NETS", "MIN_SIZE", "MAX_SIZE", "MAX_CLASSES", "OPSETS", "tiny_onnx", "torch_net", "export"]
 
-NETS = ("resnet18", "mobilenet_v2", "vgg11", "squeezenet1_1", "shufflenet_v2", "densenet121")
+NETS = ("resnet18", "mobilenet_v2", "vgg11", "squeezenet1_1", "shufflenet_v2", "densenet121",
+        "resnet50", "mobilenet_v3_small", "efficientnet_b0")
 #: Smallest input side each network runs on (five 2x2 max pools in VGG-11 and in DenseNet-121's
 #: stem and transitions; SqueezeNet's unpadded first convolution and three ceil-mode pools);
 #: the others run on any side.
@@ -130,6 +131,42 @@ def torch_net(name: str, classes: int = 1000, seed: int = 0, size: int = 224):
             layers.append(nn.ReLU6(inplace=True) if relu6 else nn.ReLU(inplace=True))
         return nn.Sequential(*layers)
 
+    def divisible(v, d=8):
+        """torchvision's channel rounding: to a multiple of d, never below 90% of v."""
+        out = max(d, int(v + d / 2) // d * d)
+        return out + d if out < 0.9 * v else out
+
+    class SqueezeExcite(nn.Module):
+        """Global average, a 1x1 squeeze with ``act``, a 1x1 expand with ``gate``, the scale."""
+
+        def __init__(self, c, squeezed, act, gate):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Conv2d(c, squeezed, 1), nn.Conv2d(squeezed, c, 1)
+            self.act, self.gate = act, gate
+
+        def forward(self, x):
+            s = self.act(self.fc1(torch.nn.functional.adaptive_avg_pool2d(x, 1)))
+            return x * self.gate(self.fc2(s))
+
+    class MBConv(nn.Module):
+        """MobileNetV3's and EfficientNet's inverted residual: expand 1x1, depthwise kxk,
+        squeeze-excite, project 1x1 (no activation), the input added when shapes allow."""
+
+        def __init__(self, cin, exp, cout, k, s, act, se):
+            super().__init__()
+            body = []
+            if exp != cin:
+                body += [nn.Conv2d(cin, exp, 1, bias=False), bn(exp), act()]
+            body += [nn.Conv2d(exp, exp, k, s, (k - 1) // 2, groups=exp, bias=False), bn(exp), act()]
+            if se:
+                body.append(se(exp))
+            body += [nn.Conv2d(exp, cout, 1, bias=False), bn(cout)]
+            self.body = nn.Sequential(*body)
+            self.res = s == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+
     if name == "resnet18":
         class Basic(nn.Module):
             def __init__(self, cin, cout, s):
@@ -201,6 +238,53 @@ def torch_net(name: str, classes: int = 1000, seed: int = 0, size: int = 224):
             Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256),
             Fire(512, 64, 256, 256), nn.Dropout(0.5), nn.Conv2d(512, classes, 1),
             nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    elif name == "resnet50":
+        class Bottleneck(nn.Module):
+            def __init__(self, cin, width, s):
+                super().__init__()
+                cout = 4 * width
+                self.body = nn.Sequential(conv_bn(cin, width, 1), conv_bn(width, width, 3, s),
+                                          conv_bn(width, cout, 1, act=False))
+                self.down = (conv_bn(cin, cout, 1, s, act=False) if s != 1 or cin != cout else None)
+
+            def forward(self, x):
+                idt = x if self.down is None else self.down(x)
+                return torch.relu(self.body(x) + idt)
+
+        layers, cin = [], 64
+        for width, n, s in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(n):
+                layers.append(Bottleneck(cin, width, s if i == 0 else 1))
+                cin = 4 * width
+        net = nn.Sequential(conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1), *layers,
+                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
+    elif name == "mobilenet_v3_small":
+        def se(c):
+            return SqueezeExcite(c, divisible(c // 4), nn.ReLU(), nn.Hardsigmoid())
+        cfg = ((3, 16, 16, True, "RE", 2), (3, 72, 24, False, "RE", 2), (3, 88, 24, False, "RE", 1),
+               (5, 96, 40, True, "HS", 2), (5, 240, 40, True, "HS", 1), (5, 240, 40, True, "HS", 1),
+               (5, 120, 48, True, "HS", 1), (5, 144, 48, True, "HS", 1), (5, 288, 96, True, "HS", 2),
+               (5, 576, 96, True, "HS", 1), (5, 576, 96, True, "HS", 1))
+        layers, cin = [nn.Conv2d(3, 16, 3, 2, 1, bias=False), bn(16), nn.Hardswish()], 16
+        for k, exp, cout, use_se, act, s in cfg:
+            layers.append(MBConv(cin, exp, cout, k, s, nn.ReLU if act == "RE" else nn.Hardswish,
+                                 se if use_se else None))
+            cin = cout
+        layers += [nn.Conv2d(cin, 576, 1, bias=False), bn(576), nn.Hardswish()]
+        net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(576, 1024),
+                            nn.Hardswish(), nn.Dropout(0.2), nn.Linear(1024, classes))
+    elif name == "efficientnet_b0":
+        layers, cin = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), bn(32), nn.SiLU()], 32
+        for t, k, s, cout, n in ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+                                 (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
+            for i in range(n):
+                squeezed = max(1, cin // 4)
+                layers.append(MBConv(cin, cin * t, cout, k, s if i == 0 else 1, nn.SiLU,
+                                     lambda c, q=squeezed: SqueezeExcite(c, q, nn.SiLU(), nn.Sigmoid())))
+                cin = cout
+        layers += [nn.Conv2d(cin, 1280, 1, bias=False), bn(1280), nn.SiLU()]
+        net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2),
+                            nn.Linear(1280, classes))
     elif name == "densenet121":
         # dense blocks of BN-ReLU-conv 1x1 (4 x 32 channels) and BN-ReLU-conv 3x3 (32): each
         # layer's input is the concatenation of everything before it in the block, so its

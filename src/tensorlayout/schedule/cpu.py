@@ -1,38 +1,53 @@
-"""The CPU schedule: each node's algorithm (convolutions: the engine's algorithm and tile),
-which element-wise steps write over their dying input, and when each tensor is freed.
+"""The CPU schedule: which nodes run as one step (a convolution with the residual Add and the
+activation after it; a fully connected, element-wise or BatchNormalization node with its
+activation), each convolution's kernel (depthwise and pointwise loops of the backend, or the
+Winograd / im2col engine with the algorithm and tile its cost model picks), which element-wise
+steps write over their dying input, and when each tensor is freed.
 
 >>> from tensorlayout.graph import load_graph
 >>> from tensorlayout.model import zoo
 >>> s = schedule_cpu(load_graph(zoo.tiny_onnx()))
->>> [(st.node.name, st.algorithm, st.tile) for st in s.steps if st.node.op == "Conv"]
-[('conv1', 'im2col', None), ('conv2', 'winograd', 2), ('conv3', 'im2col', None)]
->>> [st.node.name for st in s.steps if st.in_place]       # each Relu over its conv's output
-['relu1', 'relu2', 'relu3']
+>>> [(st.node.name, st.kind, st.algorithm, st.tile, st.fused) for st in s.steps][:4]
+[('conv1', 'conv', 'im2col', None, ('relu1',)), ('pool1', 'kernel', None, None, ()), ('conv2', 'conv', 'winograd', 2, ('relu2',)), ('conv3', 'conv', 'im2col', None, ('relu3',))]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from ..graph.ops import ACTIVATIONS, REDUCTIONS, Conv
 from .common import IN_PLACE, VIEWS, live_ranges
 from .winograd import cpu_conv
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
 
-#: Ops whose NumPy kernel may return a view of (share memory with) its first input.
-ALIASING = VIEWS | {"Slice", "Split", "Transpose", "ReduceMean"}
+#: Ops whose NumPy kernel may return a view of (share memory with) its first input (a
+#: reduction over no axis returns its input).
+ALIASING = VIEWS | {"Slice", "Split", "Transpose"} | set(REDUCTIONS)
+#: Ops an activation after them runs in (their kernel's epilogue).
+_FUSE_ACT = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul", "Div")
 
 
 @dataclass(frozen=True)
 class CpuStep:
-    """One node on the CPU: its convolution algorithm and tile (with the auto rule's reason),
+    """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
+    ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
+    "depthwise" or "pointwise" (the backend's loops), "conv" (the engine, with ``algorithm``
+    and ``tile`` and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
     it (``free``)."""
 
     node: object
+    kind: str = "kernel"
     algorithm: str | None = None
     tile: int | None = None
     reason: str | None = None
+    act: object = None
+    residual: str = ""
+    fused: tuple = ()
+    output: str = ""
     in_place: bool = False
     free: tuple = ()
 
@@ -44,8 +59,69 @@ class CpuSchedule:
     live: dict
 
 
+def _f32(graph, *names) -> bool:
+    return all(graph.dtypes.get(n) == np.float32 and n in graph.shapes for n in names)
+
+
+def _conv_kind(node) -> str:
+    p = node.params
+    if p.depthwise:
+        return "depthwise"
+    if (p.kernel == (1, 1) and p.group == 1 and p.begin == (0, 0) and p.end == (0, 0)):
+        return "pointwise"
+    return "conv"
+
+
+def _fusions(graph):
+    """``{producer name: (residual tensor or "", add node or None, activation node or None)}``."""
+    readers = graph.readers()
+    outputs = set(graph.outputs)
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    producers = graph.producers()
+
+    def only_reader(name, ops):
+        nxt = readers.get(name, [])
+        if len(nxt) == 1 and nxt[0].op in ops and name not in outputs:
+            return nxt[0]
+        return None
+
+    out = {}
+    for node in graph.nodes:
+        if node.op not in _FUSE_ACT or not node.outputs or not _f32(graph, node.outputs[0]):
+            continue
+        if node.op == "Conv" and not isinstance(node.params, Conv):
+            continue
+        y = node.outputs[0]
+        add = None
+        res = ""
+        if node.op == "Conv":
+            a = only_reader(y, ("Add",))
+            if a is not None and a.inputs.count(y) == 1:
+                other = a.inputs[1] if a.inputs[0] == y else a.inputs[0]
+                src = producers.get(other)
+                if (other not in graph.consts and _f32(graph, other, a.outputs[0])
+                        and graph.shapes[other] == graph.shapes[y] == graph.shapes[a.outputs[0]]
+                        and (src is None or order[src.name] < order[node.name])):
+                    add, res, y = a, other, a.outputs[0]
+        act = only_reader(y, ACTIVATIONS)
+        if act is not None and (act.inputs[0] != y or act.params.runtime_bounds):
+            act = None
+        if add is not None or act is not None:
+            out[node.name] = (res, add, act)
+    return out
+
+
 def schedule_cpu(graph) -> CpuSchedule:
-    live = live_ranges(graph)
+    fused = _fusions(graph)
+    skip = {n.name: p for p, (_, a, f) in fused.items() for n in (a, f) if n is not None}
+    step_of, i = {}, -1
+    for node in graph.nodes:
+        if node.name not in skip:
+            i += 1
+        step_of[node.name] = i
+    for name, producer in skip.items():
+        step_of[name] = step_of[producer]
+    live = live_ranges(graph, step_of)
     producers = graph.producers()
     readers = graph.readers()
     aliased = set()          # tensors some op may view: never written over
@@ -57,18 +133,28 @@ def schedule_cpu(graph) -> CpuSchedule:
     for t, (_, last) in live.items():
         dying.setdefault(last, []).append(t)
     steps = []
-    for i, node in enumerate(graph.nodes):
-        algorithm = tile = reason = None
-        if node.op == "Conv":
-            algorithm, tile, reason = cpu_conv(graph, node)
+    for node in graph.nodes:
+        if node.name in skip:
+            continue
+        i = step_of[node.name]
+        res, add, act = fused.get(node.name, ("", None, None))
+        output = (act or add or node).outputs[0] if node.outputs else ""
+        kind, algorithm, tile, reason = "kernel", None, None, None
+        if node.op == "Conv" and isinstance(node.params, Conv) and _f32(graph, node.inputs[0]):
+            kind = _conv_kind(node)
+            if kind == "conv":
+                algorithm, tile, reason = cpu_conv(graph, node)
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
         in_place = bool(
             node.op in IN_PLACE and x and out and x in producers and x not in aliased
             and producers[x].op not in ALIASING and live[x][1] == i
             and sum(1 for r in readers[x] if r is node) == 1 and node.inputs.count(x) == 1
-            and graph.shapes.get(x) == graph.shapes.get(out)
+            and x in graph.shapes and graph.shapes.get(x) == graph.shapes.get(out)
             and graph.dtypes.get(x) == graph.dtypes.get(out))
         free = tuple(t for t in dying.get(i, ()) if t not in graph.consts)
-        steps.append(CpuStep(node, algorithm, tile, reason, in_place, free))
+        steps.append(CpuStep(node, kind, algorithm, tile, reason,
+                             None if act is None else act.params, res,
+                             tuple(n.name for n in (add, act) if n is not None), output,
+                             in_place, free))
     return CpuSchedule(graph, steps, live)

@@ -94,7 +94,8 @@ class Builder:
 
     def _tensor_shapes(self):
         g = self.graph
-        return list(g.inputs.values()) + [g.shapes[o] for n in g.nodes for o in n.outputs if o]
+        return list(g.inputs.values()) + [g.shapes[o] for n in g.nodes for o in n.outputs
+                                          if o in g.shapes]
 
     def _channel_parts(self):
         """The channels each image holds where an activation's image [W * q(C), N * H] is wider
@@ -234,6 +235,11 @@ class Builder:
     # ------------------------------------------------------------------ the walk
     def build(self) -> ImageSchedule:
         g = self.graph
+        host = dict((n.name, why) for n, why in g.host_only())
+        if host and self.strict:        # a node only the CPU runs: say which, first
+            node = next(n for n in g.nodes if n.name in host)
+            raise node_error(node, f"{host[node.name]}; the opencl runtime does not run it "
+                             "(runtime='cpu' does)")
         self._batch_groups()
         self._channel_parts()
         self.inputs = {}
@@ -248,6 +254,9 @@ class Builder:
             if node.name in skip:
                 continue
             try:
+                if node.name in host:
+                    raise node_error(node, f"{host[node.name]}; the opencl runtime does not run it "
+                                     "(runtime='cpu' does)")
                 if node.op in MOVES:
                     self._move(node)
                     continue
@@ -270,7 +279,7 @@ class Builder:
                 self.problems.append(str(exc).splitlines()[0])
                 for a in fused.get(node.name, ()) or [node]:
                     for o in a.outputs:
-                        if o and o not in self.acts and len(g.shapes[o]) in (2, 4):
+                        if o and o not in self.acts and len(g.shapes.get(o, ())) in (2, 4):
                             self.new_act(o, g.shapes[o], node)
         outputs = []
         for name in g.outputs:

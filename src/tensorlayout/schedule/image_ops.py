@@ -22,7 +22,7 @@ import numpy as np
 
 from .._checks import q as _q
 from ..errors import DeviceLimitError
-from ..graph.ops import ACTIVATIONS, gemm_weight
+from ..graph.ops import ACTIVATIONS, Conv, Pool, gemm_weight
 from .images import Act, Virtual, full_nchw, node_error
 from .winograd import image_mid_dtype, image_sizes, image_tile
 
@@ -55,6 +55,8 @@ def _const(b, node, i, what):
 
 # ---------------------------------------------------------------------------- convolution
 def conv(b, node, layer, final, final_shape, act):
+    if not isinstance(node.params, Conv):
+        raise node_error(node, "only 2-D convolutions with constant weights run on images")
     x = b.device(node, node.inputs[0], split_ok=True)
     w = _const(b, node, 1, "weights")
     bias = _const(b, node, 2, "bias")
@@ -430,6 +432,8 @@ def batchnorm(b, node, layer, final, final_shape, act):
 
 # ---------------------------------------------------------------------------- pooling, softmax, resize
 def pool(b, node, layer, final, final_shape, act):
+    if not isinstance(node.params, Pool):
+        raise node_error(node, "only 2-D pooling runs on images")
     x = b.device(node, node.inputs[0], split_ok=True)
     N, H, W, C = x.nhwc
     p = node.params

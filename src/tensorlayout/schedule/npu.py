@@ -29,14 +29,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError
+from ..graph.ops import Conv, Pool
 from ..npu import BM1684, Chip, matrix_layout, tensor_layout
 from .common import VIEWS, is_fc
 
-__all__ = ["NpuStep", "NpuSchedule", "schedule_npu", "npu_layers", "as4", "placement"]
+__all__ = ["NpuStep", "NpuSchedule", "schedule_npu", "npu_layers", "as4", "placement", "NPU_OPS"]
 
 #: The ops a step runs one image at a time, one BDC instruction each.
 IMAGE_OPS = ("Relu", "Clip", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
              "BatchNormalization")
+#: The ops with a BDC form (where their parameters fit it; the rest run on the host).
+NPU_OPS = tuple(sorted(IMAGE_OPS + ("Conv", "Gemm")))
 
 
 def as4(shape):
@@ -257,14 +260,21 @@ def schedule_npu(graph, chip=BM1684) -> NpuSchedule:
     from ..npu.planner import plan_conv
 
     steps = []
+    host = dict((n.name, why) for n, why in graph.host_only())
     for node in graph.nodes:
         step = NpuStep(node, "host", "no BDC instruction for this op", chip)
         try:
-            if node.op in VIEWS:
+            if node.name in host:
+                step.why = f"{host[node.name]}: on the host"
+            elif node.op in VIEWS:
                 step.kind, step.why = "view", "a view: the same placement"
             elif any(graph.dtypes.get(t) not in (None, np.float32) for t in node.inputs[:1] if t
                      and t not in graph.consts):
                 step.why = f"dtype {graph.dtypes[node.inputs[0]]}: the BDC path is fp32"
+            elif node.op == "Conv" and not isinstance(node.params, Conv):
+                step.why = "not a 2-D convolution of constant weights: on the host"
+            elif node.op in ("MaxPool", "AveragePool") and not isinstance(node.params, Pool):
+                step.why = "not a 2-D pooling: on the host"
             elif node.op == "Conv":
                 p = node.params
                 x = graph.shapes[node.inputs[0]]

@@ -56,6 +56,14 @@ class Ctx:
                       "(an initializer or a foldable subgraph): it is computed at run time")
         return c
 
+    def runtime(self, *idx) -> bool:
+        """Whether any of the inputs ``idx`` is present and computed at run time."""
+        return any(self.has_input(i) and self.consts[i] is None for i in idx)
+
+    def known(self, i: int) -> bool:
+        """Whether input ``i``'s static shape is known."""
+        return i < len(self.in_shapes) and self.in_shapes[i] is not None
+
     def shape(self, i: int, rank=None, what="input"):
         """Static shape of input ``i``, checked against ``rank`` (an int or a tuple of ints)."""
         s = self.in_shapes[i] if i < len(self.in_shapes) else None
@@ -74,27 +82,55 @@ class NoParams:
 
 @dataclass(frozen=True)
 class OpDef:
-    """One op: its parser (attributes -> parameters) and its NumPy kernel builder."""
+    """One op: its parser (attributes -> parameters) and its NumPy kernel builder.
+
+    ``dynamic``: the parser and the kernel need no static shape (the kernel takes its
+    shapes from its inputs at run time), so the op runs where a shape depends on values
+    computed at run time.  ``any_dtype``: the op moves or casts data and takes any element
+    type, storage-only ones (bfloat16, float8, 4- and 2-bit) included.
+    ``reads_shape_only``: the op reads its input's shape only (folded once that is static).
+    """
 
     op: str
     parse: Callable
     kernel: Callable
     since: int = 1                 # the first default-domain opset that has it
+    dynamic: bool = False
+    any_dtype: bool = False
+    reads_shape_only: bool = False
 
 
 OPS: dict = {}
 
 
-def register(op, parse=None, kernel=None, since=1):
-    """Add an op to :data:`OPS` (a parser without attributes returns :class:`NoParams`)."""
-    OPS[op] = OpDef(op, parse or (lambda ctx: NoParams()), kernel, since)
+def register(op, parse=None, kernel=None, since=1, **flags):
+    """Add an op to :data:`OPS` (a parser without attributes returns :class:`NoParams`);
+    ``flags``: :class:`OpDef`'s ``dynamic``, ``any_dtype`` and ``reads_shape_only``."""
+    OPS[op] = OpDef(op, parse or (lambda ctx: NoParams()), kernel, since, **flags)
+
+
+#: The float types NumPy computes in.
+COMPUTE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def storage_only(dtype) -> bool:
+    """A type NumPy does not compute in: bfloat16 (which the graph computes in float32), the
+    float8, float6 and float4 types, the 4- and 2-bit integers (ml_dtypes' types).
+
+    >>> storage_only(np.dtype(np.float16)), storage_only(np.dtype(np.int64))
+    (False, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype.kind == "V" or (dtype.kind == "f" and dtype not in COMPUTE_FLOATS)
 
 
 def axis(ctx, value, rank, name="axis"):
-    """``value`` as an axis in [0, rank), or a ModelError naming ``name``."""
+    """``value`` as an axis in [0, rank), or a ModelError naming ``name``; ``ctx``: the
+    node's :class:`Ctx`, or the ``fail`` function of a check made on a run."""
     value = int(value)
     if not -rank <= value < rank:
-        ctx.fail(f"{name} = {value} is outside [{-rank}, {rank}) for a rank-{rank} input")
+        fail = ctx.fail if hasattr(ctx, "fail") else ctx
+        fail(f"{name} = {value} is outside [{-rank}, {rank}) for a rank-{rank} input")
     return value % rank
 
 

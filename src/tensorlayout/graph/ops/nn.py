@@ -1,4 +1,4 @@
-"""Convolution, pooling, reductions over space, fully connected and softmax."""
+"""Convolution, pooling, fully connected and softmax."""
 
 from __future__ import annotations
 
@@ -8,43 +8,11 @@ import numpy as np
 
 from ...errors import LayoutError
 from ._base import axis, float32, ints, register
+from .conv import (ConvND, PoolND, auto_pad, conv_nd_kernel, conv_padding, parse_conv_nd,
+                   parse_pool_nd, pool_nd_kernel, pool_output_side)
 
-__all__ = ["Conv", "Pool", "Gemm", "Reduce", "Softmax", "conv_padding", "pool_output_side",
+__all__ = ["Conv", "Pool", "Gemm", "Softmax", "conv_padding", "pool_output_side",
            "conv_kernel"]
-
-
-def conv_padding(auto_pad, pads, in_sides, kernel, strides, dilations):
-    """Begin and end padding per spatial axis from ONNX ``auto_pad`` / ``pads``.
-
-    >>> conv_padding("SAME_UPPER", None, (7, 7), (3, 3), (2, 2), (1, 1))
-    ([1, 1], [1, 1])
-    >>> conv_padding("SAME_UPPER", None, (8, 8), (3, 3), (2, 2), (1, 1))
-    ([0, 0], [1, 1])
-    >>> conv_padding("NOTSET", [0, 1, 2, 3], (8, 8), (3, 3), (1, 1), (1, 1))
-    ([0, 1], [2, 3])
-    """
-    n = len(in_sides)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for size, k, s, d in zip(in_sides, kernel, strides, dilations):
-            out = -(-size // s)
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small = total // 2
-            b = small if auto_pad == "SAME_UPPER" else total - small
-            begin.append(b)
-            end.append(total - b)
-        return begin, end
-    if auto_pad == "VALID":
-        return [0] * n, [0] * n
-    pads = [0] * (2 * n) if pads is None else list(pads)
-    return pads[:n], pads[n:]
-
-
-def _auto_pad(ctx):
-    ap = ctx.attr("auto_pad", "NOTSET")
-    if ap not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
-        ctx.fail(f"auto_pad = {ap!r} is not allowed: it must be NOTSET, SAME_UPPER, SAME_LOWER or VALID")
-    return ap
 
 
 def _pair(ctx, name, default):
@@ -92,7 +60,9 @@ class Conv:
 
 
 def _parse_conv(ctx):
-    x = ctx.shape(0, 4, "input")
+    x = ctx.shape(0, None, "input")
+    if len(x) != 4 or ctx.runtime(1, 2):
+        return parse_conv_nd(ctx)
     w = ctx.const(1, "W")
     if w.ndim != 4:
         ctx.fail(f"weights have shape {w.shape}: a 2-D convolution needs OIHW (4 dimensions)")
@@ -111,7 +81,7 @@ def _parse_conv(ctx):
     if group < 1 or C % group or O % group or w.shape[1] != C // group:
         ctx.fail(f"group = {group} does not fit {C} input channels, weights {list(w.shape)} "
                  "(C and O must divide by group, and I = C / group)")
-    begin, end = conv_padding(_auto_pad(ctx), ctx.attr("pads"), x[2:], kernel, strides, dil)
+    begin, end = conv_padding(auto_pad(ctx), ctx.attr("pads"), x[2:], kernel, strides, dil)
     if min(begin + end) < 0:
         ctx.fail(f"pads = {begin + end} is not allowed: padding must be non-negative")
     p = Conv(kernel, strides, dil, tuple(begin), tuple(end), group, C, O, b is not None)
@@ -150,27 +120,16 @@ def conv_kernel(node, ctx, algorithm="auto", tile=None):
     return run, plan
 
 
-register("Conv", _parse_conv, lambda node, ctx: conv_kernel(node, ctx, "direct")[0])
+def _conv_kernel(node, ctx):
+    if isinstance(node.params, ConvND):
+        return conv_nd_kernel(node, ctx)
+    return conv_kernel(node, ctx, "direct")[0]
+
+
+register("Conv", _parse_conv, _conv_kernel)
 
 
 # ---------------------------------------------------------------------------- pooling
-def pool_output_side(size, k, s, d, begin, end, ceil_mode):
-    """Output length of a pooling window along one axis (ONNX / PyTorch rule for ceil mode:
-    a window may not start inside the end padding).
-
-    >>> pool_output_side(112, 3, 2, 1, 1, 1, False), pool_output_side(55, 3, 2, 1, 0, 0, True)
-    (56, 27)
-    >>> pool_output_side(6, 3, 2, 1, 0, 0, True)    # the ceil window starts at 4 < 6
-    3
-    """
-    span = (k - 1) * d + 1
-    num = size + begin + end - span
-    out = (-(-num // s) if ceil_mode else num // s) + 1
-    if ceil_mode and (out - 1) * s >= size + begin:
-        out -= 1
-    return out
-
-
 @dataclass(frozen=True)
 class Pool:
     """MaxPool / AveragePool over 2-D windows.  ``extra``: rows and columns the ceil-mode
@@ -188,21 +147,19 @@ class Pool:
 
 
 def _parse_pool(ctx):
-    x = ctx.shape(0, 4, "input")
+    x = ctx.shape(0, None, "input")
+    if (len(x) != 4 or (ctx.op == "AveragePool" and ctx.attr("dilations") is not None
+                        and any(int(d) != 1 for d in ctx.attr("dilations")))
+            or len([o for o in ctx.outputs if o]) > 1 or ctx.attr("storage_order", 0)):
+        return parse_pool_nd(ctx)
     kernel = ctx.attr("kernel_shape")
     if kernel is None or len(kernel) != 2:
         ctx.fail(f"kernel_shape = {kernel} is not allowed: it must have 2 entries")
     kernel = tuple(int(k) for k in kernel)
     strides, dil = _pair(ctx, "strides", (1, 1)), _pair(ctx, "dilations", (1, 1))
     is_max = ctx.op == "MaxPool"
-    if not is_max and dil != (1, 1):
-        ctx.fail(f"dilations = {list(dil)} is not supported for AveragePool")
-    if is_max and ctx.attr("storage_order", 0) != 0:
-        ctx.fail("storage_order = 1 is not supported")
-    if is_max and len([o for o in ctx.outputs if o]) > 1:
-        ctx.fail("the Indices output is not supported")
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
-    ap = _auto_pad(ctx)
+    ap = auto_pad(ctx)
     H, W = x[2:]
     begin, end = conv_padding(ap, ctx.attr("pads"), (H, W), kernel, strides, dil)
     if ap in ("SAME_UPPER", "SAME_LOWER"):
@@ -282,65 +239,14 @@ def _pool_kernel(node, ctx):
     return run
 
 
-register("MaxPool", _parse_pool, _pool_kernel)
-register("AveragePool", _parse_pool, _pool_kernel)
+def _any_pool_kernel(node, ctx):
+    if isinstance(node.params, PoolND):
+        return pool_nd_kernel(node, ctx)
+    return _pool_kernel(node, ctx)
 
 
-# ---------------------------------------------------------------------------- reductions
-@dataclass(frozen=True)
-class Reduce:
-    """A reduction: ``kind`` 'mean' or 'max' over ``axes`` (sorted), ``keepdims``; GlobalAveragePool
-    and GlobalMaxPool are the same over the spatial axes with keepdims."""
-
-    kind: str
-    axes: tuple
-    keepdims: bool
-
-    @property
-    def spatial(self) -> bool:
-        """Over axes (2, 3) of a 4-D tensor, keeping them: a global pooling."""
-        return self.axes == (2, 3) and self.keepdims
-
-
-def _parse_global(ctx):
-    shape = ctx.shape(0)
-    if len(shape) < 3:
-        ctx.fail(f"input shape {shape} needs spatial dimensions")
-    return Reduce("max" if ctx.op == "GlobalMaxPool" else "mean", tuple(range(2, len(shape))), True)
-
-
-def _parse_reduce_mean(ctx):
-    shape = ctx.shape(0)
-    rank = len(shape)
-    if ctx.has_input(1):
-        axes = ints(ctx.const(1, "axes"))
-    else:
-        axes = ctx.attr("axes")
-    keep = bool(ctx.attr("keepdims", 1))
-    if axes is None or len(axes) == 0:
-        if ctx.attr("noop_with_empty_axes", 0):
-            return Reduce("identity", (), keep)
-        axes = list(range(rank))
-    return Reduce("mean", tuple(sorted({axis(ctx, a, rank, "axes") for a in axes})), keep)
-
-
-def _reduce_kernel(node, ctx):
-    p = node.params
-    if p.kind == "identity":
-        return lambda inputs, out=None: [inputs[0]]
-    if p.kind == "max":
-        return lambda inputs, out=None: [inputs[0].max(axis=p.axes, keepdims=p.keepdims)]
-
-    def run(inputs, out=None):
-        x = inputs[0]
-        acc = np.float32 if x.dtype == np.float32 else None
-        return [np.mean(x, axis=p.axes, keepdims=p.keepdims, dtype=acc).astype(x.dtype, copy=False)]
-    return run
-
-
-register("GlobalAveragePool", _parse_global, _reduce_kernel)
-register("GlobalMaxPool", _parse_global, _reduce_kernel)
-register("ReduceMean", _parse_reduce_mean, _reduce_kernel)
+register("MaxPool", _parse_pool, _any_pool_kernel)
+register("AveragePool", _parse_pool, _any_pool_kernel)
 
 
 # ---------------------------------------------------------------------------- matrices
@@ -413,7 +319,8 @@ register("MatMul", _parse_gemm, _gemm_kernel)
 
 @dataclass(frozen=True)
 class Softmax:
-    """Softmax over ``axis``; ``coerced``: opsets below 13 flatten to 2-D at ``axis`` first."""
+    """Softmax, LogSoftmax or Hardmax over ``axis``; ``coerced``: opsets below 13 flatten to
+    2-D at ``axis`` first."""
 
     axis: int
     coerced: bool
@@ -425,22 +332,35 @@ def _parse_softmax(ctx):
     return Softmax(axis(ctx, ctx.attr("axis", 1 if legacy else -1), rank), legacy)
 
 
+def _softmax(x, ax, op):
+    if op == "Hardmax":
+        first = np.expand_dims(np.argmax(x, axis=ax), ax)
+        return (np.arange(x.shape[ax]).reshape([-1 if i == ax % x.ndim else 1
+                                                for i in range(x.ndim)]) == first).astype(x.dtype)
+    m = x.max(axis=ax, keepdims=True)
+    if op == "LogSoftmax":
+        d = x - m
+        return d - np.log(np.exp(d).sum(axis=ax, keepdims=True))
+    e = np.exp(x - m)
+    e /= e.sum(axis=ax, keepdims=True)
+    return e
+
+
 def _softmax_kernel(node, ctx):
     p = node.params
-
-    def softmax(x, ax):
-        m = x.max(axis=ax, keepdims=True)
-        e = np.exp(x - m)
-        e /= e.sum(axis=ax, keepdims=True)
-        return e
+    op = node.op
 
     def run(inputs, out=None):
         x = inputs[0]
+        if x.size == 0:
+            return [x.copy()]
         if p.coerced:
             flat = x.reshape(int(np.prod(x.shape[:p.axis], dtype=np.int64)), -1)
-            return [softmax(flat, 1).reshape(x.shape)]
-        return [softmax(x, p.axis)]
+            return [_softmax(flat, 1, op).reshape(x.shape)]
+        return [_softmax(x, p.axis, op)]
     return run
 
 
 register("Softmax", _parse_softmax, _softmax_kernel)
+register("LogSoftmax", _parse_softmax, _softmax_kernel)
+register("Hardmax", _parse_softmax, _softmax_kernel)
