@@ -151,3 +151,26 @@ def test_a_residual_computed_after_the_convolution_is_not_fused():
     model = load(make_model(nodes, {"x": x}, ["y"], inits).SerializeToString())
     assert [st.node.op for st in model.steps] == ["Conv", "Sigmoid", "Add"]
     assert out[0].shape == (1, 3, 6, 6)
+
+
+@pytest.mark.parametrize("window", [(3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2)])
+def test_each_unrolled_window_equals_the_definition(window):
+    """The kernels with the taps of one window unrolled, with the padding MobileNets use and
+    an odd one, a multiplier of 2 and a fused activation."""
+    if not K.ready():
+        from tensorlayout import _jit
+        _jit.wait()
+        if not K.ready():
+            pytest.skip("numba is not installed")
+    KH, KW, sh, sw = window
+    rng = np.random.default_rng(KH * 10 + sh)
+    for begin, end in (((KH // 2, KW // 2), (KH // 2, KW // 2)), ((0, KW - 1), (KH - 1, 0))):
+        x = rng.standard_normal((2, 3, 11, 9)).astype(np.float32)
+        w = rng.standard_normal((6, 1, KH, KW)).astype(np.float32)
+        b = rng.standard_normal(6).astype(np.float32)
+        OH = (11 + begin[0] + end[0] - KH) // sh + 1
+        OW = (9 + begin[1] + end[1] - KW) // sw + 1
+        y = np.empty((2, 6, OH, OW), np.float32)
+        K.depthwise(x, w, b, y, (sh, sw, *begin, 1, 1, 2, 5, 1 / 6, 0.5))
+        want = _ACTS[5](_direct64(x, w, b, (sh, sw), begin, (1, 1), 2, (OH, OW)))
+        assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())

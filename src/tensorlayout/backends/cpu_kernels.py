@@ -2,6 +2,13 @@
 convolution, a fully connected layer or an element-wise op ends with (bias, activation,
 residual), each parallel over the (batch, channel) planes of NCHW tensors.
 
+The kernels are generated source (:func:`module_source`), written once into the user cache
+and compiled by numba there (:func:`tensorlayout._jit.generated_module`), so that compiled
+code is kept between processes.  A depthwise window of a common size and stride (3 x 3 and
+5 x 5, stride 1 or 2) gets its own kernel, its taps unrolled into one sum per output that the
+compiler vectorises over the output row; other windows run a generic kernel.  Both read each
+plane from a zero-padded copy, so the inner loops have no bounds tests.
+
 Activation codes are those of :data:`ACT`; ``a0`` and ``a1`` are the activation's
 parameters as :class:`~tensorlayout.graph.ops.Activation` holds them (Clip's bounds,
 LeakyRelu's slope, HardSigmoid's and HardSwish's slope and offset).  NaN propagates as
@@ -19,11 +26,15 @@ import numpy as np
 from .. import _backend, _jit
 
 __all__ = ["ACT", "act_code", "depthwise", "epilogue", "depthwise_numpy", "epilogue_numpy",
-           "ready"]
+           "activate_numpy", "module_source", "ready"]
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7}
+#: Bumped when the generated source changes: a new file, compiled anew.
+VERSION = 1
+#: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
+SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
 
 def act_code(p) -> tuple:
@@ -33,107 +44,180 @@ def act_code(p) -> tuple:
     return ACT[p.kind], float(p.alpha), float(p.beta)
 
 
-_KERNELS: dict = {}
+_HEAD = '''
+import numpy as np
+from numba import njit, prange
 
 
-def _compiled():
-    """The numba kernels, defined (not compiled) on first use."""
-    if _KERNELS:
-        return _KERNELS
-    numba = _backend.numba()
-    njit, prange = numba.njit, numba.prange
-
-    @njit(inline="always")
-    def activate(v, act, a0, a1):
-        if act == 1:
-            return v if not v < 0 else 0.0              # NaN stays NaN
-        if act == 2:
-            if v < a0:
-                return a0
-            if v > a1:
-                return a1
-            return v
-        if act == 3:
-            return v if v >= 0 else v * a0
-        if act == 4:
-            return 1.0 / (1.0 + np.exp(-v))
-        if act == 5:
-            g = v * a0 + a1
-            g = 0.0 if g < 0 else (1.0 if g > 1 else g)
-            return v * g
-        if act == 6:
-            g = v * a0 + a1
-            return 0.0 if g < 0 else (1.0 if g > 1 else g)
-        if act == 7:
-            return np.tanh(v)
+@njit(inline="always")
+def activate(v, act, a0, a1):
+    if act == 1:
+        return v if not v < 0 else v * 0     # NaN stays NaN
+    if act == 2:
+        if v < a0:
+            return v * 0 + a0
+        if v > a1:
+            return v * 0 + a1
         return v
+    if act == 3:
+        return v if v >= 0 else v * a0
+    if act == 4:
+        return 1 / (1 + np.exp(-v))
+    if act == 5:
+        g = v * a0 + a1
+        g = g * 0 if g < 0 else (g * 0 + 1 if g > 1 else g)
+        return v * g
+    if act == 6:
+        g = v * a0 + a1
+        return g * 0 if g < 0 else (g * 0 + 1 if g > 1 else g)
+    if act == 7:
+        return np.tanh(v)
+    return v
 
-    @njit(parallel=True, cache=True, fastmath=False)
-    def epilogue(y, bias, has_bias, res, has_res, act, a0, a1):
-        N, C = y.shape[0], y.shape[1]
-        P = y.shape[2]
-        for nc in prange(N * C):
-            n = nc // C
-            c = nc - n * C
-            b = bias[c] if has_bias else np.float32(0)
-            for i in range(P):
-                v = y[n, c, i] + b
-                if has_res:
-                    v += res[n, c, i]
-                y[n, c, i] = activate(v, act, a0, a1)
 
-    @njit(parallel=True, cache=True, fastmath=False)
-    def depthwise(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
-        N, C, H, W = x.shape
-        K, KH, KW = w.shape[0], w.shape[2], w.shape[3]
-        OH, OW = y.shape[2], y.shape[3]
-        for nk in prange(N * K):
-            n = nk // K
-            k = nk - n * K
-            c = k // mult
-            b = bias[k]
-            for oh in range(OH):
-                for ow in range(OW):
-                    y[n, k, oh, ow] = b
-                for kh in range(KH):
-                    iy = oh * sh + kh * dh - ph
-                    if iy < 0 or iy >= H:
-                        continue
-                    for kw in range(KW):
-                        wv = w[k, 0, kh, kw]
-                        off = kw * dw - pw
-                        lo = 0 if off >= 0 else (-off + sw - 1) // sw
-                        hi = (W - 1 - off) // sw + 1 if W - 1 - off >= 0 else 0
-                        if hi > OW:
-                            hi = OW
-                        for ow in range(lo, hi):
-                            y[n, k, oh, ow] += wv * x[n, c, iy, ow * sw + off]
-                if act != 0:
+@njit(inline="always")
+def padded(xp, pad, ph, pw):
+    """The plane ``xp`` copied into ``pad`` at (ph, pw); the rest of ``pad`` zero."""
+    H, W = xp.shape
+    pad[:, :] = 0
+    for i in range(H):
+        for j in range(W):
+            pad[i + ph, j + pw] = xp[i, j]
+'''
+
+_BASE = '''
+
+@njit(parallel=True, cache=True)
+def epilogue(y, bias, has_bias, res, has_res, act, a0, a1):
+    N, C, P = y.shape
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc - n * C
+        b = bias[c] if has_bias else y[n, c, 0] * 0
+        for i in range(P):
+            v = y[n, c, i] + b
+            if has_res:
+                v += res[n, c, i]
+            y[n, c, i] = activate(v, act, a0, a1)
+
+
+@njit(parallel=True, cache=True)
+def depthwise(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
+    N, C, H, W = x.shape
+    K, KH, KW = w.shape[0], w.shape[2], w.shape[3]
+    OH, OW = y.shape[2], y.shape[3]
+    PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+    PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+    for nk in prange(N * K):
+        n = nk // K
+        k = nk - n * K
+        pad = np.empty((PH, PW), x.dtype)
+        padded(x[n, k // mult], pad, ph, pw)
+        yp = y[n, k]
+        wk = w[k, 0]
+        b = bias[k]
+        for oh in range(OH):
+            yr = yp[oh]
+            for ow in range(OW):
+                yr[ow] = b
+            for kh in range(KH):
+                pr = pad[oh * sh + kh * dh]
+                for kw in range(KW):
+                    wv = wk[kh, kw]
+                    o = kw * dw
                     for ow in range(OW):
-                        y[n, k, oh, ow] = activate(y[n, k, oh, ow], act, a0, a1)
+                        yr[ow] += wv * pr[ow * sw + o]
+            if act != 0:
+                for ow in range(OW):
+                    yr[ow] = activate(yr[ow], act, a0, a1)
+'''
 
-    _KERNELS.update(epilogue=epilogue, depthwise=depthwise)
-    return _KERNELS
+
+def _special_source(KH, KW, sh, sw) -> str:
+    """A depthwise kernel for one window and stride: its taps one straight-line sum."""
+    name = f"depthwise_{KH}x{KW}_s{sh}x{sw}"
+    loads = "\n".join(f"        w{i}_{j} = wk[{i}, {j}]" for i in range(KH) for j in range(KW))
+    rows = "\n".join(f"            r{i} = pad[oh * {sh} + {i}]" for i in range(KH))
+    col = (lambda j: f"ow + {j}") if sw == 1 else (lambda j: f"ow * {sw} + {j}")
+    taps = "\n".join(f"                     + w{i}_{j} * r{i}[{col(j)}]"
+                     for i in range(KH) for j in range(KW))
+    return f'''
+
+@njit(parallel=True, cache=True)
+def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1):
+    N, C, H, W = x.shape
+    K = w.shape[0]
+    OH, OW = y.shape[2], y.shape[3]
+    PH = max(H + ph, (OH - 1) * {sh} + {KH})
+    PW = max(W + pw, (OW - 1) * {sw} + {KW})
+    for nk in prange(N * K):
+        n = nk // K
+        k = nk - n * K
+        pad = np.empty((PH, PW), x.dtype)
+        padded(x[n, k // mult], pad, ph, pw)
+        yp = y[n, k]
+        wk = w[k, 0]
+        b = bias[k]
+{loads}
+        for oh in range(OH):
+{rows}
+            yr = yp[oh]
+            for ow in range(OW):
+                yr[ow] = (b
+{taps})
+            if act != 0:
+                for ow in range(OW):
+                    yr[ow] = activate(yr[ow], act, a0, a1)
+'''
+
+
+def module_source() -> str:
+    """The source of the kernels' module: the activation, the epilogue, the generic depthwise
+    kernel and one per :data:`SPECIAL` window."""
+    return (f'"""The CPU backend\'s kernels, generated by tensorlayout.backends.cpu_kernels '
+            f'(version {VERSION}): do not edit."""\n' + _HEAD + _BASE
+            + "".join(_special_source(*s) for s in SPECIAL))
+
+
+def _module():
+    return _jit.generated_module(f"cpu_backend_v{VERSION}", module_source())
 
 
 def _warm():
     """Compile the kernels on tiny inputs (what a background compile runs)."""
-    k = _compiled()
+    mod = _module()
     x = np.ones((1, 2, 5, 5), np.float32)
     y = np.empty((1, 2, 5, 5), np.float32)
-    k["depthwise"](x, np.ones((2, 1, 3, 3), np.float32), np.zeros(2, np.float32), y,
-                   1, 1, 1, 1, 1, 1, 1, 1, 0.0, 0.0)
-    k["epilogue"](y.reshape(1, 2, 25), np.zeros(2, np.float32), True, y.reshape(1, 2, 25),
-                  False, 1, 0.0, 0.0)
+    b = np.zeros(2, np.float32)
+    mod.depthwise(x, np.ones((2, 1, 3, 3), np.float32), b, y, 1, 1, 1, 1, 1, 1, 1, 1, 0.0, 0.0)
+    for KH, KW, sh, sw in SPECIAL:
+        out = np.empty((1, 2, (5 + KH - 1 - KH) // sh + 1, (5 + KW - 1 - KW) // sw + 1), np.float32)
+        getattr(mod, f"depthwise_{KH}x{KW}_s{sh}x{sw}")(
+            x, np.ones((2, 1, KH, KW), np.float32), b, out, KH // 2, KW // 2, 1, 1, 0.0, 0.0)
+    mod.epilogue(y.reshape(1, 2, 25), b, True, y.reshape(1, 2, 25), False, 1, 0.0, 0.0)
+
+
+_READY: list = []
 
 
 def ready() -> bool:
     """True when the compiled kernels can run now (numba installed and compiled or cached);
-    otherwise a background compile starts and the NumPy twins serve."""
+    otherwise a background compile starts and the NumPy twins serve.  Once true, it stays
+    true without asking again."""
+    if _READY:
+        return True
     if _backend.numba() is None:
         return False
-    k = _compiled()
-    return _jit.ready("cpu-backend", (k["depthwise"], k["epilogue"]), _warm)
+    try:
+        mod = _module()
+    except OSError:                     # no writable cache: the NumPy twins serve
+        return False
+    fns = [mod.depthwise, mod.epilogue] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+                                            for a, b, c, d in SPECIAL]
+    if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
+        _READY.append(True)
+        return True
+    return False
 
 
 # ---------------------------------------------------------------------------- NumPy twins
@@ -194,22 +278,30 @@ def depthwise_numpy(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
     activate_numpy(y, act, a0, a1)
 
 
-def depthwise_call(x, w, bias, y, args):
-    """The compiled depthwise kernel when ready, else its NumPy twin."""
-    fn = _compiled()["depthwise"] if ready() else depthwise_numpy
-    fn(x, w, bias, y, *args)
+def depthwise(x, w, bias, y, args):
+    """The depthwise convolution of ``x`` (N, C, H, W) by ``w`` (C·mult, 1, KH, KW) into ``y``,
+    bias and activation included; ``args`` = (sh, sw, ph, pw, dh, dw, mult, act, a0, a1)
+    (ph, pw: the begin padding; the end padding is what the output's size leaves).  The
+    compiled kernel when ready (one of its own for a :data:`SPECIAL` window), else NumPy."""
+    if not ready():
+        depthwise_numpy(x, w, bias, y, *args)
+        return y
+    mod = _module()
+    sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
+    KH, KW = w.shape[2:]
+    if (KH, KW, sh, sw) in SPECIAL and (dh, dw) == (1, 1):
+        getattr(mod, f"depthwise_{KH}x{KW}_s{sh}x{sw}")(x, w, bias, y, ph, pw, mult, act, a0, a1)
+    else:
+        mod.depthwise(x, w, bias, y, *args)
     return y
 
 
-def epilogue_call(y3, bias, res3, act):
-    """The compiled epilogue when ready, else its NumPy twin; ``y3`` (N, C, P) in place."""
+def epilogue(y3, bias, res3, act):
+    """Bias (per channel), residual and activation in place on ``y3`` (N, C, P): the compiled
+    kernel when ready, else its NumPy twin."""
     has_bias, has_res = bias is not None, res3 is not None
     b = bias if has_bias else np.zeros(1, y3.dtype)
     r = res3 if has_res else y3
-    fn = _compiled()["epilogue"] if ready() else epilogue_numpy
+    fn = _module().epilogue if ready() else epilogue_numpy
     fn(y3, b, has_bias, r, has_res, *act)
     return y3
-
-
-depthwise = depthwise_call
-epilogue = epilogue_call
