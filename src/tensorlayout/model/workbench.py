@@ -165,11 +165,10 @@ def _capture_opencl(graph, feeds, half, device, keep, max_image, winograd):
     from ..backends.opencl import OpenCLSession
     from ..image import row
     from ..schedule.images import Act, Virtual, full_nchw
-    from .workbench_where import slot_range
 
     sess = OpenCLSession(graph, device, half=half, max_image=max_image, winograd=winograd)
     s = sess.schedule
-    first, _ = slot_range(s)
+    first, _ = s.slot_range()
     index = {id(layer): i for i, layer in enumerate(s.layers)}
     reads = {}                           # layer index (-1: the inputs) -> [tensor names]
     held = {}

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import LayoutError, short
 
-__all__ = ["where", "conv_sites", "slot_range", "WHERE_RUNTIMES"]
+__all__ = ["where", "conv_sites", "WHERE_RUNTIMES"]
 
 #: The runtimes :func:`where` answers for.
 WHERE_RUNTIMES = ("opencl", "npu")
@@ -168,7 +168,7 @@ def _where_images(model, name, index, at, half, device, max_image):
         out["note"] = f"the same image as {owner}"
     if len(shape) not in (2, 4):
         raise _bad("tensor", name, f"it has rank {len(shape)}: images hold 4-D or 2-D tensors")
-    first, last = slot_range(s)
+    first, last = s.slot_range()
     sites = []
     p_items = t.nhwc[0]                        # the batch items an image holds
     for c0, c1, p in t.parts or [(0, t.nhwc[3], t)]:
@@ -210,19 +210,6 @@ def _traced_source(s, t, index, shape):
     return best
 
 
-def slot_range(s):
-    """``(first, last)``: the index of the first and of the last layer of the image schedule
-    ``s`` whose kernels use each slot (the first one writes it)."""
-    first, last = {}, {}
-    for i, layer in enumerate(s.layers):
-        for ln in layer.launches:
-            for a in ln.args:
-                if isinstance(a, tuple) and a in s.slots:
-                    first.setdefault(a, i)
-                    last[a] = i
-    return first, last
-
-
 def _layer_name(s, i):
     return None if i is None else s.layers[i].name
 
@@ -256,7 +243,7 @@ def _block_others(s, sites, at, name):
         if isinstance(a, Act) and a.slots()[0][1] == n:
             for c0, _, p in a.parts or [(0, 0, a)]:
                 by_slot[p.slot] = (n, p, c0)
-    first, last = slot_range(s)
+    first, last = s.slot_range()
     mine = {site.info["slot"] for site in sites}
     blocks = {s.where[k_] for k_ in mine}
     out = []
