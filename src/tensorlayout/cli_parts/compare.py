@@ -26,7 +26,7 @@ import math
 from .._checks import renamed
 from ..errors import LayoutError, short
 from ._common import int_list, nonneg, output_arg, print_json
-from .model import _load, _max_image, _table, _winograd_arg, read_inputs
+from .model import load_model, max_image_arg, print_columns, read_inputs, winograd_arg
 
 
 def register(sub) -> None:
@@ -125,12 +125,12 @@ def compare_cmd(args) -> int:
                          ("--winograd", None if args.winograd == "auto" else args.winograd)):
             if val is not None:
                 raise LayoutError(f"{opt} applies to an opencl side only (--a {a}, --b {b})")
-    max_image = _max_image(args.max_image)
-    winograd = _winograd_arg(args.winograd)
+    max_image = max_image_arg(args.max_image)
+    winograd = winograd_arg(args.winograd)
     for opt, path in (("--html", args.html), ("--dump", args.dump)):
         if path is not None:
             output_arg(path, opt, folder=True)
-    model = _load(args)
+    model = load_model(args)
     other = None
     if args.b_model is not None:
         from ..model import load
@@ -188,7 +188,7 @@ def _print(c, model, feeds, args):
                      _num(r["sqnr_drop_db"], "{:+.1f}"), nonfinite))
         first = c.first is not None and r["tensor"] == c.first["tensor"]
         marks.append("> " if first else "! " if r["past"] else "  ")
-    _table(("#", "tensor", "op", f"a: {c.a}", f"b: {c.b}", "max |b-a|", "rel. L2", "cosine",
+    print_columns(("#", "tensor", "op", f"a: {c.a}", f"b: {c.b}", "max |b-a|", "rel. L2", "cosine",
             "SQNR dB", "lost dB", "NaN/inf"), rows, right=(0, 5, 6, 7, 8, 9), mark=marks)
     print()
     states = {}
@@ -240,10 +240,10 @@ def where_cmd(args) -> int:
         raise LayoutError("INDEX and --at are both given: give one (an element, or a location)")
     index = None if args.index is None else int_list(args.index, "INDEX")
     at = None if args.at is None else int_list(args.at, "--at")
-    max_image = _max_image(args.max_image)
+    max_image = max_image_arg(args.max_image)
     if max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
-    model = _load(args)
+    model = load_model(args)
     with renamed({"index": "INDEX", "at": "--at", "tensor": "TENSOR"}):
         r = where(model, args.tensor, index, at=at, runtime="npu" if rt == "npu" else "opencl",
                   half=rt == "opencl:half", device=args.device, max_image=max_image,
