@@ -10,6 +10,7 @@ its tensors to itself, so one prepared program serves concurrent callers.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
 from . import cpu_kernels as kernels
 
-__all__ = ["CpuProgram", "Step", "threads_limit", "run_step", "MAX_THREADS"]
+__all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
 
 #: The most threads a run may ask for.
 MAX_THREADS = 4096
@@ -215,13 +216,38 @@ def _blas_controller():
     return _CONTROLLER[0]
 
 
+def available_cpus() -> int:
+    """The CPUs this process may use: its affinity mask (``taskset``), capped by a cgroup's
+    CPU quota where one is set (a container's ``--cpus``), at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    for path, parse in (("/sys/fs/cgroup/cpu.max", lambda t: t.split()[:2]),
+                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", None)):
+        try:
+            with open(path) as f:
+                text = f.read()
+            if parse is not None:
+                quota, period = parse(text)
+            else:
+                quota = text.strip()
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+                    period = f.read().strip()
+            if quota not in ("max", "-1"):
+                n = min(n, max(1, -(-int(quota) // int(period))))
+            break
+        except (OSError, ValueError):
+            continue
+    return max(1, n)
+
+
 @contextlib.contextmanager
 def threads_limit(n):
-    """Run with ``n`` threads: numba's pool (Winograd transforms) and the BLAS library."""
-    if n is None:
-        yield
-        return
-    n = check_positive_int("threads", n)
+    """Run with ``n`` threads: numba's pool (the compiled kernels, the Winograd engine) and
+    the BLAS library.  None: as many as :func:`available_cpus` (not the machine's core count:
+    a process pinned to 2 cores of 16 runs 2 threads)."""
+    n = available_cpus() if n is None else check_positive_int("threads", n)
     if n > MAX_THREADS:
         raise LayoutError(f"threads = {n} is not allowed: it must be at most {MAX_THREADS}")
     restore = []

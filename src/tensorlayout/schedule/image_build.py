@@ -324,6 +324,13 @@ class Builder:
 
     def _move(self, node):
         outs = self._trace(node)
+        if any(len(self.source_of(np.asarray(o).reshape(-1))) > 4 for o in outs if o is not None):
+            # a gather reads four images at once: where the traced inputs already gather from
+            # more, make them images first, so that the gathers stay single kernels
+            for n in node.inputs:
+                if n and isinstance(self.acts.get(n), Virtual):
+                    self.device(node, n)
+            outs = self._trace(node)
         for name, ids in zip(node.outputs, outs):
             if name:
                 # kept as traced ids: an image is made only where a kernel reads it
