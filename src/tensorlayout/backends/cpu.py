@@ -235,9 +235,12 @@ class CpuProgram:
             self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
                                    s.free, inputs, outputs, s.fused))
 
-    def run(self, feeds: dict, threads=None, profile=False):
+    def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
-        also ``[(layer, op, seconds, algorithm)]`` (else None)."""
+        also ``[(layer, op, seconds, algorithm)]`` (else None).  ``tap(step, outputs)``, if
+        given, sees each step (its node, the nodes fused into it, the tensors it writes:
+        ``step.outputs``) with its outputs as soon as they are computed, before a later step
+        writes over them or drops them (it must copy what it keeps)."""
         graph = self.graph
         values = dict(graph.consts)
         values.update(feeds)
@@ -266,6 +269,8 @@ class CpuProgram:
                         raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
                                          f"{value.dtype} where the model's types say {want}")
                     values[name] = value
+                if tap is not None:
+                    tap(st, outs)
                 for n in st.free:
                     values.pop(n, None)
         return [values[n] for n in graph.outputs], prof

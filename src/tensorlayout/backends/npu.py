@@ -55,11 +55,15 @@ class NpuProgram:
         self.schedule = schedule_npu(graph, chip)
         self._kernels = {s.node.name: graph.kernel(s.node) for s in self.schedule.steps
                          if s.kind in ("host", "view")}
+        self._memory = None             # the LocalMemory of the step running
 
-    def run(self, feeds: dict):
+    def run(self, feeds: dict, tap=None):
         """``(outputs, report)`` for checked ``feeds``: the outputs in the graph's order, and
         per node ``name``, ``op``, ``where`` ("npu", "host" or "view"), ``why``, ``shape`` and
-        ``tensors`` (the placements its instructions used)."""
+        ``tensors`` (the placements its instructions used).  ``tap(step, outputs, memory)``,
+        if given, is called after each step with its outputs (as read back to the host) and,
+        for a step on the chip, the :class:`~tensorlayout.npu.memory.LocalMemory` it ran in,
+        its local memory as the step's last instruction left it (None on the host)."""
         from ..npu import cmodel
 
         cmodel.simulator()              # a missing simulator is one error, before any work
@@ -72,6 +76,7 @@ class NpuProgram:
                 node = step.node
                 ins = [values[n] if n else None for n in node.inputs]
                 used = []
+                self._memory = None
                 if step.kind in ("host", "view"):
                     try:
                         outs = self._kernels[node.name](ins, None)
@@ -91,19 +96,26 @@ class NpuProgram:
                     if name:
                         value = np.asarray(value)
                         values[name] = value.reshape(graph.shapes.get(name, value.shape))
+                if tap is not None:
+                    tap(step, [values.get(n) for n in node.outputs], self._memory)
                 report.append({"name": node.name, "op": node.op,
                                "where": "view" if step.kind == "view" else step.place,
                                "why": step.why, "shape": tuple(values[node.outputs[0]].shape),
                                "tensors": used})
+            self._memory = None
         return [values[n] for n in graph.outputs], report
 
     def _conv(self, step, ins):
+        from ..npu.memory import LocalMemory
         from ..npu.planner import run_conv_plan
 
         node = step.node
         w = np.asarray(self.graph.consts[node.inputs[1]], np.float32)
         b = self.graph.consts[node.inputs[2]] if node.params.has_bias else None
-        return run_conv_plan(step.conv_plan, np.ascontiguousarray(ins[0], np.float32), w, b)
+        # the plan's system memory: its input, 2IC weights, bias and output, each once
+        plan = step.conv_plan
+        self._memory = LocalMemory(step.chip, system_bytes=plan.minimum_gdma_bytes, backend="cmodel")
+        return run_conv_plan(plan, np.ascontiguousarray(ins[0], np.float32), w, b, mem=self._memory)
 
     def _image(self, step, ins):
         """GDMA each image into the step's input placements, one BDC instruction, GDMA out."""
@@ -120,8 +132,8 @@ class NpuProgram:
         n = xs[0].shape[0] if xs[0].ndim == 4 else 1
         xs = [x.reshape((n,) + xin[0].shape[1:]) for x in xs]
         img = int(np.prod(xin[0].shape)) * 4
-        mem = LocalMemory(chip, system_bytes=len(xs) * img + int(np.prod(out.shape)) * 4,
-                          backend="cmodel")
+        mem = self._memory = LocalMemory(chip, system_bytes=len(xs) * img
+                                         + int(np.prod(out.shape)) * 4, backend="cmodel")
         used = [(r, name, t) for r in ("input", "output") for name, t in placed[r]]
         weight = bias = None
         if placed["weight"]:
@@ -164,7 +176,7 @@ class NpuProgram:
         sys_a, sys_w = 0, 4 * m * k
         sys_b = sys_w + 4 * k * n
         sys_y = sys_b + 4 * n
-        mem = LocalMemory(chip, system_bytes=sys_y + 4 * m * n, backend="cmodel")
+        mem = self._memory = LocalMemory(chip, system_bytes=sys_y + 4 * m * n, backend="cmodel")
         for role, addr, arr in (("input", sys_a, a), ("weight", sys_w, w),
                                 ("bias", sys_b, None if c is None else np.asarray(c, np.float32).reshape(1, n))):
             if arr is None:
