@@ -26,6 +26,9 @@ __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", 
 
 #: The most threads a run may ask for.
 MAX_THREADS = 4096
+#: Multiply-adds a thread must have in a step before the step takes it: waking a worker and
+#: sharing the step's memory costs about what a core does in 10 to 20 microseconds.
+WORK_PER_THREAD = 100_000
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Step:
     inputs: tuple = ()
     outputs: tuple = ()
     fused: tuple = ()
+    max_threads: int = MAX_THREADS
 
 
 def _first_line(exc) -> str:
@@ -136,6 +140,17 @@ def _fc(node, ctx, act):
         y = made[0](xt)                                      # (1, N, M, 1)
         return [y.reshape(1, N) if M == 1 else np.ascontiguousarray(y.reshape(N, M).T)]
     return run
+
+
+def _work(kind, node, ctx) -> int:
+    """A step's multiply-adds (convolutions, fully connected layers) or output elements."""
+    out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
+    if node.op == "Conv" and kind != "kernel":
+        w = ctx.consts[1]
+        return out * int(np.prod(w.shape[1:]))
+    if kind == "fc":
+        return out * int(ctx.in_shapes[0][-1])
+    return out
 
 
 def _im2col(node, ctx, engine, act, residual):
@@ -233,7 +248,8 @@ class CpuProgram:
             in_shapes = list(ctx.in_shapes) + ([graph.shapes[residual]] if residual else [])
             out_shapes = [graph.shapes.get(o) if o else None for o in outputs]
             self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
-                                   s.free, inputs, outputs, s.fused))
+                                   s.free, inputs, outputs, s.fused,
+                                   max(1, _work(s.kind, node, ctx) // WORK_PER_THREAD)))
 
     def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
@@ -245,10 +261,16 @@ class CpuProgram:
         values = dict(graph.consts)
         values.update(feeds)
         prof = [] if profile else None
+        numba = _backend.numba()
         with threads_limit(threads), np.errstate(over="ignore", invalid="ignore",
                                                  divide="ignore", under="ignore"):
+            base = cur = numba.get_num_threads() if numba is not None else 1
             for st in self.steps:
                 node = st.node
+                want = min(base, st.max_threads)       # a small step takes fewer threads
+                if want != cur:
+                    numba.set_num_threads(want)
+                    cur = want
                 ins = [values[n] if n else None for n in st.inputs]
                 t0 = time.perf_counter() if profile else 0.0
                 outs = run_step(node, st, ins, ins[0] if st.in_place else None)
