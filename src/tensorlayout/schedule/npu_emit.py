@@ -108,9 +108,13 @@ class Emitter:
         if self.resident:
             for key, (prm, q) in self.param_list.items():
                 out.append(self._param_load(prm, self.prod_first(key), ctx, gi, -1))
+        self.lifetimes = []          # (key, kind, start NPU, offset, span, first, last instr)
+        prologue = len(out)
         for si, sl in enumerate(self.slices()):
             n, i = sl.n, sl.index
+            at = []                  # each event's first instruction in this slice
             for ev in self.events:
+                at.append(len(out))
                 kind = ev[0]
                 if kind == "load":
                     t = ev[1]
@@ -148,6 +152,15 @@ class Emitter:
                     out.append(self._param_load(prm, self._param_reader(ev[1]), ctx, gi, si))
                 elif kind == "run":
                     out += self._run(ev[1], i, gi, si)
+            at.append(len(out))
+            for b in self.bufs.values():
+                if b.kind == "param" and self.resident:
+                    continue
+                self.lifetimes.append((b.key, b.kind, b.q, b.offset, b.span, at[b.first],
+                                       max(at[b.last + 1] - 1, at[b.first])))
+        for b in self.bufs.values():
+            if b.kind == "param" and self.resident:
+                self.lifetimes.append((b.key, b.kind, b.q, b.offset, b.span, 0, max(len(out) - 1, prologue)))
         return out
 
     def prod_first(self, key):

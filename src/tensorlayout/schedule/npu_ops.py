@@ -27,7 +27,7 @@ from ..graph.ops import ACTIVATIONS
 from .common import VIEWS
 from .npu_arith import C_OPS, binary, prelu, scale_plan
 from .npu_layers import conv, gemm, pool, reduce
-from .npu_plan import OpPlan, bdc as _i, elementwise as _elementwise
+from .npu_plan import OpPlan, bdc as _i, elementwise as _elementwise, float_tensor
 
 
 def _rank(graph, t):
@@ -209,9 +209,14 @@ def lower(graph, node, chip, forms) -> OpPlan:
     data = [t for t in node.inputs + node.outputs if t and t not in graph.consts]
     if op in ("Reshape", "Slice", "Split", "Squeeze", "Unsqueeze", "Clip"):
         data = [t for t in [x] + list(node.outputs) if t and t not in graph.consts]
-    if any(graph.dtypes.get(t) not in (None, np.float32) for t in data):
-        bad = next(t for t in data if graph.dtypes.get(t) not in (None, np.float32))
-        return _host(node, f"dtype {np.dtype(graph.dtypes[bad]).name} of {bad!r}: the BDC path is float32")
+    bad = [t for t in data if not float_tensor(graph, t)]
+    if bad:
+        t = bad[0]
+        if t in graph.shapes and any(int(d) == 0 for d in graph.shapes[t]):
+            return _host(node, f"{t!r} has no elements: nothing for the NPU to compute")
+        dt = graph.dtypes.get(t, graph.input_dtypes.get(t))
+        return _host(node, f"dtype {np.dtype(dt).name if dt is not None else 'unknown'} of {t!r}: "
+                           "the BDC path is float32")
     outs = [t for t in node.outputs if t]
     if op in VIEWS:
         return OpPlan(node, "view", "a view: the same placement", ins=[x], local="view")

@@ -18,8 +18,19 @@ import numpy as np
 
 from ..npu.tensor import channels_per_npu
 
-__all__ = ["Window", "Param", "OpPlan", "Instr", "SysTensor", "NoRoom", "span_of", "bdc",
+__all__ = ["float_tensor", "Window", "Param", "OpPlan", "Instr", "SysTensor", "NoRoom", "span_of", "bdc",
            "elementwise", "MOST_SPAD", "MOST_DIL", "MOST_C", "MOST_PADDED", "MOST_GROUPS"]
+
+def float_tensor(graph, t) -> bool:
+    """Whether ``t`` is a computed float32 tensor of known shape with at least one element:
+    the tensors the NPU path holds (others stay with the host)."""
+    if not t or t in graph.consts or t not in graph.shapes:
+        return False
+    dt = graph.dtypes.get(t)
+    if dt is None:
+        dt = graph.input_dtypes.get(t)
+    return dt is not None and np.dtype(dt) == np.float32 and all(int(d) > 0 for d in graph.shapes[t])
+
 
 #: Instruction limits of BM1684's BDC that the schedule checks before choosing the NPU.
 MOST_SPAD = 15          # stride and padding fields

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import LayoutError
 from .npu_groups import Group
-from .npu_plan import Instr, NoRoom, SysTensor
+from .npu_plan import Instr, NoRoom, SysTensor, float_tensor
 from .npu_layers import gemm_parts
 from .npu_ops import local_forms, lower
 
@@ -40,8 +40,9 @@ class GroupInfo:
     peak_bytes: int = 0
     first: int = 0             # its instructions: program[first:last]
     last: int = 0
-    buffers: list = field(default_factory=list)   # (key, kind, start NPU, offset, span)
-    events: list = field(default_factory=list)    # per buffer, [(first instr, last instr)]
+    #: (key, kind, start NPU, offset, bytes per NPU, first instruction, last instruction):
+    #: each buffer of each slice, over the instructions during which it holds its data
+    buffers: list = field(default_factory=list)
     kind: str = "group"        # group | sysmove | sysview | matmul | conv | host
 
 
@@ -304,10 +305,9 @@ def _matmul_step(prog, node, gi):
 
 
 def on_npu_side(graph, t) -> bool:
-    """Whether ``t`` lives in (simulated) system memory: a float32 tensor of known shape.
-    Other tensors (integers, shapes known only at run time) stay with the host."""
-    return bool(t) and t in graph.shapes and graph.dtypes.get(t) in (None, np.float32) \
-        and t not in graph.consts
+    """Whether ``t`` lives in (simulated) system memory: a float32 tensor of known shape with
+    elements. Other tensors (integers, shapes known only at run time, empty) stay with the host."""
+    return float_tensor(graph, t)
 
 
 def _host_step(prog, node, gi):
@@ -518,7 +518,8 @@ def _commit(prog, ctx, group):
                             dst.strides, src.strides, gi)
     info = GroupInfo(gi, [p.node.name for p in group.plans], images=group.N, row_slices=group.hb,
                      resident=group.resident, peak_bytes=group.peak, first=first, last=len(prog.instrs))
-    info.buffers = [(b.key, b.kind, b.q, b.offset, b.span) for b in group.bufs.values()]
+    info.buffers = [(k, kind, q, off, span, first + a, first + b)
+                    for k, kind, q, off, span, a, b in group.lifetimes]
     prog.groups.append(info)
     for p in group.plans:
         prog.group_of[p.node.name] = gi
