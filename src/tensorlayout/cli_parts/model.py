@@ -534,6 +534,8 @@ def plan_cmd(args) -> int:
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
     winograd = _winograd_arg(args.winograd)
+    from ..schedule.npu import schedule_npu
+
     model = _load(args)
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip,
                       half=args.half, winograd=winograd)
@@ -584,16 +586,32 @@ def plan_cmd(args) -> int:
         print()
         print(f"NPU schedule on {c.name}: {c.npus} NPUs x {c.lmem_bytes // 1024} KiB, align "
               f"{c.align_bytes} bytes; each tensor at its local address, with its channels and "
-              "bytes in the fullest NPU (the placements a run uses); ! = working set past one NPU")
+              "bytes in the fullest NPU (the placements a run uses; the first image and row slice "
+              "of its layer group); ! = working set past one NPU")
         rows, marks = [], []
         for r in plan.layers:
             cell = ", ".join(f"{t['role']} {t['channels_per_npu']}ch/{t['bytes_per_npu']}B@{t['address']}"
                              for t in r["tensors"]) or "-"
-            rows.append((r["layer"], r["op"], r["place"], cell,
-                         str(r["working_set"]) if r["tensors"] else "-", r["why"]))
+            rows.append((r["layer"], r["op"], r["place"], "-" if r["group"] < 0 else str(r["group"]),
+                         cell, str(r["working_set"]) if r["tensors"] else "-",
+                         str(r["gdma_bytes"]) if r["gdma_bytes"] else "-", r["why"]))
             marks.append("  " if r["fits"] else "! ")
-        _table(("layer", "op", "place", "tensors (channels/NPU, bytes/NPU @ address)", "working set",
-                "why"), rows, right=(4,), mark=marks)
+        _table(("layer", "op", "place", "group", "tensors (channels/NPU, bytes/NPU @ address)",
+                "working set", "GDMA bytes", "why"), rows, right=(3, 5, 6), mark=marks)
+        print()
+        single = schedule_npu(model.graph, c, groups=False).gdma_bytes()
+        total = plan.npu.gdma_bytes()
+        for g in plan.npu.group_rows():
+            if g["kind"] != "group":
+                continue
+            names = g["nodes"]
+            span = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+            print(f"group {g['index']:<3} {len(names)} nodes ({span}): {g['images']} image(s) x "
+                  f"{g['row_slices']} row slice(s), constants {g['constants']}, {g['peak_bytes']} "
+                  f"bytes per NPU, GDMA {g['gdma']['total']} bytes, estimate {g['bdc_cycles']} BDC "
+                  "cycles")
+        print(f"GDMA               {total['total']} bytes in layer groups; layer by layer "
+              f"{single['total']} ({total['total'] / max(single['total'], 1):.3f}x)")
     problems = plan.problems()
     print()
     print(f"problems           {len(problems)}")

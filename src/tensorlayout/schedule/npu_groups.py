@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..npu.tensor import channels_per_npu
 from .npu_emit import Emitter
-from .npu_plan import NoRoom, _align, _Buf, _Slice, span_of
+from .npu_plan import MOST_PADDED, NoRoom, _align, _Buf, span_of
 
 __all__ = ["Group"]
 
@@ -76,6 +76,7 @@ class Group(Emitter):
         self._aliases()
         self._npus()
         self._ranges()
+        self._padded_rows()
         self._events()
         self._allocate()
         return self
@@ -228,6 +229,20 @@ class Group(Emitter):
             self.rng.append(need)
             self.own.append(own)
 
+    def _padded_rows(self):
+        """A convolution reads at most 2047 padded rows (its instruction's field)."""
+        for p in self.plans:
+            if p.node.op != "Conv" or not p.rows or not hasattr(p.rows[0], "need"):
+                continue
+            for i in range(self.hb):
+                r = self.rng[i].get(p.node.outputs[0])
+                if r is None:
+                    continue
+                a, b, top, bottom = p.rows[0].need(*r)
+                if b - a + top + bottom > MOST_PADDED:
+                    raise NoRoom(f"{p.node.name} reads {b - a + top + bottom} padded rows: the "
+                                 f"convolution takes at most {MOST_PADDED}")
+
     def _all_tensors(self):
         out = set(self.prod)
         for p in self.plans:
@@ -290,7 +305,7 @@ class Group(Emitter):
                 continue
             if p.local:
                 for t in outs:
-                    if t in self.live_out:
+                    if t in self.live_out or self._sys_part(t):
                         ensure(p.ins[0])
                         ev.append(("store", t))
                         use_act(t, len(ev) - 1)
