@@ -183,6 +183,18 @@ def test_moves_concat_placement_copies_shuffle_and_slices():
     assert g0.kind == "group"
 
 
+def test_a_convolution_too_big_for_any_group_goes_through_the_layer_planner():
+    """1024 -> 1024 channels, 3 x 3: its 2IC weights alone take 590 KB of each NPU, more than
+    one holds, so no group takes it; the layer planner cuts its output channels."""
+    src = _model([_node("Conv", ["x", "w", "b"], "a", pads=[1, 1, 1, 1]), _node("Relu", ["a"], "y")],
+                 {"w": _w(1024, 1024, 3, 3), "b": _w(1024)}, [1, 1024, 3, 3])
+    _, report, prog = _run(src)
+    step = prog.schedule.steps[0]
+    assert step.kind == "conv" and "planner" in step.why and step.conv_plan.split[1] > 1
+    assert step.row()["gdma_bytes"] == step.conv_plan.gdma_bytes
+    assert [r["where"] for r in report] == ["npu", "npu"]
+
+
 # ------------------------------------------------------------------ slices and groups
 def _big_graph():
     c, h, w = 8, 600, 400          # one channel of one image: 960 KB, more than an NPU holds

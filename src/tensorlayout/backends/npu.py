@@ -26,6 +26,8 @@ from ..schedule.npu import placement, schedule_npu
 __all__ = ["NpuProgram", "run_onnx"]
 
 _LOCK = threading.Lock()        # the simulator is one process-wide state
+#: The LocalMemory copy that runs each kind of GDMA instruction on tensors.
+_COPIES = {"load": "gdma_s2l", "store": "gdma_l2s", "copy": "gdma_l2l", "s2s": "gdma_s2s"}
 
 
 class NpuProgram:
@@ -132,24 +134,10 @@ class NpuProgram:
             kw = {"src_row_stride" if k == "load" else "dst_row_stride": a["row_stride"]}
             fn(a["dst"], a["src"], a["rows"], a["cols"], a["cols_per_channel"], "fp32", **kw)
             n = 4 * a["rows"] * a["cols"]
-        elif k == "load":
-            mem.gdma_s2l(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["local_stride"],
-                         src_stride=a["system_stride"])
-            n = 4 * math.prod(a["shape"])
-        elif k == "store":
-            mem.gdma_l2s(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["system_stride"],
-                         src_stride=a["local_stride"])
-            n = 4 * math.prod(a["shape"])
-        elif k == "copy":
-            mem.gdma_l2l(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["dst_stride"],
-                         src_stride=a["src_stride"])
-            n = 4 * math.prod(a["shape"])
-        elif k == "s2s":
-            mem.gdma_s2s(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["dst_stride"],
-                         src_stride=a["src_stride"])
-            n = 4 * math.prod(a["shape"])
         else:
-            raise AssertionError(k)
+            copy = getattr(mem, _COPIES[k])
+            copy(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["dst_stride"], src_stride=a["src_stride"])
+            n = 4 * math.prod(a["shape"])
         moved[ins.node] = moved.get(ins.node, 0) + n
 
     def _host(self, mem, ins, host):
@@ -180,8 +168,8 @@ class NpuProgram:
         x = _read(mem, ins.args["input"])
         w = np.asarray(self.graph.consts[node.inputs[1]], np.float32)
         b = self.graph.consts[node.inputs[2]] if node.params.has_bias else None
+        # the planner runs on a memory of its own; the simulator switches ours back in after it
         y = run_conv_plan(ins.args["plan"], np.ascontiguousarray(x), w, b)
-        mem.exclusive().__enter__()     # the planner's own memory was switched in: ours back
         _write(mem, ins.args["output"], y)
 
 

@@ -351,13 +351,18 @@ def _binary(op, mem, output, a, b):
         run(f"okk_bdc_{op}", output.address, a.address, b.address, dim4(output.shape),
                  dim4(output.stride), dim4(a.stride), dim4(b.stride))
         return output
-    if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(np.float32(b)):
-        raise DTypeError(f"b = {b!r} is not allowed: it must be an NpuTensor or a number fp32 holds "
+    return _with_number(run, f"okk_bdc_{op}_C", output, a, b, "b", "an NpuTensor or a number")
+
+
+def _with_number(run, fn, output, a, value, name, what):
+    """An instruction of ``a`` and a number (checked: finite in fp32) into ``output``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(np.float32(value)):
+        raise DTypeError(f"{name} = {value!r} is not allowed: it must be {what} fp32 holds "
                          "(it is rounded to fp32)")
     _no_overlap(output, "output", (a, "a"), allow_same=True)
-    run(f"okk_bdc_{op}_C", output.address, a.address, float(b), dim4(output.shape),
-             dim4(output.stride), dim4(a.stride))
+    run(fn, output.address, a.address, float(value), dim4(output.shape), dim4(output.stride),
+        dim4(a.stride))
     return output
 
 
@@ -391,14 +396,7 @@ def _reverse(op, mem, output, a, c):
     _tensor(output, "output")
     _tensor(a, "a")
     _shape(a, "a", output.shape)
-    if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(np.float32(c)):
-        raise DTypeError(f"c = {c!r} is not allowed: it must be a number fp32 holds (it is rounded "
-                         "to fp32)")
-    _no_overlap(output, "output", (a, "a"), allow_same=True)
-    run(f"okk_bdc_C_{op}", output.address, a.address, float(c), dim4(output.shape),
-        dim4(output.stride), dim4(a.stride))
-    return output
+    return _with_number(run, f"okk_bdc_C_{op}", output, a, c, "c", "a number")
 
 
 def rsub(mem, output, a, c):

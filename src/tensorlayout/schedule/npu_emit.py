@@ -69,9 +69,11 @@ class Emitter:
             args.update(rows=1, cols=cols, cols_per_channel=v.cols_per_channel, row_stride=st.strides[0])
             return Instr(kind, node, "matrix", (("local", name, v),), args, gi, si, e * cols)
         sys_addr = st.address + e * (n * st.strides[0] + rows[0] * st.strides[2])
-        local = dict(shape=v.shape, local_stride=v.stride, system_stride=tuple(st.strides))
-        args = dict(src=sys_addr, dst=v.address) if kind == "load" else dict(src=v.address, dst=sys_addr)
-        args.update(local)
+        if kind == "load":
+            args = dict(src=sys_addr, dst=v.address, src_stride=tuple(st.strides), dst_stride=v.stride)
+        else:
+            args = dict(src=v.address, dst=sys_addr, src_stride=v.stride, dst_stride=tuple(st.strides))
+        args["shape"] = v.shape
         return Instr(kind, node, "tensor", (("local", name, v),), args, gi, si,
                      e * v.shape[1] * v.shape[2] * v.shape[3])
 
@@ -83,16 +85,16 @@ class Emitter:
             c2 = -(-c // 2)
             ws = t.stride
             args = dict(src=src, dst=t.address, shape=(c2, k, kh, 2 * kw),
-                        local_stride=(2 * ws[0], 2 * ws[1], 2 * kw, 1),
-                        system_stride=(k * kh * kw * 2, kh * kw * 2, kw * 2, 1))
+                        dst_stride=(2 * ws[0], 2 * ws[1], 2 * kw, 1),
+                        src_stride=(k * kh * kw * 2, kh * kw * 2, kw * 2, 1))
             return Instr("load", node, "tensor", (("local", prm.key, t),), args, gi, si, prm.nbytes)
         if prm.layout == "matrix":
             args = dict(src=src, dst=t.address, rows=prm.shape[0], cols=prm.shape[1],
                         cols_per_channel=prm.cpc, row_stride=prm.shape[1])
             return Instr("load", node, "matrix", (("local", prm.key, t),), args, gi, si, prm.nbytes)
         sh = prm.shape
-        args = dict(src=src, dst=t.address, shape=sh, local_stride=t.stride,
-                    system_stride=(sh[1] * sh[2] * sh[3], sh[2] * sh[3], sh[3], 1))
+        args = dict(src=src, dst=t.address, shape=sh, dst_stride=t.stride,
+                    src_stride=(sh[1] * sh[2] * sh[3], sh[2] * sh[3], sh[3], 1))
         return Instr("load", node, "tensor", (("local", prm.key, t),), args, gi, si, prm.nbytes)
 
     def _copy(self, node, dst, src, names, gi, si):

@@ -263,7 +263,7 @@ def _matmul_step(prog, node, gi):
                 bias, at = place(at, 1, n1 - n0, rw)
             if trans_a:      # A is (K, M): its rows k0..k1 as columns, one element per channel
                 args = dict(src=sa.address + 4 * k0 * m, dst=left.address, shape=(m, k1 - k0, 1, 1),
-                            local_stride=left.stride, system_stride=(1, m, 1, 1))
+                            dst_stride=left.stride, src_stride=(1, m, 1, 1))
                 instrs.append(Instr("load", node.name, "tensor", (("local", a, left),), args, gi, 0,
                                     4 * m * (k1 - k0)))
             else:
