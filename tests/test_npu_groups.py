@@ -239,6 +239,32 @@ def test_row_slices_with_halos(big):
     assert g["peak_bytes"] <= BM1684.lmem_bytes
 
 
+def test_a_batch_runs_image_by_image_in_one_group():
+    """Three images: the group runs its instructions once per image (constants loaded once),
+    a dense block's concats in place and a squeeze-excite whose factor is one per image."""
+    nodes = [_node("Conv", ["x", "w0"], "f0", pads=[1, 1, 1, 1]), _node("Concat", ["x", "f0"], "c0", axis=1),
+             _node("Relu", ["c0"], "r0"), _node("Conv", ["r0", "w1"], "f1"),
+             _node("Concat", ["x", "f0", "f1"], "c1", axis=1), _node("GlobalAveragePool", ["c1"], "p"),
+             _node("Conv", ["p", "s1"], "q"), _node("Relu", ["q"], "r"), _node("Conv", ["r", "s2"], "t"),
+             _node("Sigmoid", ["t"], "u"), _node("Mul", ["c1", "u"], "d"),
+             _node("MaxPool", ["d"], "e", kernel_shape=[2, 2], strides=[2, 2]),
+             _node("GlobalAveragePool", ["e"], "g"), _node("Flatten", ["g"], "h"),
+             _node("Gemm", ["h", "fw", "fb"], "y", transB=1)]
+    inits = {"w0": _w(8, 6, 3, 3), "w1": _w(8, 14, 1, 1), "s1": _w(5, 22, 1, 1), "s2": _w(22, 5, 1, 1),
+             "fw": _w(7, 22), "fb": _w(7)}
+    src = _model(nodes, inits, [3, 6, 9, 8])
+    x = RNG.standard_normal((3, 6, 9, 8), dtype=np.float32)
+    y, report, prog = _run(src, x)
+    assert {r["where"] for r in report} == {"npu", "view"}
+    (g,) = prog.schedule.group_rows()
+    assert (g["images"], g["row_slices"], g["constants"]) == (3, 1, "resident")
+    # 2IC weights hold pairs of input channels: an odd count gets a zero channel (s2's 5 -> 6)
+    weights = sum(4 * k * 2 * -(-c // 2) * kh * kw for k, c, kh, kw in
+                  (v.shape for n, v in inits.items() if n[0] in "ws")) + 4 * (7 * 22 + 7)
+    assert g["gdma"]["load"] == weights + x.nbytes and g["gdma"]["store"] == 4 * 3 * 7
+    assert np.array_equal(y, _run(src, x, groups=False)[0])
+
+
 def test_layer_groups_against_layer_by_layer():
     """The same instructions in one group or node by node give the same bits; the group moves
     fewer GDMA bytes, and both runs move exactly the bytes their plans count."""

@@ -21,13 +21,16 @@ __all__ = ["C_OPS", "binary", "scale_plan", "prelu"]
 C_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "maximum", "Min": "minimum"}
 
 
-def _per_channel(shape, out):
-    """A (1, C, 1, 1)-like operand of a rank-4 output (C the output's channels)."""
+def _per_channel(shape, out, per_image=False):
+    """A (1, C, 1, 1)-like operand of a rank-4 output (C the output's channels); with
+    ``per_image``, also (N, C, 1, 1): a factor per image (a computed one is cut into images
+    as the output is)."""
     s = tuple(shape)
     if len(out) != 4:
         return False
     s = (1,) * (4 - len(s)) + s
-    return s[0] == 1 and s[1] == out[1] and s[2] == 1 and s[3] == 1 and out[1] > 1
+    return (s[0] == 1 or (per_image and s[0] == out[0])) and s[1] == out[1] and s[2] == 1 \
+        and s[3] == 1 and out[1] > 1
 
 
 def binary(graph, node, forms):
@@ -66,7 +69,7 @@ def binary(graph, node, forms):
             return _elementwise(node, a, lambda X, Y, P, T, s: [_i(fn, output=Y, a=X[0], b=X[1])],
                                 extra=(b,), reqs=["same", "same"]), f"BDC {fn} of two tensors"
         for big, small in ((a, b), (b, a)):
-            if tuple(graph.shapes[big]) == tuple(out) and _per_channel(graph.shapes[small], out) \
+            if tuple(graph.shapes[big]) == tuple(out) and _per_channel(graph.shapes[small], out, True) \
                     and len(graph.shapes[small]) == 4 and op in ("Mul", "Add") \
                     and (big == a or commutes):
                 role = "scale" if op == "Mul" else "bias"
@@ -76,7 +79,7 @@ def binary(graph, node, forms):
                                                              **{role: X[1]})]), \
                     f"BDC per-channel {'scale' if op == 'Mul' else 'bias'} by a computed (1, C, 1, 1) tensor"
         return None, (f"broadcasts a computed {list(sa)} and {list(sb)}: the BDC takes tensors of one "
-                      "shape, or one (1, C, 1, 1) per-channel factor")
+                      "shape, or a per-channel factor of one image or each")
     c = np.asarray(graph.consts[c_name], np.float32)
     if c.size == 1:
         v = float(c.reshape(-1)[0])

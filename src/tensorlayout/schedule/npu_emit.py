@@ -109,7 +109,7 @@ class Emitter:
         chip = self.chip
         if self.resident:
             for key, (prm, q) in self.param_list.items():
-                out.append(self._param_load(prm, self.prod_first(key), ctx, gi, -1))
+                out.append(self._param_load(prm, self._param_reader(key), ctx, gi, -1))
         self.lifetimes = []          # (key, kind, start NPU, offset, span, first, last instr)
         prologue = len(out)
         for si, sl in enumerate(self.slices()):
@@ -164,9 +164,6 @@ class Emitter:
             if b.kind == "param" and self.resident:
                 self.lifetimes.append((b.key, b.kind, b.q, b.offset, b.span, 0, max(len(out) - 1, prologue)))
         return out
-
-    def prod_first(self, key):
-        return self._param_reader(key)
 
     def _param_reader(self, key):
         for p in self.plans:

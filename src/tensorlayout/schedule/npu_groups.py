@@ -83,7 +83,6 @@ class Group(Emitter):
 
     def _aliases(self):
         """root[t] = (buffer tensor, first channel): views, channel slices, concat parts."""
-        g, forms = self.graph, self.ctx.forms
         self.root = {}
         self.concat_mode = {}
         for p in self.plans:
@@ -153,7 +152,6 @@ class Group(Emitter):
 
     def _npus(self):
         """The start NPU of each buffer (the root of each alias)."""
-        X = self.chip.npus
         self.qroot = {}
         for p in self.plans:
             if p.local:
@@ -168,7 +166,6 @@ class Group(Emitter):
                 if p.out_npu == "same" and p.ins:
                     q = self.npu_of(p.ins[0])
                 self.qroot[t] = q
-        self._X = X
 
     def npu_of(self, t):
         base, c0 = self._root(t)

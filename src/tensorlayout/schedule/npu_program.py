@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import LayoutError
 from .npu_groups import Group
-from .npu_plan import Instr, NoRoom, SysTensor, float_tensor
+from .npu_plan import Instr, NoRoom, OpPlan, SysTensor, float_tensor
 from .npu_layers import gemm_parts
 from .npu_ops import local_forms, lower
 
@@ -380,8 +380,6 @@ def build_program(graph, chip, groups=True) -> Program:
     prog = Program(graph, chip)
     for node in graph.nodes:
         if node.name in host:
-            from .npu_plan import OpPlan
-
             prog.plans[node.name] = OpPlan(node, "host", f"{host[node.name]}: on the host")
         else:
             prog.plans[node.name] = lower(graph, node, chip, forms)
