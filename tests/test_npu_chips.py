@@ -61,17 +61,15 @@ for shape, q, off in (((1, 70, 5, 7), 3, 256), ((2, 5, 3, 3), 0, 0), ((1, 33, 1,
     lib.tpu_gdma_cpy_S2L(addr, lib.tpu_global_mem_get_start_addr(), C.byref(D4(*shape)), None, None, FP32)
     lib.tpu_poll()
     t = tensor_layout(chip, addr, shape)
+    lm = [np.ctypeslib.as_array(C.cast(lib.get_local_memaddr_by_node(0, p), C.POINTER(C.c_uint8)),
+                                shape=(S,)) for p in range(X)]
     right = wrong = 0
-    bms = t.byte_map()
-    for p in range(X):
-        lm = np.ctypeslib.as_array(C.cast(lib.get_local_memaddr_by_node(0, p), C.POINTER(C.c_uint8)),
-                                   shape=(S,))
-        bm = bms[p]
-        at = np.nonzero(bm >= 0)[0][::4]
-        got = np.stack([lm[at + k] for k in range(4)], axis=1).copy().view(np.float32).ravel()
-        want = x.ravel()[bm[at]]
-        right += int((got == want).sum())
-        wrong += int((got != want).sum())
+    for index in np.ndindex(*shape):
+        p, b = t.locate(index)
+        if lm[p][b:b + 4].copy().view(np.float32)[0] == x[index]:
+            right += 1
+        else:
+            wrong += 1
     out["copies"].append([right, wrong, x.size])
 print(json.dumps(out))
 '''

@@ -136,7 +136,8 @@ class NpuProgram:
             n = 4 * a["rows"] * a["cols"]
         else:
             copy = getattr(mem, _COPIES[k])
-            copy(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["dst_stride"], src_stride=a["src_stride"])
+            copy(a["dst"], a["src"], a["shape"], "fp32", dst_stride=a["dst_stride"],
+                 src_stride=a["src_stride"])
             n = 4 * math.prod(a["shape"])
         moved[ins.node] = moved.get(ins.node, 0) + n
 

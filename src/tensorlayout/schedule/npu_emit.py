@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..npu.tensor import (as_aligned, as_compact, compact_stride, matrix_as_4d, matrix_layout,
                           sub_channels, sub_rows, tensor_layout)
-from .npu_plan import Instr, _Slice
+from .npu_plan import Instr, SliceInfo
 
 __all__ = ["Emitter"]
 
@@ -18,7 +18,7 @@ class Emitter:
 
     # ------------------------------------------------------------------- emission
     def slices(self):
-        return [_Slice(n, i) for n in range(self.N) for i in range(self.hb)]
+        return [SliceInfo(n, i) for n in range(self.N) for i in range(self.hb)]
 
     def _addr(self, key):
         b = self.bufs[key]
@@ -217,7 +217,7 @@ class Emitter:
         for k, kind in enumerate(p.temps):
             addr = q_out * chip.lmem_bytes + self.bufs[f"temp:{p.node.name}:{k}"].offset
             T.append((f"{p.node.name}.temp{k}", tensor_layout(chip, addr, y.shape)))
-        sl = _Slice(0, i)
+        sl = SliceInfo(0, i)
         rule = p.rows[0] if p.rows else None
         if rule is not None and rule != "all":
             r = self.rng[i][outs[0]]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..npu.tensor import channels_per_npu
 from .npu_emit import Emitter
-from .npu_plan import MOST_PADDED, NoRoom, _align, _Buf, span_of
+from .npu_plan import MOST_PADDED, NoRoom, align_up, Buffer, span_of
 
 __all__ = ["Group"]
 
@@ -263,7 +263,7 @@ class Group(Emitter):
         def use(key, kind, q, span, at):
             b = bufs.get(key)
             if b is None:
-                bufs[key] = _Buf(key, kind, q, span, at, at)
+                bufs[key] = Buffer(key, kind, q, span, at, at)
             else:
                 b.first, b.last = min(b.first, at), max(b.last, at)
                 b.span = max(b.span, span)
@@ -344,7 +344,7 @@ class Group(Emitter):
         self.param_list = params
         if self.resident:
             for key, (prm, q) in params.items():
-                bufs["param:" + key] = _Buf("param:" + key, "param", q, self._param_span(prm, q),
+                bufs["param:" + key] = Buffer("param:" + key, "param", q, self._param_span(prm, q),
                                             0, max(len(ev) - 1, 0))
         self.bufs = bufs
 
@@ -422,12 +422,12 @@ class Group(Emitter):
         peak = 0
         for b in order:
             active = [a for a in active if a.last >= b.first]
-            size = _align(self.chip, max(b.span, 4))
+            size = align_up(self.chip, max(b.span, 4))
             at = 0
             for a in sorted(active, key=lambda a: a.offset):
                 if at + size <= a.offset:
                     break
-                at = max(at, a.offset + _align(self.chip, max(a.span, 4)))
+                at = max(at, a.offset + align_up(self.chip, max(a.span, 4)))
             if at + size > S:
                 raise NoRoom(f"{b.key} needs {size} bytes at offset {at}: past the {S} bytes of an NPU")
             b.offset = at

@@ -18,8 +18,10 @@ import numpy as np
 
 from ..npu.tensor import channels_per_npu
 
-__all__ = ["float_tensor", "Window", "Param", "OpPlan", "Instr", "SysTensor", "NoRoom", "span_of", "bdc",
-           "elementwise", "MOST_SPAD", "MOST_DIL", "MOST_C", "MOST_PADDED", "MOST_GROUPS"]
+__all__ = ["float_tensor", "Window", "Param", "OpPlan", "Instr", "SysTensor", "NoRoom", "span_of",
+           "bdc", "align_up", "Buffer", "SliceInfo", "elementwise", "MOST_SPAD", "MOST_DIL", "MOST_C",
+           "MOST_PADDED", "MOST_GROUPS"]
+
 
 def float_tensor(graph, t) -> bool:
     """Whether ``t`` is a computed float32 tensor of known shape with at least one element:
@@ -160,7 +162,8 @@ class Instr:
     nbytes: int = 0
 
 
-def _align(chip, v):
+def align_up(chip, v):
+    """``v`` bytes rounded up to the chip's alignment."""
     return -(-v // chip.align_bytes) * chip.align_bytes
 
 
@@ -171,7 +174,7 @@ def span_of(chip, kind, shape, q=0, cpc=1):
     if kind == "matrix":
         rows, cols = shape
         c = -(-cols // cpc)
-        cs = _align(chip, 4 * cpc) // 4
+        cs = align_up(chip, 4 * cpc) // 4
         cpn = -(-c // X)
         return 4 * ((rows - 1) * cs * cpn + (cpn - 1) * cs + cpc)
     if kind == "2IC":
@@ -180,12 +183,15 @@ def span_of(chip, kind, shape, q=0, cpc=1):
         return 8 * ((-(-c // 2) - 1) * kh * kw * cpn + (cpn - 1) * kh * kw + kh * kw)
     n, c, h, w = shape
     cpn = channels_per_npu(chip, q, c)
-    cs = h * w if kind == "compact" else _align(chip, 4 * h * w) // 4
+    cs = h * w if kind == "compact" else align_up(chip, 4 * h * w) // 4
     return 4 * ((n - 1) * cs * cpn + (cpn - 1) * cs + h * w)
 
 
 @dataclass
-class _Buf:
+class Buffer:
+    """A local-memory buffer of a layer group: ``key``, ``kind`` (act, param, temp), start
+    NPU ``q``, bytes per NPU, the first and last event of one slice that use it, its offset."""
+
     key: str
     kind: str          # act | param | temp
     q: int             # start NPU
@@ -196,7 +202,10 @@ class _Buf:
 
 
 @dataclass
-class _Slice:
+class SliceInfo:
+    """One slice of a group: image ``n``, row slice ``index``, and the padding rows at its
+    top and bottom that a window instruction adds (only at the image's edges)."""
+
     n: int
     index: int          # slice along H
     pad_top: int = 0
