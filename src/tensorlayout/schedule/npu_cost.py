@@ -1,8 +1,8 @@
 """What an NPU program costs: GDMA bytes counted exactly, compute estimated.
 
 Sophgo's BM1684 simulator computes results but keeps no count of cycles that a caller can
-read (its statistics switch is compiled off), so the compute figure is an **estimate** from a
-documented model, not a measurement:
+read (its statistics functions exist, but the only code that touches their switch turns it
+off), so the compute figure is an **estimate** from a documented model, not a measurement:
 
 * each NPU works on its own channels, ``lanes`` float32 elements per cycle, where ``lanes``
   is the chip's alignment over 4 bytes (BM1684: 32, BM1684X: 16, BM1688: 4: the aligned layout
