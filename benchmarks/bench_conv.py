@@ -12,7 +12,10 @@ Layers: the VGG-16 3x3 layers with C >= 64 and the ResNet-50 stride-1 3x3 layers
 * MNN      one static convolution module, precision "high", T threads (``_peers.py``).
 
 ncnn and MNN are optional: a missing package skips that peer with one line.  tensorlayout
-runs as a user would call it, after ``numba.set_num_threads(T)``.  On the first layer the
+runs as a user would call it, after ``numba.set_num_threads(T)``.  ``--alone`` times only
+tensorlayout's plan and one-shot call, with neither PyTorch nor a peer imported (the
+float64 reference is then tensorlayout's own float64 im2col): comparing its plan times with
+a full run's shows what the other libraries' thread pools in the same process cost.  On the first layer the
 script counts, from /proc, how many threads of the process work during each library's
 calls (it should be T for all of them).  "plan U ms" is the time to build the plan.
 
@@ -29,9 +32,9 @@ conv2d in float64); a peer must be below 1e-4 (it is then "ok"); up to 1e-2 it i
 flagged "inaccurate"; above, it computed something else and is left out of that layer.
 At the end, geometric means over the VGG layers, the ResNet layers and all layers, with
 the goals: plan >= 1.0x the faster of ncnn/MNN, plan >= 1.5x torch, one-shot >= 1.0x torch
-and never below 0.9x.
+and never below 0.8x.
 
-    python benchmarks/bench_conv.py [--threads 2] [--repeat 7] [--quick]
+    python benchmarks/bench_conv.py [--threads 2] [--repeat 7] [--quick] [--alone]
                                     [--layers "vgg conv1_2,resnet 64@56"] [--json FILE]
 """
 
@@ -47,6 +50,9 @@ import sys
 import time
 
 import numpy as np
+
+# kernels compile in the untimed warm-up calls, never in a background thread while timing
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _peers  # noqa: E402
@@ -75,7 +81,7 @@ SUMMARY = [
     ("1shot/torch", "one-shot vs torch", 1.0),
 ]
 RATIOS = [k for k, _, _ in SUMMARY]
-ONESHOT_FLOOR = 0.9     # one-shot/torch on every layer
+ONESHOT_FLOOR = 0.8     # one-shot/torch on every layer (issue 24's goal 3)
 
 
 def _busy(seconds=BUSY_WAIT):
@@ -163,17 +169,20 @@ def main() -> int:
     ap.add_argument("--layers", help="comma-separated layer names (e.g. 'vgg conv1_2,resnet "
                     "64@56'; 'conv1_2', '64@56', 'vgg', 'resnet' work too)")
     ap.add_argument("--json", metavar="FILE", help="write everything here as JSON")
+    ap.add_argument("--alone", action="store_true",
+                    help="tensorlayout only: no PyTorch, ncnn or MNN in the process")
     args = ap.parse_args()
     if args.threads < 1 or args.repeat < 1:
         ap.error("--threads and --repeat must be at least 1")
     layers = select_layers(args.layers, args.quick)
     T = args.threads
 
-    import torch
+    versions = {"python": platform.python_version(), "numpy": np.__version__}
+    if not args.alone:
+        import torch
 
-    torch.set_num_threads(T)
-    versions = {"python": platform.python_version(), "numpy": np.__version__,
-                "torch": torch.__version__}
+        torch.set_num_threads(T)
+        versions["torch"] = torch.__version__
     try:
         import numba
 
@@ -196,7 +205,7 @@ def main() -> int:
 
     peers = {}
     peer_info = {}
-    for name in PEERS:
+    for name in () if args.alone else PEERS:
         mod, ver, why = _peers.load(name)
         versions[name] = ver
         peer_info[name] = {"available": mod is not None, "skipped": why}
@@ -214,7 +223,7 @@ def main() -> int:
     print(f"threads: {T} (torch.set_num_threads, numba.set_num_threads, ncnn num_threads, "
           "MNN numThread)")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
-    names = ["plan", "1shot", "torch"] + list(peers)
+    names = ["plan", "1shot"] + ([] if args.alone else ["torch"]) + list(peers)
     print(f"method: {args.repeat} rounds, order {', '.join(names)}; each turn "
           f"{BUSY_WAIT * 1e3:.0f} ms busy wait, 1 untimed call, best of {BEST_OF}; medians "
           "over rounds; ratio = other / ours, above 1 we are faster\n")
@@ -229,9 +238,13 @@ def main() -> int:
         x = rng.standard_normal((1, C, H, H)).astype(np.float32)
         w = (rng.standard_normal((K, C, 3, 3)) / math.sqrt(9 * C)).astype(np.float32)
         b = (rng.standard_normal(K) * 0.1).astype(np.float32)
-        xt, wt, bt = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
-        ref = torch.nn.functional.conv2d(xt.double(), wt.double(), bt.double(),
-                                         padding=1).numpy()
+        if args.alone:
+            ref = plan_conv2d(x.shape, w.astype(np.float64), b.astype(np.float64), padding=1,
+                              algorithm="im2col")(x.astype(np.float64))
+        else:
+            xt, wt, bt = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
+            ref = torch.nn.functional.conv2d(xt.double(), wt.double(), bt.double(),
+                                             padding=1).numpy()
         ref_norm = float(np.linalg.norm(ref))
 
         def err(y):
@@ -248,10 +261,11 @@ def main() -> int:
         runs = {
             "plan": lambda: plan(x),
             "1shot": lambda: tensorlayout.conv2d(x, w, b, padding=1),
-            "torch": lambda: torch.nn.functional.conv2d(xt, wt, bt, padding=1),
         }
-        outputs = {"plan": plan(x), "1shot": tensorlayout.conv2d(x, w, b, padding=1),
-                   "torch": runs["torch"]().numpy()}
+        outputs = {"plan": plan(x), "1shot": tensorlayout.conv2d(x, w, b, padding=1)}
+        if not args.alone:
+            runs["torch"] = lambda: torch.nn.functional.conv2d(xt, wt, bt, padding=1)
+            outputs["torch"] = runs["torch"]().numpy()
         status, notes = {}, []
         for pname, mod in peers.items():
             try:
@@ -334,7 +348,8 @@ def main() -> int:
               + f" {build['plan'] * 1e3:9.1f}")
         shown = [k for k in RATIOS if k != "plan/best-ok" or ratios.get(k) != ratios.get(
             "plan/best")]            # best-ok only where a flagged peer makes it differ
-        print("    ratios  " + "   ".join(rs(k) for k in shown))
+        if not args.alone:
+            print("    ratios  " + "   ".join(rs(k) for k in shown))
         flag = {"ok": "", "inaccurate": " (!)", "wrong": " (WRONG)", "failed": " (failed)"}
         print("    errors  " + "   ".join(
             f"{k} {errors[k]:.1e}{flag[status.get(k, 'ok')]}" if k in errors
@@ -344,10 +359,16 @@ def main() -> int:
 
     # ---- summary
     summary = {}
+    if args.alone:
+        print("\n(--alone: tensorlayout only, no ratios; compare the plan times with a full run)")
+        SUMMARY_ROWS = []
+    else:
+        SUMMARY_ROWS = SUMMARY
     groups = [("VGG", "vgg"), ("ResNet", "resnet"), ("all", None)]
-    print(f"\ngeometric means of the per-layer median ratios (n = layers with both sides)")
-    print(f"{'':30s} " + " ".join(f"{g:>14s}" for g, _ in groups) + "   goal")
-    for key, label, goal in SUMMARY:
+    if SUMMARY_ROWS:
+        print(f"\ngeometric means of the per-layer median ratios (n = layers with both sides)")
+        print(f"{'':30s} " + " ".join(f"{g:>14s}" for g, _ in groups) + "   goal")
+    for key, label, goal in SUMMARY_ROWS:
         cells, row = [], {}
         for gname, gkey in groups:
             vals = [r["ratios"][key]["median"] for r in results
@@ -361,25 +382,26 @@ def main() -> int:
             f"{g} {'met' if row[g]['met'] else 'not met'}" for g, _ in groups
             if row[g]["met"] is not None)) if goal is not None else "-"
         print(f"{label:30s} " + " ".join(f"{c:>14s}" for c in cells) + f"   {gtxt}")
-    cells, row = [], {}
-    for gname, gkey in groups:
-        vals = [(r["ratios"]["1shot/torch"]["median"], r["layer"]) for r in results
-                if (gkey is None or r["group"] == gkey) and "1shot/torch" in r["ratios"]]
-        lo = min(vals) if vals else None
-        row[gname] = {"min": lo[0] if lo else None, "layer": lo[1] if lo else None,
-                      "n": len(vals), "met": None if lo is None else lo[0] >= ONESHOT_FLOOR}
-        cells.append(f"{lo[0]:8.2f}x (n={len(vals)})" if lo else f"{'-':>14s}")
-    summary["1shot/torch min"] = {"label": "lowest one-shot vs torch", "goal": ONESHOT_FLOOR,
-                                  "groups": row}
-    print(f"{'lowest one-shot vs torch':30s} " + " ".join(f"{c:>14s}" for c in cells)
-          + f"   >= {ONESHOT_FLOOR:.1f}x: " + ", ".join(
-              f"{g} {'met' if row[g]['met'] else 'not met'}" for g, _ in groups
-              if row[g]["met"] is not None)
-          + (f" (lowest: {row['all']['layer']})" if row["all"]["layer"] else ""))
-    missing = [p for p in PEERS if p not in peers]
-    if missing:
-        print(f"(no {', '.join(missing)}: plan vs the faster peer uses "
-              f"{', '.join(peers) or 'nothing'})")
+    if not args.alone:
+        cells, row = [], {}
+        for gname, gkey in groups:
+            vals = [(r["ratios"]["1shot/torch"]["median"], r["layer"]) for r in results
+                    if (gkey is None or r["group"] == gkey) and "1shot/torch" in r["ratios"]]
+            lo = min(vals) if vals else None
+            row[gname] = {"min": lo[0] if lo else None, "layer": lo[1] if lo else None,
+                          "n": len(vals), "met": None if lo is None else lo[0] >= ONESHOT_FLOOR}
+            cells.append(f"{lo[0]:8.2f}x (n={len(vals)})" if lo else f"{'-':>14s}")
+        summary["1shot/torch min"] = {"label": "lowest one-shot vs torch", "goal": ONESHOT_FLOOR,
+                                      "groups": row}
+        print(f"{'lowest one-shot vs torch':30s} " + " ".join(f"{c:>14s}" for c in cells)
+              + f"   >= {ONESHOT_FLOOR:.1f}x: " + ", ".join(
+                  f"{g} {'met' if row[g]['met'] else 'not met'}" for g, _ in groups
+                  if row[g]["met"] is not None)
+              + (f" (lowest: {row['all']['layer']})" if row["all"]["layer"] else ""))
+        missing = [p for p in PEERS if p not in peers]
+        if missing:
+            print(f"(no {', '.join(missing)}: plan vs the faster peer uses "
+                  f"{', '.join(peers) or 'nothing'})")
     flagged = sorted({(r["layer"], p, s) for r in results for p, s in r["peer_status"].items()
                       if s != "ok"})
     if flagged:
@@ -387,12 +409,15 @@ def main() -> int:
 
     if args.json:
         doc = {"benchmark": "bench_conv", "machine": machine, "threads": T,
+               "alone": args.alone,
                "busy_threads": busy_threads,
                "versions": versions, "peers": peer_info,
                "method": {"rounds": args.repeat, "order": names,
                           "busy_wait_ms": BUSY_WAIT * 1e3, "untimed_calls": 1,
                           "best_of": BEST_OF, "ratio": "other_time / our_time per round",
-                          "error": "relative L2 vs torch float64 conv2d",
+                          "error": "relative L2 vs " + ("tensorlayout float64 im2col"
+                                                        if args.alone else
+                                                        "torch float64 conv2d"),
                           "check_tol": CHECK_TOL, "wrong_tol": WRONG_TOL,
                           "batch": 1, "dtype": "float32", "padding": 1, "kernel": 3},
                "layers": results, "summary": summary}

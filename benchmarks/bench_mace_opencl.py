@@ -45,6 +45,9 @@ import sys
 
 import numpy as np
 
+# kernels compile in the untimed warm-up calls, never in a background thread while timing
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
+
 try:
     import pyopencl as cl
 except ImportError:  # pragma: no cover

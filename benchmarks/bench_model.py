@@ -1,88 +1,157 @@
 """Whole networks: tensorlayout's CPU runtime against onnxruntime, same model, same threads.
 
-Networks: ResNet-18, VGG-11 and MobileNetV2 (torchvision's architectures written in plain
-PyTorch, random weights, exported with torch.onnx.export) at 224 x 224, batch 1, float32.
-Both runtimes get ``--threads`` threads (onnxruntime: intra-op threads, one inter-op
-thread; tensorlayout: numba's pool and BLAS).  Each runtime runs twice untimed first.  In
-each of ``--rounds`` rounds the two take turns (which goes first alternates) and each is
-timed once on the same input.  The table shows the median time over rounds, the spread
-(lowest - highest), and the ratio onnxruntime time / tensorlayout time per round as its
-median [lowest - highest] (above 1: tensorlayout faster).  The outputs are compared:
-relative L2 error and top-1 class.
+Networks (torchvision's architectures written in plain PyTorch by ``tensorlayout.model.zoo``,
+random weights, BatchNorm with random statistics, exported with torch.onnx.export): ResNet-18,
+ResNet-50, VGG-11, MobileNetV2, MobileNetV3-Small, EfficientNet-B0, ShuffleNetV2 x1.0 and
+SqueezeNet 1.1, batch 1, float32, at each ``--sizes`` side.  Both runtimes get ``--threads``
+threads (onnxruntime: intra-op threads, one inter-op thread, all graph optimisations;
+tensorlayout: numba's pool and BLAS).  Each runtime runs three times untimed first.  In each
+of ``--rounds`` rounds the two take turns (which goes first alternates) and each is timed as
+the best of three calls on the same input.  The table shows the median time over rounds,
+the spread (lowest - highest), and the ratio onnxruntime time / tensorlayout time per round
+as its median [lowest - highest] (above 1: tensorlayout faster), and the geometric mean of
+the median ratios per size.  Every output is checked: relative L2 error against
+onnxruntime's (at most 1e-4) and the same top-1 class; a network that fails the check is
+marked FAIL.
 
-    python benchmarks/bench_model.py [--threads 2] [--rounds 7] [--size 224] [--nets resnet18,vgg11]
+``--alone`` times each runtime in a process of its own (no other library's thread pool
+beside it), one network after the other, and compares those medians instead.
+
+    python benchmarks/bench_model.py [--threads 2] [--rounds 7] [--sizes 224,96]
+                                     [--nets resnet18,vgg11] [--alone]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
 
-NETS = ("resnet18", "vgg11", "mobilenet_v2")
+# kernels compile in the untimed warm-up calls, never in a background thread while timing
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
+
+NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
+        "shufflenet_v2", "squeezenet1_1")
+
+
+def _sessions(name, size, threads, which=("ours", "ort")):
+    import onnxruntime as ort
+
+    from tensorlayout.model import load, zoo
+
+    data, _ = zoo.export(name, size=size)
+    x = np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)
+    fns = {}
+    if "ours" in which:
+        model = load(data)
+        fns["ours"] = lambda: model.run(x, threads=threads)
+        fns["_model"] = model
+    if "ort" in which:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        feed = {sess.get_inputs()[0].name: x}
+        fns["ort"] = lambda: sess.run(None, feed)[0]
+    return fns
+
+
+def _best_of(fn, k=3):
+    best = float("inf")
+    for _ in range(k):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _alone(name, size, threads, rounds, which):
+    """Median ms of one runtime in this process alone (the --alone child)."""
+    fns = _sessions(name, size, threads, (which,))
+    fn = fns[which]
+    for _ in range(3):
+        y = fn()
+    times = [_best_of(fn) * 1e3 for _ in range(rounds)]
+    return {"median": float(np.median(times)), "low": float(min(times)), "high": float(max(times)),
+            "out": np.asarray(y).ravel().tolist()}
+
+
+def _child(name, size, threads, rounds, which):
+    cmd = [sys.executable, __file__, "--child", f"{name},{size},{which}", "--threads", str(threads),
+           "--rounds", str(rounds)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--sizes", default="224,96")
     ap.add_argument("--nets", default=",".join(NETS))
+    ap.add_argument("--alone", action="store_true",
+                    help="time each runtime in a process of its own")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        name, size, which = args.child.split(",")
+        print(json.dumps(_alone(name, int(size), args.threads, args.rounds, which)))
+        return 0
 
     import onnxruntime as ort
 
-    from tensorlayout.model import load, zoo
-    from tensorlayout.backends.cpu import threads_limit
+    from tensorlayout.backends.cpu import available_cpus
 
-    print(f"machine: {platform.processor() or platform.machine()}, threads: {args.threads}, "
-          f"onnxruntime {ort.__version__}, numpy {np.__version__}, input 1x3x{args.size}x{args.size}, "
-          f"{args.rounds} rounds")
-    head = (f"{'network':13s} {'ort ms':>8s} {'spread':>13s} {'ours ms':>8s} {'spread':>13s} "
-            f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}  convolutions")
+    print(f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs usable, "
+          f"threads: {args.threads}, onnxruntime {ort.__version__}, numpy {np.__version__}, "
+          f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}")
+    head = (f"{'network':19s} {'size':>4s} {'ort ms':>8s} {'spread':>13s} {'ours ms':>8s} {'spread':>13s} "
+            f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}")
     print(head)
     print("-" * len(head))
-    for name in args.nets.split(","):
-        data, _ = zoo.export(name, size=args.size)
-        model = load(data)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = args.threads
-        opts.inter_op_num_threads = 1
-        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-        x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size)).astype(np.float32)
-        feed = {sess.get_inputs()[0].name: x}
-
-        def ours():
-            with threads_limit(args.threads):
-                return model.run(x)
-
-        def theirs():
-            return sess.run(None, feed)[0]
-
-        for _ in range(2):
-            y, r = ours(), theirs()
-        t_ours, t_ort = [], []
-        for k in range(args.rounds):
-            order = (ours, theirs) if k % 2 == 0 else (theirs, ours)
-            for fn in order:
-                t0 = time.perf_counter()
-                fn()
-                (t_ours if fn is ours else t_ort).append(time.perf_counter() - t0)
-        t_ours, t_ort = np.array(t_ours) * 1e3, np.array(t_ort) * 1e3
-        ratio = t_ort / t_ours
-        err = float(np.linalg.norm(y.astype(np.float64) - r) / np.linalg.norm(r.astype(np.float64)))
-        algs = {}
-        for s in model.steps:
-            if s.node.op == "Conv":
-                algs[s.info["algorithm"]] = algs.get(s.info["algorithm"], 0) + 1
-        conv = ", ".join(f"{n} {a}" for a, n in sorted(algs.items(), key=lambda kv: -kv[1]))
-        print(f"{name:13s} {np.median(t_ort):8.1f} {t_ort.min():6.1f}-{t_ort.max():<6.1f} "
-              f"{np.median(t_ours):8.1f} {t_ours.min():6.1f}-{t_ours.max():<6.1f} "
-              f"{np.median(ratio):6.2f} {ratio.min():6.2f}-{ratio.max():<6.2f} {err:8.1e} "
-              f"{'same' if np.argmax(y) == np.argmax(r) else 'DIFF':>6s}  {conv}", flush=True)
-    return 0
+    ok = True
+    for size in (int(s) for s in args.sizes.split(",")):
+        ratios = []
+        for name in args.nets.split(","):
+            if args.alone:
+                a, b = _child(name, size, args.threads, args.rounds, "ours"), \
+                    _child(name, size, args.threads, args.rounds, "ort")
+                y, r = np.array(a["out"]), np.array(b["out"])
+                t_ours = np.array([a["low"], a["median"], a["high"]])
+                t_ort = np.array([b["low"], b["median"], b["high"]])
+                ratio = np.array([b["median"] / a["median"]] * 3)
+            else:
+                fns = _sessions(name, size, args.threads)
+                ours, theirs = fns["ours"], fns["ort"]
+                for _ in range(3):
+                    y, r = ours(), theirs()
+                t_ours, t_ort = [], []
+                for k in range(args.rounds):
+                    order = (ours, theirs) if k % 2 == 0 else (theirs, ours)
+                    for fn in order:
+                        (t_ours if fn is ours else t_ort).append(_best_of(fn))
+                t_ours, t_ort = np.array(t_ours) * 1e3, np.array(t_ort) * 1e3
+                ratio = t_ort / t_ours
+            y, r = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
+            err = float(np.linalg.norm(y - r) / np.linalg.norm(r))
+            same = int(np.argmax(y)) == int(np.argmax(r))
+            good = err <= 1e-4 and same
+            ok &= good
+            ratios.append(float(np.median(ratio)))
+            print(f"{name:19s} {size:4d} {np.median(t_ort):8.2f} {t_ort.min():6.2f}-{t_ort.max():<6.2f} "
+                  f"{np.median(t_ours):8.2f} {t_ours.min():6.2f}-{t_ours.max():<6.2f} "
+                  f"{np.median(ratio):6.2f} {ratio.min():6.2f}-{ratio.max():<6.2f} {err:8.1e} "
+                  f"{'same' if same else 'DIFF':>6s}{'' if good else '  FAIL'}", flush=True)
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        print(f"{'geometric mean':19s} {size:4d} {'':60s} {geo:6.2f}  (lowest {min(ratios):.2f})",
+              flush=True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
 
 import numpy as np
+
+# kernels compile in the untimed warm-up calls, never in a background thread while timing
+os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
 
 NETS = ("resnet18", "vgg11", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2")
 

@@ -2,8 +2,11 @@
 and the engine's defaults (not a goal benchmark: it has no peer).
 
 For each layer and thread count: every tile F(2,3), F(4,3), F(6,3) with the default
-Tuning and a few block sizes, im2col, and the one-shot conv2d's weight transform alone.
-Times are the median of ``--repeat`` rounds of the best of 3 calls, in ms.
+Tuning (the native engine), the split schedule forced (``s``), small blocks (``t``,
+``b``) and BLAS from Python threads (``B``); PyTorch and im2col; and a one-shot conv2d's
+plan alone (``U2`` ... ``U6``: the weight transform into the packed panels and the plan's
+setup, what each one-shot call pays before convolving).  Times are
+the median of ``--repeat`` rounds of the best of 3 calls, in ms.
 
     python benchmarks/sweep_engine.py [--threads 2,16] [--repeat 5] [--layers 64@224,512@7]
 """
@@ -45,8 +48,6 @@ def main() -> int:
     except ImportError:
         pass
     from tensorlayout.winograd import Tuning, plan_conv2d
-    from tensorlayout.winograd.engine import transform_weights
-    from tensorlayout.winograd.transforms import transforms
 
     print(f"machine: {platform.processor() or platform.machine()}")
     rng = np.random.default_rng(0)
@@ -61,9 +62,7 @@ def main() -> int:
                         "s": Tuning(threads=nt, min_block_tiles=1 << 20),
                         "t": Tuning(threads=nt, min_block_tiles=8),
                         "b": Tuning(threads=nt, block_bytes=1 << 20, min_block_tiles=32),
-                        "P": Tuning(threads=nt, gemm="packed"),
-                        # our Python threads around the compiled steps (the engine below 4 threads)
-                        "py": Tuning(threads=nt, parallel_min_threads=1 << 20)}
+                        "B": Tuning(threads=nt, gemm="blas")}
             for m in (2, 4, 6):
                 for label, tun in variants.items():
                     p = plan_conv2d(x.shape, w, padding=1, algorithm=f"winograd:{m}", tuning=tun)
@@ -88,8 +87,9 @@ def main() -> int:
                         pass
                     times[k].append(best_of(lambda: p(x)))
                 for m in (2, 4, 6):
-                    tr = transforms(m, 3)
-                    wt[m].append(best_of(lambda: transform_weights(w, tr, 1, True, nt)))
+                    wt[m].append(best_of(lambda: plan_conv2d(
+                        x.shape, w, padding=1, algorithm=f"winograd:{m}", weights="per-call",
+                        tuning=Tuning(threads=nt))))
             med = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
             best = min(med, key=med.get)
             cells = " ".join(f"{k}={v:.2f}{'*' if k == best else ''}({runs[k][1][:1]})"

@@ -96,6 +96,9 @@ def cli_examples(page: Path):
 
 EXAMPLES = [e for page in PAGES for e in cli_examples(page)]
 
+#: The networks the examples name, exported once per session (each export takes seconds).
+_EXPORTED: dict = {}
+
 
 def _need_opencl():
     pytest.importorskip("pyopencl", reason="PyOpenCL is not installed (extra 'opencl')")
@@ -119,6 +122,8 @@ def test_command_line_examples_run_as_shown(where, argv, shown, tmp_path, monkey
     if argv and (argv[0] == "opencl" or "--runtime" in argv and
                  argv[argv.index("--runtime") + 1:][:1] == ["opencl"]):
         _need_opencl()
+    if argv and argv[0] == "compare":
+        _need_opencl()          # an opencl side (the default --b)
     monkeypatch.chdir(tmp_path)
     for arg in argv:
         # a model the example names (docs/models.md): a network of that name with random
@@ -129,7 +134,9 @@ def test_command_line_examples_run_as_shown(where, argv, shown, tmp_path, monkey
             pytest.importorskip("torch")
             from tensorlayout.model import zoo
 
-            (tmp_path / arg).write_bytes(zoo.export(m.group(1), size=64)[0])
+            if m.group(1) not in _EXPORTED:
+                _EXPORTED[m.group(1)] = zoo.export(m.group(1), size=64)[0]
+            (tmp_path / arg).write_bytes(_EXPORTED[m.group(1)])
     if shown is not None and not shown.strip():
         shown = None
     out, err = io.StringIO(), io.StringIO()

@@ -44,8 +44,15 @@ def test_loader_folded_what_it_should(net):
     assert "BatchNormalization" not in ops           # folded into the Conv before it
     assert not ops & {"Shape", "Gather", "Constant", "Unsqueeze", "Cast"}   # folded chains
     convs = [s for s in model.steps if s.node.op == "Conv"]
-    assert convs and all(s.conv_plan is not None and s.info["algorithm"] == s.conv_plan.info.name
+    assert convs and all(s.info["algorithm"] == s.conv_plan.info.name if s.conv_plan is not None
+                         else s.info["algorithm"] in ("depthwise loops", "pointwise GEMM")
                          for s in convs)
+    for s in convs:            # the backend's own loops exactly where the kernel is theirs
+        p = s.node.params
+        if p.depthwise:
+            assert s.info["algorithm"] == "depthwise loops"
+        elif p.kernel == (1, 1) and p.group == 1 and p.begin == p.end == (0, 0):
+            assert s.info["algorithm"] == "pointwise GEMM"
     if name in ("resnet18", "vgg11"):
         assert any(s.info["algorithm"].startswith("winograd") for s in convs)
 

@@ -135,8 +135,10 @@ def test_gemm_forms_and_chunked_weights():
     # e = d^T (40 x 3) @ w4 (3 x 12): a (40, 12) output
     _, report, prog = _run(_model(nodes, inits, [3, 2100]), x=RNG.standard_normal((3, 2100), dtype=np.float32))
     assert set(_where(report).values()) == {"npu"}
-    kinds = {s.node.name: s.kind for s in prog.schedule.steps}
-    assert kinds["a"] == "matmul" and kinds["e"] == "matmul" and kinds["c"] == "bdc"
+    groups = {s.node.name: s.group for s in prog.schedule.steps}
+    kinds = {g.index: g.kind for g in prog.schedule.groups}
+    assert kinds[groups["a"]] == kinds[groups["e"]] == "matmul"      # matmuls of their own
+    assert kinds[groups["c"]] == "group" and groups["c"] == groups["d"]
     assert "chunks" in next(r for r in report if r["name"] == "a")["why"]
 
 

@@ -626,22 +626,25 @@ def test_same_result_for_every_thread_count_and_block():
 
 
 @pytest.mark.parametrize("gemm", ["blas", "packed"])
-def test_compiled_parallel_engine(gemm):
-    """The one-function parallel engine (used from Tuning.parallel_min_threads threads on), with
-    its GEMMs by BLAS's C entry point or by the packed-panel kernel, in both schedules, against
-    the float64 loop; NaN input still lands where PyTorch puts it."""
+def test_native_and_blas_engines(gemm):
+    """float32 Winograd on the native workers with the packed-panel SIMD GEMM ("packed") and on
+    Python threads with BLAS ("blas"), in both schedules, with the row layout and without,
+    against the float64 loop; NaN input still lands where PyTorch puts it."""
     pytest.importorskip("numba")
+    from tensorlayout.winograd import engine
+
     rng = np.random.default_rng(37)
     x = rng.standard_normal((2, 20, 15, 33)).astype(np.float32)
     w = rng.standard_normal((24, 20, 3, 3)).astype(np.float32)
     b = rng.standard_normal(24).astype(np.float32)
     ref = reference_conv(x, w, b, 1, 1)
+    native = gemm == "packed" and engine.native_ok()
     for extra in (dict(), dict(min_block_tiles=1 << 20, small_weights_bytes=1),
                   dict(block_tiles=9, row_layout=False)):
-        tuning = Tuning(threads=3, parallel_min_threads=1, gemm=gemm, panel=8, **extra)
+        tuning = Tuning(threads=3, gemm=gemm, **extra)
         plan = plan_conv2d(x.shape, w, b, padding=1, algorithm="winograd:2", tuning=tuning)
-        assert plan.winograd.compiled is not None
-        assert (plan.winograd.sgemm is not None) == (gemm == "blas")
+        assert (plan.winograd.native is not None) == native
+        assert (plan.winograd.packed is not None) == native
         assert rel_err(plan(x), ref) < TOL32["winograd:2"], extra
     xn = x.copy()
     xn[1, 4, 7, 30] = np.nan
@@ -710,6 +713,7 @@ def test_plan_called_from_several_threads_at_once():
      LayoutError, "tuning = 'fast'"),
     (lambda: Tuning(threads=0), LayoutError, "Tuning.threads = 0"),
     (lambda: Tuning(gemm="mkl"), LayoutError, "Tuning.gemm = 'mkl'"),
+    (lambda: Tuning(block_bytes=0), LayoutError, "Tuning.block_bytes = 0"),
 ])
 def test_bad_arguments_are_named_before_anything_is_allocated(call, err, match):
     with pytest.raises(err, match=match):

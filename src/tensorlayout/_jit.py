@@ -86,3 +86,46 @@ def _run_quietly(fn):
         fn()
     except Exception:  # noqa: BLE001 - a failed warm-up only means the NumPy path stays
         pass
+
+
+# ---------------------------------------------------------------------------- generated kernels
+_MODULES: dict = {}
+
+
+def cache_dir() -> str:
+    """Where generated kernels and numba's compiled code are kept between processes:
+    ``$TENSORLAYOUT_CACHE``, else ``$XDG_CACHE_HOME/tensorlayout`` (``~/.cache/tensorlayout``)."""
+    root = os.environ.get("TENSORLAYOUT_CACHE")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "tensorlayout")
+    return root
+
+
+def generated_module(name: str, source: str):
+    """The module of generated kernels ``source``, written once into :func:`cache_dir`'s
+    ``kernels`` folder as ``name``.py (``name`` must say everything the source depends on)
+    and imported from there, so that numba's ``cache=True`` keeps the compiled code beside
+    it; an OSError when the cache cannot be written."""
+    import importlib.util
+    import sys
+
+    with _LOCK:
+        mod = _MODULES.get(name)
+        if mod is not None:
+            return mod
+        folder = os.path.join(cache_dir(), "kernels")
+        path = os.path.join(folder, f"{name}.py")
+        if not os.path.exists(path):
+            os.makedirs(folder, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as fh:
+                fh.write(source)
+            os.replace(tmp, path)
+        full = f"tensorlayout_kernels_{name}"
+        spec = importlib.util.spec_from_file_location(full, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[full] = mod
+        spec.loader.exec_module(mod)
+        _MODULES[name] = mod
+        return mod

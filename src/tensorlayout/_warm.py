@@ -2,7 +2,8 @@
 
 ``python -m tensorlayout._warm`` runs each compiled path once on tiny inputs: the image
 and buffer copies, the Winograd tiles F(2,3), F(4,3), F(6,3) and F(4,5) in float32 (their
-generated kernels and the weight transform), im2col and the direct loops.  numba keeps
+generated kernels and the weight transform), im2col, the direct loops and the network CPU
+backend's depthwise and epilogue loops.  numba keeps
 what it compiles in its cache, so later processes start in about a second instead of
 compiling at their first call.  ``make demo`` and ``make test`` run it once after
 installing.  Without numba it does nothing.
@@ -54,6 +55,10 @@ def _warm(out, t0) -> float:
     plan_conv2d(x.shape, w, stride=2, padding=1, algorithm="im2col", tuning=now)(x)
     plan_conv2d(x.shape, np.ones((16, 1, 3, 3), np.float32), padding=1, groups=16,
                 algorithm="direct", tuning=now)(x)
+    from tensorlayout.backends import cpu_kernels
+
+    cpu_kernels._warm()                          # the network CPU backend's loops
+    print(f"  network kernels ready ({time.perf_counter() - t0:.0f} s)", file=out, flush=True)
     return time.perf_counter() - t0
 
 

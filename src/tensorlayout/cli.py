@@ -20,7 +20,7 @@ import sys
 from .errors import LayoutError
 
 # Order of the subcommands in --help and of the parts in the tour.
-PARTS = ("buffer", "image", "npu", "npusim", "winograd", "opencl", "draw", "model")
+PARTS = ("buffer", "image", "npu", "npusim", "winograd", "opencl", "draw", "model", "compare")
 
 
 def _load_parts():

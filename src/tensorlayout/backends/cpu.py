@@ -10,6 +10,7 @@ its tensors to itself, so one prepared program serves concurrent callers.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -18,8 +19,10 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
+from ..graph.ops.nn import gemm_weight
+from . import cpu_kernels as kernels
 
-__all__ = ["CpuProgram", "Step", "threads_limit", "run_step", "MAX_THREADS"]
+__all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
 
 #: The most threads a run may ask for.
 MAX_THREADS = 4096
@@ -27,7 +30,8 @@ MAX_THREADS = 4096
 
 @dataclass
 class Step:
-    """A node ready to run: its kernel, static shapes and what the plan shows about it."""
+    """A step ready to run: its kernel, the tensors it reads and writes, static shapes and
+    what the plan shows about it (``node``: the first node; ``fused``: the others it runs)."""
 
     node: object
     run: object = field(repr=False)
@@ -37,6 +41,9 @@ class Step:
     conv_plan: object = field(default=None, repr=False)
     in_place: bool = False
     free: tuple = ()
+    inputs: tuple = ()
+    outputs: tuple = ()
+    fused: tuple = ()
 
 
 def _first_line(exc) -> str:
@@ -55,32 +62,185 @@ def run_step(node, step, inputs, out=None, where: str = ""):
         raise ModelError(f"node {node.name!r} ({node.op}) failed{where}: {_first_line(exc)}") from None
 
 
+def _depthwise(node, ctx, act):
+    """The backend's depthwise loops (bias and activation in the same pass)."""
+    p = node.params
+    w = np.ascontiguousarray(ctx.consts[1], np.float32)
+    b = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
+         else np.zeros(w.shape[0], np.float32))
+    out_shape = ctx.out_shapes[0]
+    args = (*p.strides, *p.begin, *p.dilations, p.multiplier, *act)
+
+    def run(inputs, out=None):
+        y = np.empty(out_shape, np.float32)
+        return [kernels.depthwise(np.ascontiguousarray(inputs[0]), w, b, y, args)]
+    return run
+
+
+def _pointwise(node, ctx, bias, act, residual):
+    """A 1x1 convolution as GEMMs of the weights by the input's (C, H·W) planes, the bias,
+    the residual (the last input) and the activation applied block by block: the backend's
+    :class:`~tensorlayout.backends.cpu_kernels.Pointwise` on the native workers when its
+    kernels are ready, else NumPy's matmul and the NumPy epilogue."""
+    p = node.params
+    w = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32).reshape(p.out_channels, -1))
+    sh, sw = p.strides
+    N, O, OH, OW = ctx.out_shapes[0]
+    made = []
+
+    def run(inputs, out=None):
+        x = inputs[0]
+        if (sh, sw) != (1, 1):
+            x = x[:, :, ::sh, ::sw]
+        x = np.ascontiguousarray(x, np.float32)
+        res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
+        if kernels.ready():
+            if not made:
+                made.append(kernels.Pointwise(w, bias, act, x.shape))
+            return [made[0](x, res)]
+        y = np.empty((N, O, OH, OW), np.float32)
+        y3 = y.reshape(N, O, OH * OW)
+        np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
+        kernels.epilogue(y3, bias, None if res is None else res.reshape(y3.shape), act)
+        return [y]
+    return run
+
+
+def _fc(node, ctx, act):
+    """A fully connected layer (Gemm or MatMul of (M, K) by constant weights) as the
+    backend's :class:`~tensorlayout.backends.cpu_kernels.Pointwise` GEMM of the weights
+    (N, K) by the input's transpose, C and the activation in its epilogue; NumPy while the
+    kernels compile."""
+    p = node.params
+    wk = gemm_weight(p, ctx.consts[1])                       # (K, N), alpha folded in
+    w = np.ascontiguousarray(wk.T)                           # (N, K)
+    M, N = ctx.out_shapes[0]
+    c = ctx.consts[2] if len(ctx.inputs) > 2 and ctx.inputs[2] else None
+    bias = None
+    if c is not None:
+        bias = np.ascontiguousarray(np.broadcast_to(np.asarray(c, np.float32).reshape(-1)
+                                                    * np.float32(p.beta), (N,)), np.float32)
+    made = []
+
+    def run(inputs, out=None):
+        x = np.ascontiguousarray(inputs[0], np.float32)
+        if not kernels.ready():
+            y = x @ wk
+            if bias is not None:
+                y += bias
+            kernels.activate_numpy(y, *act)
+            return [y]
+        if not made:
+            made.append(kernels.Pointwise(w, bias, act, (1, w.shape[1], M, 1)))
+        xt = x.reshape(-1, 1) if M == 1 else np.ascontiguousarray(x.T)
+        y = made[0](xt)                                      # (1, N, M, 1)
+        return [y.reshape(1, N) if M == 1 else np.ascontiguousarray(y.reshape(N, M).T)]
+    return run
+
+
+def _im2col(node, ctx, engine, act, residual):
+    """A convolution as columns and the packed GEMM with its epilogue
+    (:class:`~tensorlayout.backends.cpu_kernels.Im2col`) when the backend's kernels are
+    ready, else ``engine`` (the engine's plan with the epilogue after it)."""
+    p = node.params
+    w = np.asarray(ctx.consts[1], np.float32)
+    bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
+            else None)
+    made = []
+
+    def run(inputs, out=None):
+        if not kernels.ready():
+            return engine(inputs, out)
+        if not made:
+            made.append(kernels.Im2col(w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
+                                       p.dilations, ctx.out_shapes[0][2:]))
+        res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
+        return [made[0](np.ascontiguousarray(inputs[0], np.float32), res)]
+    return run
+
+
+def _with_epilogue(run, bias, act, residual):
+    """``run``, then (in place on its first output) the bias, the residual (the last input)
+    and the activation, in one compiled pass over each (batch, channel) plane."""
+    def fused(inputs, out=None):
+        y = run(inputs if residual is None else inputs[:-1], out)[0]
+        if not isinstance(y, np.ndarray):              # NumPy gives scalars for 0-d
+            y = np.array(y)
+        elif not y.flags.c_contiguous:
+            y = np.ascontiguousarray(y)
+        if y.ndim < 2:
+            kernels.activate_numpy(y, *act)
+            return [y]
+        n, c = y.shape[:2]
+        res = None if residual is None else np.ascontiguousarray(inputs[-1]).reshape(n, c, -1)
+        kernels.epilogue(y.reshape(n, c, -1), bias, res, act)
+        return [y]
+    return fused
+
+
 class CpuProgram:
     """The prepared CPU run of a :class:`~tensorlayout.schedule.CpuSchedule`."""
 
     def __init__(self, schedule):
-        graph = schedule.graph
-        self.graph = graph
+        graph = self.graph = schedule.graph
         self.steps = []
         for s in schedule.steps:
             node = s.node
             ctx = graph.ctx(node)
             info, plan = {}, None
-            if node.op == "Conv" and s.algorithm is not None:
+            act = kernels.act_code(s.act)
+            residual = s.residual or None
+            bias, own_epilogue = None, False
+            if s.kind == "conv":
                 run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
-                p = node.params
-                info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason,
-                            groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))
+                info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason)
+                if plan.info.name == "im2col" and node.params.group == 1:
+                    engine = (_with_epilogue(run, None, act, residual)
+                              if residual or act[0] else run)
+                    run = _im2col(node, ctx, engine, act, residual)
+                    own_epilogue = True
+            elif s.kind == "depthwise":
+                # the activation in the loops' own pass, unless a residual comes first
+                run = _depthwise(node, ctx, act if residual is None else kernels.act_code(None))
+                info.update(algorithm="depthwise loops")
+                if residual is None:
+                    act = kernels.act_code(None)
+            elif s.kind == "fc":
+                run = _fc(node, ctx, act)
+                info.update(algorithm="fc GEMM")
+                own_epilogue = True
+            elif s.kind == "pointwise":
+                if node.params.has_bias:
+                    bias = np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1)
+                run = _pointwise(node, ctx, bias, act, residual)
+                info.update(algorithm="pointwise GEMM")
+                own_epilogue = True
             else:
                 run = graph.kernel(node)
+            if node.op == "Conv" and s.kind != "kernel":
+                p = node.params
+                info.update(groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))
+            if s.fused:
+                info["fused"] = list(s.fused)
+                if (bias is not None or residual or act[0]) and not own_epilogue:
+                    run = _with_epilogue(run, bias, act, residual)
+            elif bias is not None and not own_epilogue:
+                run = _with_epilogue(run, bias, act, None)
             if node.name in graph.folded:
                 info["folded"] = graph.folded[node.name]
-            self.steps.append(Step(node, run, list(ctx.in_shapes), list(ctx.out_shapes), info,
-                                   plan, s.in_place, s.free))
+            inputs = tuple(node.inputs) + ((residual,) if residual else ())
+            outputs = (s.output,) if s.fused else tuple(node.outputs)
+            in_shapes = list(ctx.in_shapes) + ([graph.shapes[residual]] if residual else [])
+            out_shapes = [graph.shapes.get(o) if o else None for o in outputs]
+            self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
+                                   s.free, inputs, outputs, s.fused))
 
-    def run(self, feeds: dict, threads=None, profile=False):
+    def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
-        also ``[(layer, op, seconds, algorithm)]`` (else None)."""
+        also ``[(layer, op, seconds, algorithm)]`` (else None).  ``tap(step, outputs)``, if
+        given, sees each step (its node, the nodes fused into it, the tensors it writes:
+        ``step.outputs``) with its outputs as soon as they are computed, before a later step
+        writes over them or drops them (it must copy what it keeps)."""
         graph = self.graph
         values = dict(graph.consts)
         values.update(feeds)
@@ -89,13 +249,13 @@ class CpuProgram:
                                                  divide="ignore", under="ignore"):
             for st in self.steps:
                 node = st.node
-                ins = [values[n] if n else None for n in node.inputs]
+                ins = [values[n] if n else None for n in st.inputs]
                 t0 = time.perf_counter() if profile else 0.0
                 outs = run_step(node, st, ins, ins[0] if st.in_place else None)
                 if profile:
                     prof.append((node.name, node.op, time.perf_counter() - t0,
                                  st.info.get("algorithm")))
-                for name, value, shape in zip(node.outputs, outs, st.out_shapes):
+                for name, value, shape in zip(st.outputs, outs, st.out_shapes):
                     if not name:
                         continue
                     if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
@@ -109,6 +269,8 @@ class CpuProgram:
                         raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
                                          f"{value.dtype} where the model's types say {want}")
                     values[name] = value
+                if tap is not None:
+                    tap(st, outs)
                 for n in st.free:
                     values.pop(n, None)
         return [values[n] for n in graph.outputs], prof
@@ -130,13 +292,42 @@ def _blas_controller():
     return _CONTROLLER[0]
 
 
+def available_cpus() -> int:
+    """The CPUs this process may use: its affinity mask (``taskset``), capped by a cgroup's
+    CPU quota where one is set (a container's ``--cpus``), at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    for path, parse in (("/sys/fs/cgroup/cpu.max", lambda t: t.split()[:2]),
+                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", None)):
+        try:
+            with open(path) as f:
+                text = f.read()
+            if parse is not None:
+                quota, period = parse(text)
+            else:
+                quota = text.strip()
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+                    period = f.read().strip()
+            if quota not in ("max", "-1"):
+                n = min(n, max(1, -(-int(quota) // int(period))))
+            break
+        except (OSError, ValueError):
+            continue
+    return max(1, n)
+
+
 @contextlib.contextmanager
 def threads_limit(n):
-    """Run with ``n`` threads: numba's pool (Winograd transforms) and the BLAS library."""
-    if n is None:
-        yield
-        return
-    n = check_positive_int("threads", n)
+    """Run with ``n`` threads on the native workers (the backend's kernels and the Winograd
+    engine take numba's thread setting, which this sets).  None: as many as
+    :func:`available_cpus` (not the machine's core count: a process pinned to 2 cores of 16
+    runs 2 threads).  BLAS is held to one thread meanwhile: its threads keep spinning long
+    after a call (OpenBLAS for about a tenth of a second) and would take the cores the
+    workers need; what still calls BLAS (products of two computed tensors, the engine's
+    paths while kernels compile) runs on the calling thread."""
+    n = available_cpus() if n is None else check_positive_int("threads", n)
     if n > MAX_THREADS:
         raise LayoutError(f"threads = {n} is not allowed: it must be at most {MAX_THREADS}")
     restore = []
@@ -147,7 +338,7 @@ def threads_limit(n):
         restore.append(lambda: numba.set_num_threads(old))
     controller = _blas_controller()
     if controller is not None:
-        limiter = controller.limit(limits=n, user_api="blas")
+        limiter = controller.limit(limits=1, user_api="blas")
         restore.append(limiter.restore_original_limits)
     try:
         yield

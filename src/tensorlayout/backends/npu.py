@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import LayoutError, ModelError
 from ..graph import Graph, load_graph
 from ..npu import BM1684, CHIPS, Chip, get_chip
-from ..schedule.npu import placement, schedule_npu
+from ..schedule.npu import placement, reported, schedule_npu
 
 __all__ = ["NpuProgram", "run_onnx"]
 
@@ -64,13 +64,23 @@ class NpuProgram:
         self.schedule = schedule_npu(graph, chip, groups=groups)
         self._kernels = {s.node.name: graph.kernel(s.node) for s in self.schedule.steps
                          if s.kind == "host"}
+        self._kinds = {s.node.name: s.kind for s in self.schedule.steps}
+        self._steps = {s.node.name: s for s in self.schedule.steps}
+        self.planner_memory = None      # the layer planner's own memory, after its last run
         self.gdma_moved = 0
 
-    def run(self, feeds: dict):
+    def run(self, feeds: dict, tap=None):
         """``(outputs, report)`` for checked ``feeds``: the outputs in the graph's order, and
         per node ``name``, ``op``, ``where`` ("npu", "host" or "view"), ``why``, ``group``,
         ``shape``, ``tensors`` (the placements its instructions used: the first image and
-        row slice) and ``gdma`` (bytes its GDMA instructions moved)."""
+        row slice) and ``gdma_bytes`` (what its GDMA instructions moved).
+
+        ``tap(step, outputs, memory)``, if given, is called for each node in the graph's
+        order right after its last instruction, with its outputs as they are stored (read
+        from system memory where the program put them there, else from local memory after
+        each slice that computed them) and, for a node on the chip, the
+        :class:`~tensorlayout.npu.memory.LocalMemory` as that instruction left it (None on the
+        host and for views)."""
         from ..npu import cmodel
         from ..npu.memory import LocalMemory
 
@@ -82,6 +92,7 @@ class NpuProgram:
         graph = self.graph
         used, moved = {}, {}
         host = dict(graph.consts)
+        taps = _Taps(self, tap) if tap is not None else None
         with _LOCK:
             mem = LocalMemory(self.schedule.chip, system_bytes=prog.system_bytes, backend="cmodel")
             with mem.exclusive(), np.errstate(all="ignore"):
@@ -93,8 +104,12 @@ class NpuProgram:
                 for at, key, make in prog.uploads:
                     arr = np.ascontiguousarray(make(), np.float32)
                     mem.write_system(at, arr.reshape(1, 1, 1, -1))
-                for ins in prog.instrs:
+                if taps is not None:
+                    taps.start(mem, feeds, host)
+                for k, ins in enumerate(prog.instrs):
                     self._one(mem, ins, host, used, moved)
+                    if taps is not None:
+                        taps.after(k, ins, mem)
                 outs = [_read(mem, prog.sys[t]) if t in prog.sys else host[t] for t in graph.outputs]
         self.gdma_moved = sum(moved.values())
         report = []
@@ -117,7 +132,7 @@ class NpuProgram:
         if k == "bdc":
             if ins.node not in used or used[ins.node][0] == ins.slice:
                 seen = used.setdefault(ins.node, [ins.slice, []])
-                for role, name, t in ins.operands:
+                for role, name, t in reported(self._kinds[ins.node], ins.operands):
                     row = placement(name, role, t)
                     if row not in seen[1]:
                         seen[1].append(row)
@@ -128,6 +143,8 @@ class NpuProgram:
             return
         if k == "conv_plan":
             self._conv_plan(mem, ins)
+            step = self._steps[ins.node]
+            used[ins.node] = [0, [placement(name, role, t) for role, name, t in step.tensors]]
             n = ins.nbytes
         elif k in ("load", "store") and ins.op == "matrix":
             fn = mem.gdma_matrix_s2l if k == "load" else mem.gdma_matrix_l2s
@@ -163,14 +180,19 @@ class NpuProgram:
                 host[t] = value
 
     def _conv_plan(self, mem, ins):
+        from ..npu.memory import LocalMemory
         from ..npu.planner import run_conv_plan
 
         node = self.graph.node(ins.node)
         x = _read(mem, ins.args["input"])
         w = np.asarray(self.graph.consts[node.inputs[1]], np.float32)
         b = self.graph.consts[node.inputs[2]] if node.params.has_bias else None
-        # the planner runs on a memory of its own; the simulator switches ours back in after it
-        y = run_conv_plan(ins.args["plan"], np.ascontiguousarray(x), w, b)
+        # the planner runs on a memory of its own (its input, 2IC weights, bias and output,
+        # each once); the simulator switches ours back in after it
+        plan = ins.args["plan"]
+        self.planner_memory = LocalMemory(plan.chip, system_bytes=plan.minimum_gdma_bytes,
+                                          backend="cmodel")
+        y = run_conv_plan(plan, np.ascontiguousarray(x), w, b, mem=self.planner_memory)
         _write(mem, ins.args["output"], y)
 
 
@@ -203,3 +225,85 @@ def run_onnx(model, x):
         raise ModelError(f"the model takes {len(graph.inputs)} inputs: run_onnx runs one-input models")
     outs, report = NpuProgram(graph).run(graph.feeds((x,), {}))
     return (outs[0] if len(outs) == 1 else outs), report
+
+
+class _Taps:
+    """A run's tap: each node's outputs read back from where the program keeps them, handed
+    over right after the node's last instruction (views and moves without one after the node
+    before them)."""
+
+    def __init__(self, program, tap):
+        self.program, self.tap = program, tap
+        sched = program.schedule
+        last = {}
+        for k, ins in enumerate(sched.instrs):
+            last[ins.node] = k
+        self.due, running = {}, -1
+        for step in sched.steps:
+            running = max(running, last.get(step.node.name, running))
+            self.due.setdefault(running, []).append(step)
+        self.parts = {}                 # tensor -> the slices' local reads, assembled
+
+    def start(self, mem, feeds, host):
+        self.host = host
+        self.values = dict(feeds)
+        for step in self.due.get(-1, []):
+            self._hand(step, mem)
+
+    def after(self, k, ins, mem):
+        g = self.program.graph
+        for name, t, n, r0 in ins.holds:
+            shape = tuple(g.shapes[name])
+            acc = self.parts.get(name)
+            if acc is None:
+                acc = self.parts[name] = np.zeros(shape, np.float32)
+            got = mem.load(t)
+            if len(shape) == 4:
+                acc[n, :, r0:r0 + got.shape[2], :] = got[0]
+            else:
+                acc[n] = got.reshape(-1)[:shape[-1]]
+        for step in self.due.get(k, []):
+            self._hand(step, mem)
+
+    def _hand(self, step, mem):
+        prog = self.program.schedule.program
+        node = step.node
+        outs, moved = [], None
+        for t in node.outputs:
+            if not t:
+                outs.append(None)
+            elif t in self.parts:
+                outs.append(self.parts.pop(t))
+            elif t in prog.sys and prog.group_of.get(node.name, -1) >= 0 and self._stored(t):
+                outs.append(_read(mem, prog.sys[t]))
+            elif t in self.host:
+                outs.append(self.host[t])
+            else:                       # a view or a move of values already handed over
+                if moved is None:
+                    g = self.program.graph
+                    ins = [self.values.get(i, g.consts.get(i)) if i else None for i in node.inputs]
+                    moved = g.kernel(node)(ins, None)
+                outs.append(np.asarray(moved[list(node.outputs).index(t)]))
+            if t:
+                self.values[t] = outs[-1]
+        on_chip = step.kind not in ("host", "view") and not (step.kind == "move" and not step.tensors)
+        if step.kind == "conv":
+            mem = self.program.planner_memory
+        self.tap(step, outs, mem if on_chip else None)
+
+    def _stored(self, t):
+        """Whether the program writes ``t`` into system memory (a store, a move, the host)."""
+        prog = self.program.schedule.program
+        if not hasattr(self, "_written"):
+            self._written = set()
+            for ins in prog.instrs:
+                if ins.kind in ("store", "s2s", "conv_plan", "host"):
+                    for _, name, _ in ins.operands:
+                        self._written.add(name)
+                    if ins.kind == "host":
+                        self._written.update(name for name, _ in ins.args["outputs"] if name)
+                    if ins.kind == "conv_plan":
+                        self._written.add(self.program.graph.node(ins.node).outputs[0])
+                    if ins.kind == "s2s":
+                        self._written.update(o for o in self.program.graph.node(ins.node).outputs if o)
+        return t in self._written

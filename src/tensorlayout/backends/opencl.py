@@ -278,7 +278,28 @@ class OpenCLSession:
         with self._lock:
             return self._run(feeds, profile)
 
-    def _run(self, feeds, profile):
+    def run_tapped(self, feeds: dict, tap):
+        """Run on checked ``feeds`` (as :meth:`run`) and call ``tap(queue, items, layer)``
+        after the input's upload (``layer`` None) and after each layer's kernels are
+        enqueued: the same kernels on the same images, so an image ``tap`` reads there
+        (:meth:`read_image` on ``queue``) holds what that layer wrote, before a later layer
+        takes its memory block.  ``items``: the batch items of this pass (a slice)."""
+        with self._lock:
+            return self._run(feeds, False, tap)
+
+    def read_image(self, key, queue=None) -> np.ndarray:
+        """The pixels ``(height, width, 4)`` of a schedule slot or weight image ``key``, at the
+        size the schedule gives it (its memory block may be larger), in the image's dtype."""
+        if key in self.schedule.weights:
+            w, h = self.schedule.weights[key].size
+        else:
+            w, h = self.schedule.slots[key][:2]
+        host = np.empty((h, w, 4), self.dtype)
+        cl().enqueue_copy(queue or self.queue, host, self._images[key], origin=(0, 0),
+                          region=(w, h), is_blocking=True)
+        return host
+
+    def _run(self, feeds, profile, tap=None):
         pcl = cl()
         q = self.queue if profile else self.run_queue
         events = [] if profile else None
@@ -291,10 +312,14 @@ class OpenCLSession:
                     ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)
                     if profile:
                         events.append(("(input)", "upload", "upload", ev))
-            for layer, bd in self._bound:
+            if tap is not None:
+                tap(q, items, None)
+            for j, (layer, bd) in enumerate(self._bound):
                 ev = pcl.enqueue_nd_range_kernel(q, bd.kobj, bd.gsize, bd.lsize)
                 if profile:
                     events.append((layer.name, layer.op, bd.kernel, ev))
+                if tap is not None and (j + 1 == len(self._bound) or self._bound[j + 1][0] is not layer):
+                    tap(q, items, layer)
             for name, host, buf, kernels, ids, shape in self._downloads:
                 for k, gs in kernels:
                     ev = pcl.enqueue_nd_range_kernel(q, k, gs, None)

@@ -145,7 +145,8 @@ def _input_shapes(args):
     return shapes
 
 
-def _load(args):
+def load_model(args):
+    """The model of ``args.model`` (a regular file) with ``--input-shape`` applied."""
     from ..model import load
 
     input_arg(args.model, "MODEL.onnx")
@@ -250,7 +251,7 @@ def run_cmd(args) -> int:
         return _run_opencl(args)
     if args.runtime == "npu":
         return run_npu(args)
-    model = _load(args)
+    model = load_model(args)
     feeds = read_inputs(args, model)
     if args.profile:
         model.run(feeds, threads=args.threads)            # warm-up: first-call costs
@@ -286,7 +287,8 @@ def run_cmd(args) -> int:
     return 0
 
 
-def _winograd_arg(text):
+def winograd_arg(text):
+    """``--winograd``: "auto", or the tile 0 (none), 2, 4 or 6."""
     t = str(text).strip().lower()
     if t == "auto":
         return "auto"
@@ -324,7 +326,7 @@ def run_npu(args) -> int:
 
     _only(args, "npu", (("--threads", getattr(args, "threads", None)),
                         ("--profile", getattr(args, "profile", False))))
-    model = _load(args)
+    model = load_model(args)
     feeds = read_inputs(args, model)
     by_layer = bool(getattr(args, "layer_by_layer", False))
     prog = NpuProgram(model.graph, getattr(args, "chip", None) or BM1684, groups=not by_layer)
@@ -402,9 +404,9 @@ def _run_opencl(args) -> int:
 
     if args.threads is not None:
         raise LayoutError("--threads applies to --runtime cpu only (OpenCL uses the device)")
-    winograd = _winograd_arg(args.winograd)
-    max_image = _max_image(args.max_image)
-    model = _load(args)
+    winograd = winograd_arg(args.winograd)
+    max_image = max_image_arg(args.max_image)
+    model = load_model(args)
     feeds = read_inputs(args, model)
     t0 = time.perf_counter()
     sess = OpenCLSession(model, args.device, half=args.half, winograd=winograd,
@@ -447,11 +449,11 @@ def _run_opencl(args) -> int:
         per_layer, per_op = sess.profile_table()
         kinds = {f"{la.name} ({la.op})": la.kind for la in sess.layers}
         total = sum(t for _, t in per_layer) or 1e-12
-        _table(("layer", "kernels", "device ms", "share"),
+        print_columns(("layer", "kernels", "device ms", "share"),
                [(n, kinds.get(n, ""), f"{t * 1e3:.3f}", f"{t / total:.1%}") for n, t in per_layer],
                right=(2, 3))
         print()
-        _table(("op type", "device ms", "share"),
+        print_columns(("op type", "device ms", "share"),
                [(op, f"{t * 1e3:.3f}", f"{t / total:.1%}") for op, t in per_op], right=(1, 2))
         print(f"total {total * 1e3:.3f} ms of device time")
     if args.check:
@@ -481,7 +483,7 @@ def _print_check(checks, cosine):
 def _print_profile(prof):
     total = sum(t for _, _, t, _ in prof) or 1e-12
     rows = [(n, op, alg or "", f"{t * 1e3:.3f}", f"{t / total:.1%}") for n, op, t, alg in prof]
-    _table(("layer", "op", "algorithm", "ms", "share"), rows, right=(3, 4))
+    print_columns(("layer", "op", "algorithm", "ms", "share"), rows, right=(3, 4))
     by_op = {}
     for _, op, t, alg in prof:
         key = op if not alg else f"{op} {alg}"
@@ -490,11 +492,13 @@ def _print_profile(prof):
     print()
     rows = [(k, str(n), f"{s * 1e3:.3f}", f"{s / total:.1%}")
             for k, (n, s) in sorted(by_op.items(), key=lambda kv: -kv[1][1])]
-    _table(("op type (algorithm)", "layers", "ms", "share"), rows, right=(1, 2, 3))
+    print_columns(("op type (algorithm)", "layers", "ms", "share"), rows, right=(1, 2, 3))
     print(f"total {total * 1e3:.3f} ms in layers")
 
 
-def _table(head, rows, right=(), mark=None, out=print):
+def print_columns(head, rows, right=(), mark=None, out=print):
+    """``rows`` under ``head`` in aligned columns (``right``: the right-aligned ones; ``mark``: a
+    two-character prefix per row)."""
     widths = [max(len(str(r[i])) for r in list(rows) + [head]) for i in range(len(head))]
 
     def fmt(r):
@@ -513,7 +517,7 @@ def _kib(v):
     return f"{v / 1024:.1f} KiB" if v < 1 << 20 else f"{v / 2 ** 20:.2f} MiB"
 
 
-def _max_image(text):
+def max_image_arg(text):
     """``--max-image W,H`` as a list of two positive integers, or None when not given."""
     if text is None:
         return None
@@ -530,13 +534,13 @@ def plan_cmd(args) -> int:
 
     if args.html is not None:
         output_arg(args.html, "--html", folder=True)
-    max_image = _max_image(args.max_image)
+    max_image = max_image_arg(args.max_image)
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
-    winograd = _winograd_arg(args.winograd)
+    winograd = winograd_arg(args.winograd)
     from ..schedule.npu import schedule_npu
 
-    model = _load(args)
+    model = load_model(args)
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip,
                       half=args.half, winograd=winograd)
     report = None
@@ -566,7 +570,7 @@ def plan_cmd(args) -> int:
                          f"[{r['image'][0]}, {r['image'][1]}]", str(r["bytes_f32"]),
                          str(r["bytes_f16"]), f"{r['waste']:.1%}", r["note"] or ""))
         marks.append("! " if r["fits"] is False else "  ")
-    _table(("tensor", "role", "shape", "buffer", "image type", "[W, H]", "f32 bytes", "f16 bytes",
+    print_columns(("tensor", "role", "shape", "buffer", "image type", "[W, H]", "f32 bytes", "f16 bytes",
             "waste", "note"), rows, right=(6, 7, 8), mark=marks)
     mem = plan.memory()
     images = plan.images()
@@ -596,8 +600,8 @@ def plan_cmd(args) -> int:
                          cell, str(r["working_set"]) if r["tensors"] else "-",
                          str(r["gdma_bytes"]) if r["gdma_bytes"] else "-", r["why"]))
             marks.append("  " if r["fits"] else "! ")
-        _table(("layer", "op", "place", "group", "tensors (channels/NPU, bytes/NPU @ address)",
-                "working set", "GDMA bytes", "why"), rows, right=(3, 5, 6), mark=marks)
+        print_columns(("layer", "op", "place", "group", "tensors (channels/NPU, bytes/NPU @ address)",
+                       "working set", "GDMA bytes", "why"), rows, right=(3, 5, 6), mark=marks)
         print()
         single = schedule_npu(model.graph, c, groups=False).gdma_bytes()
         total = plan.npu.gdma_bytes()

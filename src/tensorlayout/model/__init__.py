@@ -11,6 +11,10 @@ Needs the ``onnx`` package (the ``model`` extra); imported only when a model is 
   per layer, the NPU placement on a Sophgo chip and whether it fits one NPU's local memory.
 * :class:`OpenCLSession`: a network with every activation in OpenCL images, prepared once
   (:mod:`tensorlayout.backends.opencl`).
+* :func:`compare` -> :class:`~tensorlayout.model.workbench.Comparison`: two runtimes tensor by
+  tensor, each tensor read back from its storage; :func:`where`: where one element of a tensor
+  lives on images or the NPU (:mod:`tensorlayout.model.workbench`,
+  :mod:`tensorlayout.model.workbench_where`).
 * :mod:`tensorlayout.model.zoo`: networks built at run time with random weights.
 
 >>> from tensorlayout.model import load, zoo
@@ -25,7 +29,7 @@ from ._model import RUNTIMES, Model, load
 from .plan import ModelPlan, plan_model
 
 __all__ = ["load", "Model", "ModelError", "OP_TYPES", "OPSET_RANGE", "RUNTIMES", "plan_model",
-           "ModelPlan", "OpenCLSession"]
+           "ModelPlan", "OpenCLSession", "compare", "where"]
 
 
 def __getattr__(name):
@@ -34,4 +38,12 @@ def __getattr__(name):
         from ..backends.opencl import OpenCLSession
 
         return OpenCLSession
+    if name == "compare":
+        from .workbench import compare
+
+        return compare
+    if name == "where":
+        from .workbench_where import where
+
+        return where
     raise AttributeError(f"module 'tensorlayout.model' has no attribute {name!r}")

@@ -89,8 +89,9 @@ class Model:
         """Run the model on inputs of the loaded shapes; the output array (a list when the model
         has several outputs).  Inputs: in order, one dict, or by name as keywords.
         ``runtime``: "cpu" (default), "opencl" (a session on the default OpenCL device,
-        prepared on first use) or "npu" (Sophgo's simulator).  ``threads`` caps the CPU
-        runtime's threads; ``profile`` records seconds per layer in :attr:`last_profile`.
+        prepared on first use) or "npu" (Sophgo's simulator).  ``threads``: the CPU runtime's
+        threads (default: the CPUs the process may use, its affinity and cgroup quota);
+        ``profile`` records seconds per layer in :attr:`last_profile`.
 
         >>> import numpy as np
         >>> from tensorlayout.model import zoo

@@ -1,21 +1,24 @@
-"""The CPU schedule: each node's algorithm (convolutions: the engine's algorithm and tile),
-which element-wise steps write over their dying input, and when each tensor is freed.
+"""The CPU schedule: which nodes run as one step (a convolution with the residual Add and the
+activation after it; a fully connected, element-wise or BatchNormalization node with its
+activation), each convolution's kernel (depthwise and pointwise loops of the backend, or the
+Winograd / im2col engine with the algorithm and tile its cost model picks), which element-wise
+steps write over their dying input, and when each tensor is freed.
 
 >>> from tensorlayout.graph import load_graph
 >>> from tensorlayout.model import zoo
 >>> s = schedule_cpu(load_graph(zoo.tiny_onnx()))
->>> [(st.node.name, st.algorithm, st.tile) for st in s.steps if st.node.op == "Conv"]
-[('conv1', 'im2col', None), ('conv2', 'winograd', 2), ('conv3', 'im2col', None)]
->>> [st.node.name for st in s.steps if st.in_place]       # each Relu over its conv's output
-['relu1', 'relu2', 'relu3']
+>>> [(st.node.name, st.kind, st.algorithm, st.tile, st.fused) for st in s.steps][:4]
+[('conv1', 'conv', 'im2col', None, ('relu1',)), ('pool1', 'kernel', None, None, ()), ('conv2', 'conv', 'winograd', 2, ('relu2',)), ('conv3', 'conv', 'im2col', None, ('relu3',))]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph.ops import REDUCTIONS, Conv
-from .common import IN_PLACE, VIEWS, live_ranges
+import numpy as np
+
+from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv
+from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from .winograd import cpu_conv
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
@@ -23,18 +26,29 @@ __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
 #: Ops whose NumPy kernel may return a view of (share memory with) its first input (a
 #: reduction over no axis returns its input).
 ALIASING = VIEWS | {"Slice", "Split", "Transpose"} | set(REDUCTIONS)
+#: Ops an activation after them runs in (their kernel's epilogue).
+_FUSE_ACT = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul", "Div")
 
 
 @dataclass(frozen=True)
 class CpuStep:
-    """One node on the CPU: its convolution algorithm and tile (with the auto rule's reason),
+    """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
+    ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
+    "depthwise", "pointwise" or "fc" (the backend's loops and GEMMs), "conv" (the engine,
+    with ``algorithm`` and ``tile`` and the auto rule's ``reason``) or "kernel" (the graph's
+    NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
     it (``free``)."""
 
     node: object
+    kind: str = "kernel"
     algorithm: str | None = None
     tile: int | None = None
     reason: str | None = None
+    act: object = None
+    residual: str = ""
+    fused: tuple = ()
+    output: str = ""
     in_place: bool = False
     free: tuple = ()
 
@@ -46,8 +60,109 @@ class CpuSchedule:
     live: dict
 
 
+def _f32(graph, *names) -> bool:
+    return all(graph.dtypes.get(n) == np.float32 and n in graph.shapes for n in names)
+
+
+def _conv_kind(node) -> str:
+    p = node.params
+    if p.depthwise:
+        return "depthwise"
+    if (p.kernel == (1, 1) and p.group == 1 and p.begin == (0, 0) and p.end == (0, 0)):
+        return "pointwise"
+    return "conv"
+
+
+def _fc_bias(graph, node) -> bool:
+    """True when a fully connected node's C (Gemm's third input) is absent or a constant the
+    backend adds per output column: one value, (N,) or (1, N)."""
+    if node.op != "Gemm" or len(node.inputs) < 3 or not node.inputs[2]:
+        return True
+    c = graph.consts.get(node.inputs[2])
+    n = graph.shapes[node.outputs[0]][1]
+    return c is not None and (c.size == 1 or c.shape in ((n,), (1, n)))
+
+
+def _fusions(graph):
+    """``{producer name: (residual tensor or "", add node or None, activation nodes, the
+    activation's parameters or None)}``: the activation nodes are one of ACTIVATIONS, or a
+    Sigmoid and a Mul that make SiLU (:data:`SILU`)."""
+    readers = graph.readers()
+    outputs = set(graph.outputs)
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    producers = graph.producers()
+
+    def only_reader(name, ops):
+        nxt = readers.get(name, [])
+        if len(nxt) == 1 and nxt[0].op in ops and name not in outputs:
+            return nxt[0]
+        return None
+
+    out = {}
+    for node in graph.nodes:
+        if node.op not in _FUSE_ACT or not node.outputs or not _f32(graph, node.outputs[0]):
+            continue
+        if node.op == "Conv" and not isinstance(node.params, Conv):
+            continue
+        y = node.outputs[0]
+        add = None
+        res = ""
+        if node.op == "Conv":
+            a = only_reader(y, ("Add",))
+            if a is not None and a.inputs.count(y) == 1:
+                other = a.inputs[1] if a.inputs[0] == y else a.inputs[0]
+                src = producers.get(other)
+                if (other not in graph.consts and _f32(graph, other, a.outputs[0])
+                        and graph.shapes[other] == graph.shapes[y] == graph.shapes[a.outputs[0]]
+                        and (src is None or order[src.name] < order[node.name])):
+                    add, res, y = a, other, a.outputs[0]
+        act = only_reader(y, ACTIVATIONS)
+        if act is not None and (act.inputs[0] != y or act.params.runtime_bounds):
+            act = None
+        acts = () if act is None else (act,)
+        params = None if act is None else act.params
+        if act is None:
+            silu = _silu(graph, y, readers, outputs)
+            if silu:
+                acts, params = silu, SILU
+        if add is not None or acts:
+            out[node.name] = (res, add, acts, params)
+    return out
+
+
+#: x · sigmoid(x) (SiLU, Swish) as one activation: the Sigmoid and the Mul fused together.
+SILU = Activation("SiLU")
+
+
+def _silu(graph, y, readers, outputs) -> tuple:
+    """(Sigmoid, Mul) when ``y`` is read by exactly a Sigmoid and a Mul of ``y`` by that
+    Sigmoid's output (nothing else reading either, neither a graph output), else ()."""
+    nxt = readers.get(y, [])
+    if len(nxt) != 2 or y in outputs:
+        return ()
+    sig = next((n for n in nxt if n.op == "Sigmoid"), None)
+    mul = next((n for n in nxt if n.op == "Mul"), None)
+    if sig is None or mul is None or sig.inputs[0] != y or not sig.outputs:
+        return ()
+    s = sig.outputs[0]
+    if (s in outputs or readers.get(s, []) != [mul] or sorted(mul.inputs) != sorted([y, s])
+            or not mul.outputs or not _f32(graph, s, mul.outputs[0])
+            or graph.shapes[mul.outputs[0]] != graph.shapes[y]):
+        return ()
+    return (sig, mul)
+
+
 def schedule_cpu(graph) -> CpuSchedule:
-    live = live_ranges(graph)
+    fused = _fusions(graph)
+    skip = {n.name: p for p, (_, a, f, _) in fused.items() for n in (a, *f) if n is not None}
+    step_of, i = {}, -1
+    for node in graph.nodes:
+        if node.name not in skip:
+            i += 1
+        step_of[node.name] = i
+    for name, producer in skip.items():
+        step_of[name] = step_of[producer]
+    live = live_ranges(graph, step_of)
     producers = graph.producers()
     readers = graph.readers()
     aliased = set()          # tensors some op may view: never written over
@@ -59,10 +174,20 @@ def schedule_cpu(graph) -> CpuSchedule:
     for t, (_, last) in live.items():
         dying.setdefault(last, []).append(t)
     steps = []
-    for i, node in enumerate(graph.nodes):
-        algorithm = tile = reason = None
-        if node.op == "Conv" and isinstance(node.params, Conv):
-            algorithm, tile, reason = cpu_conv(graph, node)
+    for node in graph.nodes:
+        if node.name in skip:
+            continue
+        i = step_of[node.name]
+        res, add, acts, act = fused.get(node.name, ("", None, (), None))
+        output = ((acts[-1] if acts else None) or add or node).outputs[0] if node.outputs else ""
+        kind, algorithm, tile, reason = "kernel", None, None, None
+        if node.op == "Conv" and isinstance(node.params, Conv) and _f32(graph, node.inputs[0]):
+            kind = _conv_kind(node)
+            if kind == "conv":
+                algorithm, tile, reason = cpu_conv(graph, node)
+        elif is_fc(graph, node) and _f32(graph, node.inputs[0], node.outputs[0]) \
+                and _fc_bias(graph, node):
+            kind = "fc"
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
         in_place = bool(
@@ -72,5 +197,7 @@ def schedule_cpu(graph) -> CpuSchedule:
             and x in graph.shapes and graph.shapes.get(x) == graph.shapes.get(out)
             and graph.dtypes.get(x) == graph.dtypes.get(out))
         free = tuple(t for t in dying.get(i, ()) if t not in graph.consts)
-        steps.append(CpuStep(node, algorithm, tile, reason, in_place, free))
+        steps.append(CpuStep(node, kind, algorithm, tile, reason, act, res,
+                             tuple(n.name for n in (add, *acts) if n is not None), output,
+                             in_place, free))
     return CpuSchedule(graph, steps, live)

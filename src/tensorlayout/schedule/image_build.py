@@ -13,7 +13,7 @@ from ..image import image_shape
 from .common import MOVES, fusions
 from .image_ops import EMITTERS
 from .images import (Act, ImageLayer, ImageSchedule, ImageTarget, Launch, Table, Virtual,
-                     WeightImage, full_nchw, nhwc_of, node_error)
+                     WeightImage, full_nchw, nhwc_of, node_error, slot_range)
 from .memory import reuse_blocks
 
 __all__ = ["Builder", "schedule_images"]
@@ -324,6 +324,13 @@ class Builder:
 
     def _move(self, node):
         outs = self._trace(node)
+        if any(len(self.source_of(np.asarray(o).reshape(-1))) > 4 for o in outs if o is not None):
+            # a gather reads four images at once: where the traced inputs already gather from
+            # more, make them images first, so that the gathers stay single kernels
+            for n in node.inputs:
+                if n and isinstance(self.acts.get(n), Virtual):
+                    self.device(node, n)
+            outs = self._trace(node)
         for name, ids in zip(node.outputs, outs):
             if name:
                 # kept as traced ids: an image is made only where a kernel reads it
@@ -421,13 +428,7 @@ class Builder:
     # ------------------------------------------------------------------ memory
     def _finish(self, outputs) -> ImageSchedule:
         """Every slot's live range over the layers, and the blocks they share."""
-        first, last = {}, {}
-        for i, layer in enumerate(self.layers):
-            for ln in layer.launches:
-                for a in ln.args:
-                    if isinstance(a, tuple) and a in self.slots:
-                        first.setdefault(a, i)
-                        last[a] = i
+        first, last = slot_range(self.layers, self.slots)
         end = len(self.layers)
         for _, t, _ in outputs:
             for key in t.slots():

@@ -30,7 +30,7 @@ from ..errors import LayoutError, ModelError
 from ..image import DEFAULT_MAX_IMAGE_SIZE
 
 __all__ = ["ImageTarget", "ImageSchedule", "Launch", "ImageLayer", "WeightImage", "Table",
-           "Act", "Virtual", "nhwc_of", "nchw_of", "full_nchw", "node_error"]
+           "Act", "Virtual", "nhwc_of", "nchw_of", "full_nchw", "node_error", "slot_range"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,13 @@ class Act:
     def slots(self):
         return [p.slot for _, _, p in self.parts] if self.parts else [self.slot]
 
+    def layout(self):
+        """The :class:`~tensorlayout.core.Layout` of this image (IN_OUT_CHANNEL): an NCHW index
+        of the batch items and channels it holds -> (y, x, lane), the kernels' own map."""
+        from ..image import image_layout
+
+        return image_layout("IN_OUT_CHANNEL", nchw_of(self.nhwc), layout="NCHW")
+
 
 @dataclass
 class Virtual:
@@ -170,6 +177,11 @@ class ImageSchedule:
         an image of its own)."""
         return [row for _, row in self.image_rows()]
 
+    def slot_range(self):
+        """``(first, last)`` layer index using each slot (:func:`slot_range`): the layer that
+        writes it, and the last that reads it."""
+        return slot_range(self.layers, self.slots)
+
     def image_rows(self):
         """``(key, row)`` of :meth:`images`: the slot or weight key of each entry."""
         for key, w in self.weights.items():
@@ -196,6 +208,19 @@ class ImageSchedule:
     def weight_bytes(self) -> int:
         return int(sum(w.size[0] * w.size[1] * 4 * self.target.dtype.itemsize
                        for w in self.weights.values()))
+
+
+def slot_range(layers, slots):
+    """``(first, last)``: for each image slot of ``slots``, the index of the first and of the
+    last of ``layers`` whose launches use it (the first one writes it)."""
+    first, last = {}, {}
+    for i, layer in enumerate(layers):
+        for ln in layer.launches:
+            for a in ln.args:
+                if isinstance(a, tuple) and a in slots:
+                    first.setdefault(a, i)
+                    last[a] = i
+    return first, last
 
 
 def nhwc_of(shape):

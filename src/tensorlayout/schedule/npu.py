@@ -15,7 +15,7 @@ it moves and an estimate of its cost (:mod:`~tensorlayout.schedule.npu_cost`).
 >>> from tensorlayout.npu import BM1684
 >>> s = schedule_npu(load_graph(zoo.tiny_onnx()), BM1684)
 >>> [(st.node.name, st.kind) for st in s.steps][:4]
-[('conv1', 'conv'), ('relu1', 'bdc'), ('pool1', 'bdc'), ('conv2', 'conv')]
+[('conv1', 'bdc'), ('relu1', 'bdc'), ('pool1', 'bdc'), ('conv2', 'bdc')]
 >>> len(s.groups), s.steps[1].group                  # the whole network: one layer group
 (1, 0)
 >>> [(t["name"], t["role"], t["shape"]) for t in s.steps[1].row()["tensors"]]
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from ..npu import BM1684, Chip
 
-__all__ = ["NpuStep", "NpuSchedule", "schedule_npu", "npu_layers", "as4", "placement", "NPU_OPS"]
+__all__ = ["NpuStep", "NpuSchedule", "schedule_npu", "npu_layers", "as4", "placement", "NPU_OPS",
+           "reported"]
 
 #: The ops with a BDC or GDMA form on the NPU (where their parameters fit it; the rest of a
 #: network, and these where they do not fit, run on the host and say why).
@@ -50,6 +51,17 @@ def as4(shape):
     return shape + (1,) * (4 - len(shape))
 
 
+#: The roles reports give the instructions' operands (their own names are the arguments of
+#: :mod:`tensorlayout.npu.bdc`): an element-wise instruction's a and b and a matmul's left
+#: matrix are inputs, its right matrix the weight.
+_ROLES = {"a": "input", "b": "input", "left": "input", "right": "weight"}
+
+
+def reported(kind, operands):
+    """An instruction's ``(role, name, NpuTensor)`` operands under the roles reports use."""
+    return [(_ROLES.get(role, role), name, t) for role, name, t in operands]
+
+
 def placement(name, role, t) -> dict:
     """The row of one placed tensor (an :class:`~tensorlayout.npu.NpuTensor`)."""
     return {"name": name, "role": role, "address": int(t.address), "shape": list(t.shape),
@@ -59,9 +71,12 @@ def placement(name, role, t) -> dict:
 
 @dataclass
 class NpuStep:
-    """One node: ``kind`` "conv" (convolutions), "bdc" (other BDC instructions), "matmul",
-    "move" (GDMA copies only), "view" (no work) or "host"; ``why`` the reason; ``group`` its
-    layer group; ``tensors`` the placements its instructions use, as (role, name, NpuTensor);
+    """One node: ``kind`` "bdc" (BDC instructions, convolutions included), "matmul" (Gemm
+    in the matrix layout; its operands reported as input, weight, bias and output), "conv" (a
+    convolution through the layer planner, ``conv_plan``), "move" (GDMA placements and
+    copies), "view" (no work) or "host"; ``why`` the reason; ``group`` its layer group;
+    ``tensors`` the placements its instructions use, as (role, name, NpuTensor) (a move's
+    output: the channels of local memory it is placed in);
     ``gdma`` the bytes its GDMA instructions move ({"load", "store", "local", "system"});
     ``cost`` the estimate (:func:`~tensorlayout.schedule.npu_cost.estimate`)."""
 
@@ -158,8 +173,8 @@ def schedule_npu(graph, chip=BM1684, groups=True) -> NpuSchedule:
         kind = _KINDS[plan.kind]
         if info is not None and info.kind == "sysview" and plan.kind in ("move", "view"):
             kind = "view"
-        if kind == "bdc" and node.op == "Conv":
-            kind = "conv"
+        if kind == "bdc" and node.op in ("Gemm", "MatMul"):
+            kind = "matmul"
         why = plan.why
         if kind == "view" and plan.kind in ("move", "sysmove", "view"):
             why = (plan.why if plan.kind == "view" else plan.why)
@@ -170,10 +185,12 @@ def schedule_npu(graph, chip=BM1684, groups=True) -> NpuSchedule:
         for ins in instrs:
             if ins.kind != "bdc" or ins.slice != first_slice:
                 continue
-            for role, name, t in ins.operands:
+            for role, name, t in reported(kind, ins.operands):
                 if (role, name) not in seen:
                     seen.add((role, name))
                     step.tensors.append((role, name, t))
+        if kind == "move" and node.name in prog.placed:
+            step.tensors = [("output", t, v) for t, v in prog.placed[node.name]]
         for ins in instrs:
             if ins.kind in ("load", "store", "copy", "s2s", "conv_plan"):
                 k = {"load": "load", "store": "store", "copy": "local", "s2s": "system",
@@ -181,6 +198,7 @@ def schedule_npu(graph, chip=BM1684, groups=True) -> NpuSchedule:
                 step.gdma[k] = step.gdma.get(k, 0) + ins.nbytes
             if ins.kind == "conv_plan":
                 step.conv_plan = ins.args["plan"]
+                step.tensors = _conv_placements(step.conv_plan, node)
         step.cost = estimate(chip, instrs)
         step.working_set = info.peak_bytes if info is not None and info.kind == "group" else (
             int(step.conv_plan.bytes_per_npu) if step.conv_plan is not None else 0)
@@ -188,6 +206,26 @@ def schedule_npu(graph, chip=BM1684, groups=True) -> NpuSchedule:
             step.working_set = max(int(t.end_offset) for _, _, t in step.tensors)
         steps.append(step)
     return NpuSchedule(graph, chip, steps, prog)
+
+
+def _conv_placements(plan, node):
+    """The layer planner's buffers as placements (their largest slice)."""
+    from ..npu import compact_stride, tensor_layout
+
+    out = []
+    for name, b in plan.buffers.items():
+        if name == "weight":
+            _, ks, kh, kw = b.shape
+            shape = (plan.input_shape[1], ks, kh, kw)
+            t = tensor_layout(plan.chip, b.offset, shape, mode="2IC",
+                              stride=compact_stride(plan.chip, shape, 0, mode="2IC"))
+        else:
+            t = tensor_layout(plan.chip, b.offset, b.shape,
+                              layout="compact" if name == "bias" else "aligned")
+        tensor = {"input": node.inputs[0], "weight": node.inputs[1], "output": node.outputs[0],
+                  "bias": node.inputs[2] if len(node.inputs) > 2 else ""}[name]
+        out.append((name, tensor, t))
+    return out
 
 
 def npu_layers(graph, chip) -> list:

@@ -87,15 +87,15 @@ class Emitter:
             args = dict(src=src, dst=t.address, shape=(c2, k, kh, 2 * kw),
                         dst_stride=(2 * ws[0], 2 * ws[1], 2 * kw, 1),
                         src_stride=(k * kh * kw * 2, kh * kw * 2, kw * 2, 1))
-            return Instr("load", node, "tensor", (("local", prm.key, t),), args, gi, si, prm.nbytes)
+            return Instr("load", node, "tensor", (("local", prm.name, t),), args, gi, si, prm.nbytes)
         if prm.layout == "matrix":
             args = dict(src=src, dst=t.address, rows=prm.shape[0], cols=prm.shape[1],
                         cols_per_channel=prm.cpc, row_stride=prm.shape[1])
-            return Instr("load", node, "matrix", (("local", prm.key, t),), args, gi, si, prm.nbytes)
+            return Instr("load", node, "matrix", (("local", prm.name, t),), args, gi, si, prm.nbytes)
         sh = prm.shape
         args = dict(src=src, dst=t.address, shape=sh, dst_stride=t.stride,
                     src_stride=(sh[1] * sh[2] * sh[3], sh[2] * sh[3], sh[3], 1))
-        return Instr("load", node, "tensor", (("local", prm.key, t),), args, gi, si, prm.nbytes)
+        return Instr("load", node, "tensor", (("local", prm.name, t),), args, gi, si, prm.nbytes)
 
     def _copy(self, node, dst, src, names, gi, si):
         args = dict(dst=dst.address, src=src.address, shape=src.shape, dst_stride=dst.stride,
@@ -153,7 +153,7 @@ class Emitter:
                     prm = self.param_list[ev[1]][0]
                     out.append(self._param_load(prm, self._param_reader(ev[1]), ctx, gi, si))
                 elif kind == "run":
-                    out += self._run(ev[1], i, gi, si)
+                    out += self._run(ev[1], sl, gi, si)
             at.append(len(out))
             for b in self.bufs.values():
                 if b.kind == "param" and self.resident:
@@ -182,11 +182,13 @@ class Emitter:
         v = self.tensor_for(t, i)
         return self._rows_of(v, t, i, self._need(p, j, i))
 
-    def _run(self, p, i, gi, si):
+    def _run(self, p, sl, gi, si):
         chip = self.chip
+        i = sl.index
         matrices = p.node.op in ("Gemm", "MatMul")
         outs = [t for t in p.node.outputs if t]
         y = self.tensor_for(outs[0], i)
+        whole = y
         q_out = self.npu_of(outs[0])
         X = []
         for j, t in enumerate(p.ins):
@@ -212,17 +214,20 @@ class Emitter:
             X.append((name, v))
         if y.is_matrix and not matrices:
             y = matrix_as_4d(y)
-        P = {prm.role: (prm.key, self._param_tensor(prm)) for prm in p.params}
+        P = {prm.role: (prm.name, self._param_tensor(prm)) for prm in p.params}
         T = []
         for k, kind in enumerate(p.temps):
             addr = q_out * chip.lmem_bytes + self.bufs[f"temp:{p.node.name}:{k}"].offset
             T.append((f"{p.node.name}.temp{k}", tensor_layout(chip, addr, y.shape)))
-        sl = SliceInfo(0, i)
+        pads = SliceInfo(sl.n, i)
         rule = p.rows[0] if p.rows else None
         if rule is not None and rule != "all":
             r = self.rng[i][outs[0]]
-            _, _, sl.pad_top, sl.pad_bottom = rule.need(*r)
+            _, _, pads.pad_top, pads.pad_bottom = rule.need(*r)
         instrs = []
-        for op, operands, args in p.emit(X, (outs[0], y), P, T, sl):
+        for op, operands, args in p.emit(X, (outs[0], y), P, T, pads):
             instrs.append(Instr("bdc", p.node.name, op, operands, args, gi, si, 0))
+        if instrs:
+            first_row = self.rng[i].get(outs[0], (0, 1))[0]
+            instrs[-1].holds = ((outs[0], whole, sl.n, first_row),)
         return instrs

@@ -228,10 +228,10 @@ def gemm(graph, node, chip):
         return plan, ("BDC matmul in chunks of K and N, A loaded transposed by GDMA" if trans_a
                       else f"BDC matmul in chunks: the {k}x{n} weights pass half of one NPU's memory")
     params = [Param(node.inputs[1] + (".T" if p.trans_b else ""), "right", "matrix", (k, n),
-                    make=lambda: bm, cpc=rw)]
+                    make=lambda: bm, cpc=rw, label=node.inputs[1])]
     if crow is not None:
         params.append(Param(node.inputs[2] + (".beta" if p.beta != 1 else ""), "bias", "matrix", (1, n),
-                            make=lambda: crow, cpc=rw))
+                            make=lambda: crow, cpc=rw, label=node.inputs[2]))
     plan = OpPlan(node, "bdc", "", ins=[a], reqs=["any"], rows=["all"], whole=True, params=params,
                   out_npu="any", macs=macs)
     if cfull is not None:

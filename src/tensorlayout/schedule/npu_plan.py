@@ -66,8 +66,9 @@ class Param:
     """A constant the node loads into local memory: ``key`` (unique in the graph), the BDC
     operand ``role``, ``layout`` ("2IC" conv weights, "compact", "matrix"), the local
     ``shape`` (4-D; a matrix's (rows, cols)), ``cpc`` (a matrix's columns per channel),
-    ``npu_offset`` (channels after the output's first: the NPU it starts in) and ``make``
-    (the float32 array the host writes into system memory: 2IC packed, compact or the matrix)."""
+    ``npu_offset`` (channels after the output's first: the NPU it starts in), ``make`` (the
+    float32 array the host writes into system memory: 2IC packed, compact or the matrix) and
+    ``label``, the graph constant it is made from where ``key`` differs."""
 
     key: str
     role: str
@@ -76,6 +77,11 @@ class Param:
     make: object
     cpc: int = 0
     npu_offset: int = 0
+    label: str = ""          # the name reports give it (the graph's constant), else the key
+
+    @property
+    def name(self) -> str:
+        return self.label or self.key
 
     @property
     def nbytes(self) -> int:
@@ -150,7 +156,7 @@ class Instr:
     """One instruction: ``kind`` (load, store, copy, s2s, bdc, host), the ``node`` it serves,
     ``op`` (the BDC function, or "tensor" / "matrix" for GDMA), ``operands`` ((role, name,
     NpuTensor) ...), ``args`` (the call's other arguments), its ``group`` and ``slice``, and
-    ``nbytes``: bytes a GDMA instruction moves."""
+    ``nbytes``: bytes a GDMA instruction moves; ``holds`` (below)."""
 
     kind: str
     node: str
@@ -160,6 +166,9 @@ class Instr:
     group: int = -1
     slice: int = 0
     nbytes: int = 0
+    #: on a node's last BDC instruction of a slice: ((output, its placement, image, first
+    #: row), ...), what that slice leaves of the node's outputs in local memory
+    holds: tuple = ()
 
 
 def align_up(chip, v):

@@ -56,6 +56,7 @@ class Program:
     groups: list = field(default_factory=list)
     plans: dict = field(default_factory=dict)      # node name -> OpPlan
     group_of: dict = field(default_factory=dict)   # node name -> group index
+    placed: dict = field(default_factory=dict)     # a local move -> [(output, its placement)]
     top: int = 0
     _params: dict = field(default_factory=dict)
 
@@ -219,6 +220,7 @@ def _matmul_step(prog, node, gi):
         raise NoRoom(f"{a!r} is not continuous in system memory")
     wkey = f"{node.inputs[1]}{'.T' if node.params.trans_b else ''}"
     wsys = prog.upload_const(wkey, bm)
+    wname, bname = node.inputs[1], node.inputs[2] if crow is not None else ""
     csys = prog.upload_const(f"{node.name}.C", cfull) if cfull is not None else None
     rsys = prog.upload_const(f"{node.name}.bias", crow) if crow is not None else None
     out = prog.sys_of(node.outputs[0])
@@ -273,15 +275,15 @@ def _matmul_step(prog, node, gi):
                                     4 * m * (k1 - k0)))
             args = dict(src=wsys.address + 4 * (k0 * n + n0), dst=right.address, rows=k1 - k0,
                         cols=n1 - n0, cols_per_channel=rw, row_stride=n)
-            instrs.append(Instr("load", node.name, "matrix", (("local", wkey, right),), args, gi, 0,
+            instrs.append(Instr("load", node.name, "matrix", (("local", wname, right),), args, gi, 0,
                                 4 * (k1 - k0) * (n1 - n0)))
-            ops = [("output", node.outputs[0], y), ("left", a, left), ("right", wkey, right)]
+            ops = [("output", node.outputs[0], y), ("left", a, left), ("right", wname, right)]
             if bias is not None:
                 args = dict(src=rsys.address + 4 * n0, dst=bias.address, rows=1, cols=n1 - n0,
                             cols_per_channel=rw, row_stride=n)
-                instrs.append(Instr("load", node.name, "matrix", (("local", f"{node.name}.bias", bias),),
+                instrs.append(Instr("load", node.name, "matrix", (("local", bname, bias),),
                                     args, gi, 0, 4 * (n1 - n0)))
-                ops.append(("bias", f"{node.name}.bias", bias))
+                ops.append(("bias", bname, bias))
             instrs.append(Instr("bdc", node.name, "matmul", tuple(ops), {"accumulate": k0 > 0}, gi, 0))
         y4 = matrix_as_4d(y)
         if alpha != 1.0:
@@ -521,3 +523,6 @@ def _commit(prog, ctx, group):
     prog.groups.append(info)
     for p in group.plans:
         prog.group_of[p.node.name] = gi
+        if p.local in ("concat", "slice") and group.concat_mode.get(p.node.name) != "sys":
+            outs = [t for t in p.node.outputs if t and "act:" + group._root(t)[0] in group.bufs]
+            prog.placed[p.node.name] = [(t, group.tensor_for(t, 0)) for t in outs]

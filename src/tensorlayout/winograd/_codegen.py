@@ -168,9 +168,12 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
                 vert_{m}_{r}(P, F4, rl, coef)
             horiz_{m}_{r}(Fb, V, c, R * U2, coef)
         return
+    # columns past the block's tiles: zero up to a whole vector of tiles (the GEMM reads
+    # npb columns; V's rows may be longer still, see engine.schedule)
+    Pw = min(Pb, (npb + 15) // 16 * 16)
     for c in range(c0, c1):
         for t in range({a} * {a}):
-            for q in range(npb, Pb):
+            for q in range(npb, Pw):
                 V[t, c, q] = 0
     D = np.zeros(({a} * {a}, Pb), dtype=V.dtype)
     E = np.empty(({a} * {a}, Pb), dtype=V.dtype)
@@ -205,7 +208,7 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
                 for i in range({a}):
                     for j in range({a}):
                         D[i * {a} + j, q] = plane[r0 + i, x0 + j]
-            input_{m}_{r}(D, E, V, c, coef, Pb)
+            input_{m}_{r}(D, E, V, c, coef, Pw)
         return
     # blocks over several images: gather each tile, bounds checked
     qn = np.empty(npb, dtype=np.int64)
@@ -237,7 +240,7 @@ def wino_input_{m}_{r}(x, V, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2):
                             D[i * {a} + j, q] = x[n, c, yy, xx]
                         else:
                             D[i * {a} + j, q] = 0
-        input_{m}_{r}(D, E, V, c, coef, Pb)
+        input_{m}_{r}(D, E, V, c, coef, Pw)
 
 
 @njit(nogil=True, cache=True)
@@ -284,9 +287,10 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
                 acc += Z[qs[q]]
             bad[k0] += acc
         return
+    Pw = min(Pb, (npb + 15) // 16 * 16)
     for k in range(k0, k1):
         bk = bias[k]
-        output_{m}_{r}(M, S, O, Z, k, bk, coef, Pb)
+        output_{m}_{r}(M, S, O, Z, k, bk, coef, Pw)
         for q in range(npb):
             n = qn[q]
             oy = qy[q]
@@ -309,87 +313,201 @@ def wino_output_{m}_{r}(M, y, bias, coef, nty, ntx, p0, npb, bad, k0, k1, U2):
 """
 
 
-_ENGINE = """
-@njit(parallel=True, cache=True)
-def {name}_{m}_{r}(x, W, y, bias, coef, pad_t, pad_l, nty, ntx, blocks, U2, split, V, M, bad{extra}):
-    # One call of the whole pipeline on numba's pool (see engine.run_compiled), W being {what}.
-    # split = 0: thread i runs blocks i, i + nt, ... (input, GEMMs, output) on V[i], M[i];
-    # split = 1: every block is shared: the input by channel chunks, the GEMMs by
-    # (point, group, {unit}) and the output by channel chunks, with V[0], M[0].
+_NATIVE = """
+@njit(nogil=True, cache=True)
+def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, ntx, blocks,
+                  U2, split, V, M, bad, ctl, gemm, barrier, fetch_add, spin, w, Ub):
+    # Thread tid's part of one call on nt native workers (engine.NativeCall).  Up holds the
+    # transformed weights as tl_sgemm's panels: row t is the (groups, nkb, Cg, mr) panels
+    # of point t, rows padded (engine.plane_floats); V and M one (a2, Cp, Pb) / (a2, Kp,
+    # Pb) buffer per thread (split: one shared), Cp >= C and Kp >= K rows per plane.
+    # split = 0: each thread takes whole blocks from the counter ctl[0] and runs the input
+    #   transform, the a2 x groups GEMMs and the output transform on its own buffers;
+    # split = 1: every block is shared: the input transform by input channels, a barrier,
+    #   the a2 x (groups x nkb) GEMMs of one panel each cut into nt equal runs (a thread's
+    #   run keeps to few points t, so its V[t] stays in its cache), a barrier, then the
+    #   output transform by output channels.  With weights w (a one-shot call, Up unused)
+    #   each thread instead takes whole panels: it transforms the panel's filters into its
+    #   own Ub[tid] (one panel of every point, in its cache) and runs the panel's a2 GEMMs
+    #   from there; the transformed weights are never written to memory as a whole.
     N, C, H, W_ = x.shape
     K = y.shape[1]
-    a2 = W.shape[0]
-    G = W.shape[1]
+    a2 = Up.shape[0]
+    Lp = Up.shape[1]
     Cg = C // G
     Kg = K // G
+    Cp = V.shape[2]
+    Kp = M.shape[2]
     Pb = V.shape[3]
     nblk = blocks.shape[0]
-    nt = V.shape[0]
-    isz = W.itemsize
-    one = W.dtype.type(1)
-    zero = W.dtype.type(0)
-    nks = {nks}
+    panel = Cg * mr
+    ua = Up.ctypes.data
+    isz = Up.itemsize
+    bar = ctl.ctypes.data + 8
     if split == 0:
-        for tid in prange(nt):
-            Vt = V[tid]
-            Mt = M[tid]
-            for b in range(tid, nblk, nt):
-                p0 = blocks[b, 0]
-                npb = blocks[b, 1]
-                ncol = blocks[b, 2]
-                wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
-                for t in range(a2):
-                    for g in range(G):
-                        {gemm_all}
-                wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
-        return
-    nck = min(C, 4 * nt)
-    nkk = min(K, 4 * nt)
+        Vt = V[tid]
+        Mt = M[tid]
+        va = Vt.ctypes.data
+        ma = Mt.ctypes.data
+        while True:
+            b = call_i64(fetch_add, (ctl.ctypes.data, 1))
+            if b >= nblk:
+                return
+            p0 = blocks[b, 0]
+            npb = blocks[b, 1]
+            ncol = blocks[b, 2]
+            wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, 0, C, U2)
+            for t in range(a2):
+                for g in range(G):
+                    call_void(gemm, (Kg, ncol, Cg, ua + (t * Lp + g * nkb * panel) * isz,
+                                     va + (t * Cp + g * Cg) * Pb * isz, Pb,
+                                     ma + (t * Kp + g * Kg) * Pb * isz, Pb, 0))
+            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], 0, K, U2)
     Vt = V[0]
     Mt = M[0]
+    va = Vt.ctypes.data
+    ma = Mt.ctypes.data
+    c0 = tid * C // nt
+    c1 = (tid + 1) * C // nt
+    npan = G * nkb
+    u0 = tid * a2 * npan // nt
+    u1 = (tid + 1) * a2 * npan // nt
+    k0o = tid * K // nt
+    k1o = (tid + 1) * K // nt
+    fused = w.shape[0] > 0
+    if fused:
+        q0f = tid * npan // nt
+        q1f = (tid + 1) * npan // nt
+        Ut = Ub[tid]
+        uta = Ut.ctypes.data
+        Lq = Ut.shape[1]
+        W16 = np.empty((Cg, w.shape[2] * w.shape[3], 16), dtype=Ut.dtype)
+        T16 = np.empty(({a} * w.shape[2], 16), dtype=Ut.dtype)
     for b in range(nblk):
         p0 = blocks[b, 0]
         npb = blocks[b, 1]
         ncol = blocks[b, 2]
-        for i in prange(nck):
-            wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb,
-                               i * C // nck, (i + 1) * C // nck, U2)
-        for it in prange(a2 * G * nks):
-            t = it // (G * nks)
-            g = (it // nks) % G
-            s = it % nks
-            {gemm_part}
-        for i in prange(nkk):
-            k0 = i * K // nkk
-            k1 = (i + 1) * K // nkk
-            wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[0], k0, k1, U2)
+        if b > 0:
+            call_void(barrier, (bar, nt, spin))          # V and M are about to be reused
+        wino_input_{m}_{r}(x, Vt, coef, pad_t, pad_l, nty, ntx, p0, npb, c0, c1, U2)
+        call_void(barrier, (bar, nt, spin))
+        if fused:
+            for q in range(q0f, q1f):
+                weights_{m}_{r}(w, Ut, coef, G, nkb, mr, q, q + 1, q, W16, T16)
+                g = q // nkb
+                kb = q - g * nkb
+                k0 = g * Kg + kb * mr
+                k1 = g * Kg + min(Kg, (kb + 1) * mr)
+                for t in range(a2):
+                    call_void(gemm, (k1 - k0, ncol, Cg, uta + t * Lq * isz,
+                                     va + (t * Cp + g * Cg) * Pb * isz, Pb,
+                                     ma + (t * Kp + k0) * Pb * isz, Pb, 0))
+            u1 = u0                                       # no units left
+        u = u0                                            # units (point t, panel q)
+        while u < u1:
+            t = u // npan
+            qa = u - t * npan
+            qb = min(npan, qa + u1 - u)
+            q = qa
+            while q < qb:
+                g = q // nkb
+                kb0 = q - g * nkb
+                kb1 = min(nkb, kb0 + qb - q)
+                k0 = g * Kg + kb0 * mr
+                k1 = g * Kg + min(Kg, kb1 * mr)
+                call_void(gemm, (k1 - k0, ncol, Cg, ua + (t * Lp + (g * nkb + kb0) * panel) * isz,
+                                 va + (t * Cp + g * Cg) * Pb * isz, Pb,
+                                 ma + (t * Kp + k0) * Pb * isz, Pb, 0))
+                q += kb1 - kb0
+            u += qb - qa
+        call_void(barrier, (bar, nt, spin))
+        wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], k0o, k1o, U2)
+
+
+def entry_{m}_{r}(ctx, tid, nt):
+    # The workers' entry (a cfunc through ENTRY): the arrays and numbers of one call from
+    # the int64 context written by engine.NativeCall.
+    a = carray(ptr_i64(ctx), (64,))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    Up = carray(ptr_f32(a[5]), (a[6], a[7]))
+    y = carray(ptr_f32(a[11]), (a[12], a[13], a[14], a[15]))
+    bias = carray(ptr_f32(a[16]), (a[13],))
+    coef = carray(ptr_f32(a[17]), (a[18],))
+    blocks = carray(ptr_i64(a[19]), (a[20], 3))
+    V = carray(ptr_f32(a[21]), (a[22], a[23], a[24], a[25]))
+    M = carray(ptr_f32(a[26]), (a[22], a[23], a[40], a[25]))
+    bad = carray(ptr_f32(a[27]), (a[28], a[13]))
+    ctl = carray(ptr_i64(a[29]), (4,))
+    w = carray(ptr_f32(a[41]), (a[42], a[43], a[44], a[45]))
+    Ub = carray(ptr_f32(a[46]), (a[47], a[6], a[48]))
+    share_{m}_{r}(tid, nt, x, Up, a[8], a[9], a[10], y, bias, coef, a[30], a[31], a[32], a[33],
+                  blocks, a[34], a[35], V, M, bad, ctl, a[36], a[37], a[38], a[39], w, Ub)
+
+
+ENTRY = Entry(entry_{m}_{r})       # compiled as a cfunc at first use
+
+
+def weight_entry_{m}_{r}(ctx, tid, nt):
+    # The workers' entry for weights_{m}_{r} (a cfunc through WEIGHT_ENTRY): thread tid
+    # transforms its share of the groups x nkb panels.
+    a = carray(ptr_i64(ctx), (16,))
+    w = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    Up = carray(ptr_f32(a[5]), (a[6], a[7]))
+    coef = carray(ptr_f32(a[11]), (a[12],))
+    nq = a[8] * a[9]
+    W16 = np.empty((a[2], a[3] * a[4], 16), dtype=np.float32)
+    T = np.empty(({a} * a[3], 16), dtype=np.float32)
+    weights_{m}_{r}(w, Up, coef, a[8], a[9], a[10], tid * nq // nt, (tid + 1) * nq // nt, 0,
+                    W16, T)
+
+
+WEIGHT_ENTRY = Entry(weight_entry_{m}_{r})
 """
-
-# The GEMM step of each engine: the project's kernel on packed panels, or BLAS's sgemm.
-_PACKED = dict(
-    name="engine", extra="", what="the weights packed as (α², groups, nkb, Cg, KB) panels",
-    unit="panel", nks="W.shape[2]",
-    gemm_all="gemm_packed(W, Vt, Mt, t, g, 0, nks, Kg, ncol)",
-    gemm_part="gemm_packed(W, Vt, Mt, t, g, s, s + 1, Kg, ncol)")
-_SGEMM_CALL = ("sgemm(101, 111, 111, {rows}, ncol, Cg, one, "
-               "W.ctypes.data + (((t * G + g) * Kg + {k0}) * Cg) * isz, Cg, "
-               "Vt.ctypes.data + ((t * C + g * Cg) * Pb) * isz, Pb, zero, "
-               "Mt.ctypes.data + ((t * K + g * Kg + {k0}) * Pb) * isz, Pb)")
-_BLAS = dict(
-    name="engine_blas", extra=", sgemm, kstep", what="U (α², groups, Kg, Cg), each GEMM one "
-    "sgemm call of BLAS (held to one thread by the caller)", unit="kstep rows",
-    nks="-(-Kg // kstep)",
-    gemm_all=_SGEMM_CALL.format(rows="Kg", k0="0"),
-    gemm_part=_SGEMM_CALL.format(rows="min(kstep, Kg - s * kstep)", k0="s * kstep"))
-
 
 
 def _kernel_source(t):
     m, r = t.m, t.r
     a = t.alpha
-    coefs = coef_list(t.AT, t.BT)
+    coefs = coef_list(t.AT, t.BT, t.G)
     ks = "\n".join(f"    k{i} = coef[{i}]" for i in range(len(coefs)))
-    L = [_ENGINE.format(m=m, r=r, **_PACKED), _ENGINE.format(m=m, r=r, **_BLAS)]
+    L = [_NATIVE.format(m=m, r=r, a=a)]
+    # ---- weights: w[k, c] -> Up[a*a + b, (q*Cg + c)*mr + l] = sum_ij G[a,i] w[i,j] G[b,j], the
+    # filters k = g*Kg + kb*mr + l of a panel in the vector lanes: the panel's filters are
+    # first copied into W16[c, i*r + j, l] (16 lanes; lanes past the panel's filters zero up
+    # to mr, beyond that computed but never stored),
+    # then per input channel one loop over the lanes computes G w (all columns) and one
+    # more G w G^T (all rows) straight into the panel
+    L.append("@njit(nogil=True, cache=True)")
+    L.append(f"def weights_{m}_{r}(w, Up, coef, Gn, nkb, mr, q0, q1, qoff, W16, T):")
+    L.append(f"    # W16 (Cg, {r * r}, 16) and T ({a * r}, 16): scratch; panel q goes to Up[:, (q - qoff)*Cg*mr:]")
+    L.append(ks)
+    L += ["    K = w.shape[0]", "    Cg = w.shape[1]", "    Kg = K // Gn",
+          "    for q in range(q0, q1):", "        g = q // nkb", "        kb = q - g * nkb",
+          "        kf = g * Kg + kb * mr", "        nl = min(mr, Kg - kb * mr)",
+          "        base = (q - qoff) * Cg * mr",
+          "        for c in range(Cg):",
+          f"            for i in range({r}):",
+          f"                for j in range({r}):",
+          "                    for l in range(nl):",
+          f"                        W16[c, i * {r} + j, l] = w[kf + l, c, i, j]",
+          "                    for l in range(nl, mr):",
+          f"                        W16[c, i * {r} + j, l] = 0",
+          "        for c in range(Cg):"]
+    # columns of w, all in one loop: T[a*r + j] = sum_i G[a, i] w[i, j]
+    body = ["            for l in range(16):"]
+    for j in range(r):
+        body += _pass(t.G, f"d{j}_", [f"W16[c, {i * r + j}, l]" for i in range(r)],
+                      [f"T[{a1 * r + j}, l] = {{}}" for a1 in range(a)], coefs,
+                      header=("            for l in range(16):",))[1:]
+    L += body
+    # rows, all in one loop over the panel's lanes: Up[a1*a + b] = sum_j G[b, j] T[a1*r + j]
+    body = ["            o = base + c * mr", "            for l in range(mr):"]
+    for a1 in range(a):
+        body += _pass(t.G, f"e{a1}_", [f"T[{a1 * r + j}, l]" for j in range(r)],
+                      [f"Up[{a1 * a + b}, o + l] = {{}}" for b in range(a)], coefs,
+                      header=("            for l in range(mr):",))[1:]
+    L += body
+    L.append("")
     # ---- input: D[i*a + j, q] -> V[a1*a + b, c, q] = sum_ij BT[a1,i] D[i,j] BT[b,j]
     L.append(_DRIVERS.format(m=m, r=r, a=a))
     L.append("@njit(nogil=True, cache=True)")
@@ -476,7 +594,7 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 5        # bump when the generated code changes: cached files are keyed by it
+VERSION = 14        # bump when the generated code changes: cached files are keyed by it
 
 
 def module_source(t) -> str:
@@ -485,8 +603,9 @@ def module_source(t) -> str:
     src = _drop_unused_coefs(src)
     out = [f'"""Kernels for F({t.m},{t.r}), generated by tensorlayout.winograd._codegen '
            f'(version {VERSION}): do not edit."""', "",
-           "import numpy as np", "from numba import njit, prange", "",
-           "from tensorlayout.winograd._kernels import gemm_packed", "",
+           "import numpy as np", "from numba import carray, njit", "",
+           "from tensorlayout.winograd._native import Entry, call_i64, call_void, ptr_f32, ptr_i64",
+           "",
            f"EXACT = {exact!r}", f"COEFS = {[str(c) for c in coefs]!r}", "", src, ""]
     return "\n".join(out)
 
@@ -555,15 +674,15 @@ def _coefficients(mod, dtype) -> np.ndarray:
 
 
 def kernels_for(t, dtype):
-    """``(input, output, coef, engine, engine_blas)``: the unrolled kernels for the exact
-    transforms ``t`` and the parallel engines built on them."""
+    """``(input, output, coef, module)``: the unrolled kernels for the exact transforms ``t``
+    and their module (whose ``ENTRY`` runs the native engine, see ``engine.NativeCall``)."""
     try:
         mod = load_module(t)
     except OSError:
         return None                      # no writable cache: the generic kernels run
     coef = _coefficients(mod, np.dtype(dtype))
     return (getattr(mod, f"wino_input_{t.m}_{t.r}"), getattr(mod, f"wino_output_{t.m}_{t.r}"),
-            coef, getattr(mod, f"engine_{t.m}_{t.r}"), getattr(mod, f"engine_blas_{t.m}_{t.r}"))
+            coef, mod)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,6 @@
 """Compiled loops (numba) for the convolution engine.
 
-Imported only when numba is installed; :mod:`tensorlayout.winograd.conv` falls back to
+Imported only when numba is installed; :mod:`tensorlayout.winograd.plan` falls back to
 NumPy otherwise.  Every kernel keeps IEEE semantics (no fastmath), so NaN and Inf
 travel exactly as the arithmetic says.
 
@@ -238,90 +238,6 @@ def weight_transform(w, G, U, k0, k1):
                             dst[c] += g * src[c]
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"}, boundscheck=False)
-def gemm_packed(Up, V, M, t, g, kb0, kb1, Kg, ncols):
-    """M[t, g·Kg + k, q] = Σ_c U[t, g, k, c] V[t, g·Cg + c, q] for the packed blocks kb0..kb1-1.
-
-    ``Up`` is the transformed weights packed as (α², groups, nkb, Cg, KB): a block of KB
-    output channels for one Winograd point is a (Cg, KB) panel read front to back, once
-    per call, never copied (BLAS would pack it again on every call).  Four tiles and four
-    input channels are taken per step: each step is 16 vector multiply-adds along KB
-    against 4 loads of the panel and 4 loads and stores of the accumulators, which stay
-    in the first-level cache.  Multiply-adds may be fused (``contract``); NaN and Inf
-    follow IEEE arithmetic."""
-    Cg = Up.shape[3]
-    KB = Up.shape[4]
-    cbase = g * Cg
-    acc = np.empty((4, KB), dtype=M.dtype)
-    c4 = Cg - Cg % 4
-    for kb in range(kb0, kb1):
-        k0 = g * Kg + kb * KB
-        lim = min(KB, Kg - kb * KB)
-        for j0 in range(0, ncols - 3, 4):
-            for j in range(4):
-                for l in range(KB):
-                    acc[j, l] = 0
-            for c in range(0, c4, 4):
-                v00 = V[t, cbase + c, j0]
-                v01 = V[t, cbase + c, j0 + 1]
-                v02 = V[t, cbase + c, j0 + 2]
-                v03 = V[t, cbase + c, j0 + 3]
-                v10 = V[t, cbase + c + 1, j0]
-                v11 = V[t, cbase + c + 1, j0 + 1]
-                v12 = V[t, cbase + c + 1, j0 + 2]
-                v13 = V[t, cbase + c + 1, j0 + 3]
-                v20 = V[t, cbase + c + 2, j0]
-                v21 = V[t, cbase + c + 2, j0 + 1]
-                v22 = V[t, cbase + c + 2, j0 + 2]
-                v23 = V[t, cbase + c + 2, j0 + 3]
-                v30 = V[t, cbase + c + 3, j0]
-                v31 = V[t, cbase + c + 3, j0 + 1]
-                v32 = V[t, cbase + c + 3, j0 + 2]
-                v33 = V[t, cbase + c + 3, j0 + 3]
-                for l in range(KB):
-                    u0 = Up[t, g, kb, c, l]
-                    u1 = Up[t, g, kb, c + 1, l]
-                    u2 = Up[t, g, kb, c + 2, l]
-                    u3 = Up[t, g, kb, c + 3, l]
-                    acc[0, l] += u0 * v00 + u1 * v10 + u2 * v20 + u3 * v30
-                    acc[1, l] += u0 * v01 + u1 * v11 + u2 * v21 + u3 * v31
-                    acc[2, l] += u0 * v02 + u1 * v12 + u2 * v22 + u3 * v32
-                    acc[3, l] += u0 * v03 + u1 * v13 + u2 * v23 + u3 * v33
-            for c in range(c4, Cg):
-                v0 = V[t, cbase + c, j0]
-                v1 = V[t, cbase + c, j0 + 1]
-                v2 = V[t, cbase + c, j0 + 2]
-                v3 = V[t, cbase + c, j0 + 3]
-                for l in range(KB):
-                    u = Up[t, g, kb, c, l]
-                    acc[0, l] += u * v0
-                    acc[1, l] += u * v1
-                    acc[2, l] += u * v2
-                    acc[3, l] += u * v3
-            for j in range(4):
-                for l in range(lim):
-                    M[t, k0 + l, j0 + j] = acc[j, l]
-        for j in range(ncols - ncols % 4, ncols):
-            for l in range(KB):
-                acc[0, l] = 0
-            for c in range(Cg):
-                v = V[t, cbase + c, j]
-                for l in range(KB):
-                    acc[0, l] += Up[t, g, kb, c, l] * v
-            for l in range(lim):
-                M[t, k0 + l, j] = acc[0, l]
-
-
-def pack_weights(U, KB):
-    """U (α², groups, Kg, Cg) as the panels :func:`gemm_packed` reads: (α², groups, nkb, Cg, KB),
-    output channels past Kg zero."""
-    a2, G, Kg, Cg = U.shape
-    nkb = -(-Kg // KB)
-    Up = np.zeros((a2, G, nkb * KB, Cg), dtype=U.dtype)
-    Up[:, :, :Kg] = U
-    return np.ascontiguousarray(Up.reshape(a2, G, nkb, KB, Cg).transpose(0, 1, 2, 4, 3))
-
-
 @njit(parallel=True, cache=True)
 def im2col_engine(x, W3, y, cols, rows_per, KH, KW, sh, sw, ph, pw, dh, dw, chunks, sgemm,
                   kstep):
@@ -355,12 +271,3 @@ def im2col_engine(x, W3, y, cols, rows_per, KH, KW, sh, sw, ph, pw, dh, dw, chun
                       cols.ctypes.data + (g * CgKK * ldc) * isz, ldc, zero,
                       y.ctypes.data + ((n * K + g * Kg + k0) * OH * OW + oh0 * OW) * isz,
                       OH * OW)
-
-
-@njit(parallel=True, cache=True)
-def weight_transform_parallel(w, G, U, chunks):
-    """:func:`weight_transform` over all output channels, ``chunks`` pieces on numba's
-    threads (the pool the Winograd engine uses, so the two never compete for cores)."""
-    K = w.shape[0]
-    for i in prange(chunks):
-        weight_transform(w, G, U, i * K // chunks, (i + 1) * K // chunks)

@@ -1,17 +1,35 @@
-"""Threads for the compiled paths: one pool, and BLAS held to one thread while it works.
+"""Threads: the engine's own native workers, and a Python pool for the BLAS paths.
 
-The transforms (numba, GIL released) and the GEMMs (NumPy's BLAS, GIL released) run on
-our own threads; BLAS is limited to one thread for the duration through threadpoolctl,
-so two thread pools never compete for the same cores.  Without threadpoolctl the BLAS
-setting is left alone (correct, possibly slower).
+:class:`Workers` is the pool of the float32 Winograd engine: native threads (started with
+``pthread_create``, running the machine code of :mod:`._simd`) that each call a compiled
+function (a numba ``cfunc``) with ``(context, thread index, thread count)``.  A call
+uses exactly the threads it asks for: the caller's thread is thread 0 and the others are
+woken one by one through a futex; when their part is done they spin for about
+``SPIN_TICKS`` time-stamp ticks (about a tenth of a millisecond, so that back-to-back
+calls of a network find them awake, yielding the core to any other runnable thread every
+few polls) and then park in the kernel.  No OpenMP runtime is involved, so
+other libraries' pools in the same process (PyTorch's, onnxruntime's, ncnn's and MNN's
+OpenMP, numba's) neither share nor disturb it, and idle workers cost nothing.  One call
+runs at a time; concurrent callers wait for each other.  The pool exists on Linux (x86-64
+and ARM64); elsewhere the engine takes the Python threads below.
+
+The Python pool (:func:`run`, :func:`run_split`) serves the float64, custom-kernel and
+im2col paths: the transforms (numba, GIL released) and the GEMMs (NumPy's BLAS, GIL
+released) run on our own threads, BLAS held to one thread for the duration through
+threadpoolctl, so two thread pools never compete for the same cores.  Without
+threadpoolctl the BLAS setting is left alone (correct, possibly slower).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from .. import _backend
 
@@ -138,3 +156,102 @@ def sgemm_entry():
             _SGEMM = fn
             return fn
     return None
+
+
+# ---------------------------------------------------------------------- native workers
+
+SPIN_TICKS = 300_000      # time-stamp ticks a woken or finished thread polls before parking
+                          # (about 0.1 ms at 2.6 GHz: a network's next layer finds it awake)
+MAX_WORKERS = 1023        # threads a call may ask for beyond the caller's own
+
+
+class Workers:
+    """Native worker threads running compiled functions (see the module docstring)."""
+
+    def __init__(self, mod):
+        self._mod = mod
+        self._slots = np.zeros((MAX_WORKERS + 1) * 64 // 8, np.int64)   # 64-byte slots
+        base = self._slots.ctypes.data
+        self._base = base + (-base % 64)
+        self._pending = np.zeros(16, np.int32)
+        self._threads = []
+        self._lock = threading.Lock()
+        i64 = ctypes.c_int64
+        self._run = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, i64, i64)(mod.addr["tl_run"])
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.c_void_p]
+        self._libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+        self._libc.syscall.restype = ctypes.c_long
+
+    @property
+    def started(self) -> int:
+        """Worker threads started so far (they are kept for the life of the process)."""
+        return len(self._threads)
+
+    def _grow(self, n: int) -> None:
+        while len(self._threads) < n:
+            tid = ctypes.c_ulong()
+            slot = self._base + 64 * len(self._threads)
+            err = self._libc.pthread_create(ctypes.byref(tid), None,
+                                            self._mod.addr["tl_worker"], slot)
+            if err:
+                raise OSError(err, f"pthread_create failed for worker {len(self._threads) + 1}: "
+                              + os.strerror(err))
+            name = getattr(self._libc, "pthread_setname_np", None)
+            if name is not None:
+                name(tid, b"tensorlayout")
+            self._threads.append(tid.value)
+
+    def run(self, fn: int, ctx: int, threads: int) -> None:
+        """``fn(ctx, tid, threads)`` for tid = 0 .. threads-1 (tid 0 on this thread); returns
+        when every part has returned.  ``fn`` is the address of a ``void(i64, i64, i64)``."""
+        threads = max(1, min(int(threads), MAX_WORKERS + 1))
+        with self._lock:
+            self._grow(threads - 1)
+            self._run(self._base, self._pending.ctypes.data, fn, ctx, threads, SPIN_TICKS)
+
+    def stop(self) -> None:
+        """End every worker (at exit: nothing may run the code after it is freed)."""
+        with self._lock:
+            first = (self._base - self._slots.ctypes.data) // 4
+            words = self._slots.view(np.int32)[first:]
+            for i in range(len(self._threads)):
+                words[16 * i + 1] = 1                  # stop
+                words[16 * i] += 1                     # go
+                self._libc.syscall(_FUTEX_NR, ctypes.c_void_p(self._base + 64 * i), 129, 1)
+            for tid in self._threads:
+                self._libc.pthread_join(tid, None)
+            self._threads.clear()
+
+
+_FUTEX_NR = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(
+    __import__("platform").machine().lower(), -1)
+_WORKERS: Workers | None = None
+_WORKERS_LOCK = threading.Lock()
+
+
+def workers() -> Workers | None:
+    """The process's :class:`Workers` (None where the platform or llvmlite has none)."""
+    global _WORKERS
+    if _WORKERS is not None:
+        return _WORKERS
+    with _WORKERS_LOCK:
+        if _WORKERS is None:
+            from . import _simd
+
+            if not _simd.available() or not _simd.module().pool:
+                return None
+            _WORKERS = Workers(_simd.module())
+            atexit.register(_WORKERS.stop)
+    return _WORKERS
+
+
+def _after_fork_in_child():
+    # the child has none of the parent's threads: start a new pool on first use
+    global _WORKERS
+    _WORKERS = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

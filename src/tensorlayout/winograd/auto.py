@@ -24,7 +24,9 @@ PER_CALL_WEIGHT_COST = 24
 # cache), in multiply-adds.
 WEIGHT_READ_COST = 2
 # Transform work per tile and channel, in multiply-adds (input and output transforms).
-TILE_TRANSFORM_COST = {2: 2.0, 4: 3.5, 6: 14.0}
+# F(6,3)'s 8x8 tiles cost far more than F(4,3)'s beside the packed-panel GEMM (measured with
+# benchmarks/sweep_engine.py: F(4,3) faster on every canonical layer but 512@7).
+TILE_TRANSFORM_COST = {2: 2.0, 4: 3.5, 6: 20.0}
 # GEMMs over few tiles run below the BLAS's best rate: a GEMM over P tiles costs as if it
 # had P + GEMM_TILE_OVERHEAD (measured with benchmarks/sweep_engine.py).
 GEMM_TILE_OVERHEAD = 8
@@ -57,7 +59,7 @@ def choose_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
     convolutions run direct loops.
 
     >>> choose_algorithm((1, 128, 112, 112), (128, 128, 3, 3), padding=1)[:2]
-    ('winograd', 6)
+    ('winograd', 4)
     >>> choose_algorithm((1, 256, 56, 56), (256, 256, 3, 3), padding=1)[:2]
     ('winograd', 4)
     >>> choose_algorithm((1, 512, 7, 7), (512, 512, 3, 3), padding=1)[:2]

@@ -38,7 +38,7 @@ def engine_used(plan, dtype, threads) -> bool:
     ``Tuning.parallel_min_threads`` threads on, BLAS's sgemm found): Python threads
     handing out BLAS calls scale badly past a few cores."""
     return (dtype == np.float32 and threads >= plan.tuning.parallel_min_threads
-            and plan.tuning.gemm == "blas" and _pool.sgemm_entry() is not None)
+            and _pool.sgemm_entry() is not None)
 
 
 def _run_engine(plan, x, y, W3, cols_buf, rows_per, threads):

@@ -18,6 +18,7 @@ value over whole tiles, so a Winograd call that meets one is recomputed with im2
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,7 +89,9 @@ class ConvPlan:
     """A convolution ready to run on inputs of one shape and dtype (weights already transformed).
 
     Build it with :func:`plan_conv2d`; call ``plan(x)`` (or ``plan.run(x)``); read ``plan.info``.
-    A plan may be called from several threads at once.
+    A plan may be called from several threads at once: each call has scratch buffers of
+    its own (the transformed weights are only read), calls on the native workers take
+    turns, and ``last_fallback`` is kept per calling thread.
 
     >>> w = np.ones((16, 16, 3, 3), np.float32)
     >>> plan = plan_conv2d((1, 16, 8, 8), w, padding=1, algorithm="winograd:2")
@@ -107,12 +110,17 @@ class ConvPlan:
     info: ConvInfo
     tuning: Tuning = DEFAULT
     winograd: engine.WinogradWeights | None = field(default=None, repr=False)
-    last_fallback: str | None = None
     _schedules: dict = field(default_factory=dict, repr=False)
     _workspace: engine.Workspace = field(default_factory=engine.Workspace, repr=False)
     _finite_w: bool = True          # False: direct weights hold NaN/Inf (im2col computes)
     _points: object = None
     _pending: bool = False          # built with NumPy while its kernels compile
+    _calls: threading.local = field(default_factory=threading.local, repr=False)
+
+    @property
+    def last_fallback(self) -> str | None:
+        """Why this thread's last call was recomputed (e.g. non-finite values met), or None."""
+        return getattr(self._calls, "fallback", None)
 
     @property
     def dtype(self):
@@ -133,7 +141,7 @@ class ConvPlan:
         # Non-finite values are handled explicitly (see the module docstring).
         with np.errstate(invalid="ignore", over="ignore"):
             y, fallback = self._run(x)
-        self.last_fallback = fallback
+        self._calls.fallback = fallback
         return y
 
     def _threads(self) -> int:
@@ -161,10 +169,8 @@ class ConvPlan:
             if ww.kernels is None:
                 y, ok = engine.run_numpy(ww, x, self.bias, self.out_shape, self.padding,
                                          self.groups)
-            elif ww.compiled is not None and (
-                    self._threads() >= self.tuning.parallel_min_threads or ww.sgemm is None):
-                y, ok = engine.run_compiled(ww, x, self.bias, self.out_shape, self.padding,
-                                            self.schedule(), self._workspace)
+            elif ww.native is not None:
+                y, ok = self._native_call()(x, self._workspace)
             else:
                 y, ok = engine.run(ww, x, self.bias, self.out_shape, self.padding, self.groups,
                                    self.schedule(), self._workspace)
@@ -177,6 +183,15 @@ class ConvPlan:
             return y, (None if alg == "im2col" else "non-finite weights: computed with im2col")
         return _direct(self, x, use_nb), None
 
+    def _native_call(self) -> engine.NativeCall:
+        nt = self._threads()
+        c = self._schedules.get(("native", nt))
+        if c is None:
+            c = engine.NativeCall(self.winograd, self.x_shape, self.bias, self.out_shape,
+                                  self.padding, self.groups, self.schedule(), self.w)
+            self._schedules[("native", nt)] = c
+        return c
+
     def schedule(self) -> engine.Schedule:
         """How a call is cut into blocks and threads (see :mod:`tensorlayout.winograd.engine`)."""
         nt = self._threads()
@@ -187,7 +202,8 @@ class ConvPlan:
             ww = self.winograd
             m = ww.m
             s = engine.schedule(N, -(-OH // m), -(-OW // m), C, K, m, ww.alpha,
-                                self.w.dtype.itemsize, nt, self.tuning, ww.generated)
+                                self.w.dtype.itemsize, nt, self.tuning, ww.generated,
+                                ww.native is not None, self.groups)
             self._schedules[nt] = s
         return s
 
@@ -252,7 +268,9 @@ def plan_conv2d(x_shape, w, bias=None, *args, stride=1, padding=0, dilation=1, g
                     _finite_w=name != "direct" or bool(np.isfinite(w).all()), _points=points)
     if use_nb:
         key, dispatchers, warm = _needed(plan, points)
-        if not _jit.ready(key, dispatchers, warm, tuning.compile):
+        # compiled in this process already: nothing to check (no cache index to read)
+        if not all(d.overloads for d in dispatchers) and not _jit.ready(
+                key, dispatchers, warm, tuning.compile):
             use_nb = False
             plan._pending = True
             plan.info = dataclasses.replace(info, backend="numpy")
@@ -268,8 +286,16 @@ def plan_conv2d(x_shape, w, bias=None, *args, stride=1, padding=0, dilation=1, g
                 f"{bound:.1e} (more than MAX_ERROR_BOUND = {MAX_ERROR_BOUND:g}); "
                 + (f"the largest tile within the bound is {max(ok)}" if ok else "use im2col")
                 + (" (or float64)" if w.dtype == np.float32 else ""))
-        plan.winograd = engine.prepare(w, t, groups, use_nb, _pool.num_threads(tuning.threads),
-                                       tuning=tuning, reuse=weights == "per-call")
+        threads = _pool.num_threads(tuning.threads)
+        per_call = weights == "per-call"
+        plan.winograd = engine.prepare(w, t, groups, use_nb, threads, tuning=tuning,
+                                       reuse=per_call, defer=per_call)
+        if plan.winograd.native is not None and plan.winograd.packed is None:
+            # used once: a call in the split schedule with one block transforms each panel
+            # where it is used; anything else transforms them all first
+            s = plan.schedule()
+            if s.mode != "split" or len(s.blocks) != 1:
+                plan.winograd = engine.complete(plan.winograd, w, groups, threads, reuse=True)
     return plan
 
 
@@ -280,29 +306,24 @@ def _needed(plan, points):
 
     info, dt = plan.info, plan.w.dtype
     threads = plan._threads()
-    engine_needed = engine.uses_numba_pool(plan.tuning, threads)
     # one thread: no Python thread pool, which refuses work once the interpreter exits (a
-    # process waits for its background compiles at exit); the parallel engine, where it
-    # is needed, is compiled by running it on one thread
-    tuning = plan.tuning.replace(compile="wait", threads=1,
-                                 parallel_min_threads=1 if engine_needed else
-                                 plan.tuning.parallel_min_threads)
+    # process waits for its background compiles at exit)
+    tuning = plan.tuning.replace(compile="wait", threads=1)
     if info.algorithm == "winograd":
         t = _transforms(info.tile, info.kernel[0], points)
-        dispatchers = [_kernels.weight_transform_parallel if engine_needed
-                       else _kernels.weight_transform]
+        native = dt == np.float32 and tuning.gemm == "packed" and engine.native_ok()
+        dispatchers = [] if native else [_kernels.weight_transform]
         if dt == np.float32:
             from . import _codegen
 
             mod = _codegen.load_module(t)
             dispatchers += [getattr(mod, f"wino_input_{t.m}_{t.r}"),
                             getattr(mod, f"wino_output_{t.m}_{t.r}")]
-            if engine_needed:
-                name = "engine_blas" if tuning.gemm == "blas" else "engine"
-                dispatchers.append(getattr(mod, f"{name}_{t.m}_{t.r}"))
+            if native:                   # the cfuncs' code includes the kernels they call
+                dispatchers = [mod.ENTRY, mod.WEIGHT_ENTRY]
         else:
             dispatchers += [_kernels.wino_input, _kernels.wino_output]
-        key = ("winograd", dt.str, t.m, t.r, repr(t.points), engine_needed, tuning.gemm)
+        key = ("winograd", dt.str, t.m, t.r, repr(t.points), native)
         r = info.kernel[0]
         x = np.zeros((1, 4, 2 * r, 2 * r), dt)
         w = np.ones((4, 4, r, r), dt)
@@ -380,8 +401,9 @@ def conv2d(x, w, bias=None, *args, stride=1, padding=0, dilation=1, groups=1, al
     try:
         y = plan.run(x)
     finally:
-        if plan.winograd is not None and plan.winograd.packed is None:
-            engine.give_back(plan.winograd.U)     # the next one-shot call reuses its pages
+        ww = plan.winograd                        # the next one-shot call reuses its pages
+        if ww is not None and (ww.U is not None or ww.packed is not None):
+            engine.give_back(ww.U if ww.packed is None else ww.packed)
     if return_info:
         info = plan.info
         if plan.last_fallback:

@@ -141,9 +141,12 @@ class Transforms:
         >>> [round(transforms(m, 3).amplification) for m in (2, 4, 6)]
         [64, 2304, 4579]
         """
-        AT, G, BT = self.as_float(np.float64)
-        k = float((np.abs(AT) @ (np.abs(G).sum(axis=1) * np.abs(BT).sum(axis=1))).max())
-        return k * k
+        got = self.__dict__.get("_amplification")
+        if got is None:
+            AT, G, BT = self.as_float(np.float64)
+            k = float((np.abs(AT) @ (np.abs(G).sum(axis=1) * np.abs(BT).sum(axis=1))).max())
+            got = self.__dict__.setdefault("_amplification", k * k)
+        return got
 
     def error_bound(self, dtype=np.float32) -> float:
         """``eps(dtype) · amplification``: the worst relative error these transforms can add

@@ -38,15 +38,14 @@ class Tuning:
     * ``row_layout``: blocks of whole tile rows on wide images (None: from
       ``row_layout_min_tiles`` tiles per row);
     * ``row_layout_min_tiles``: tiles per row from which the row layout is used;
-    * ``parallel_min_threads``: from this many threads on, a float32 Winograd call runs as
-      one compiled parallel function on numba's pool (no Python between the steps; it pays
-      from about 4 threads, and compiling it takes a minute per F(m, r) once); below, our
-      own threads run the compiled transforms and NumPy's BLAS;
-    * ``gemm``: how the compiled parallel engine does its GEMMs: "blas" calls BLAS's sgemm from compiled code (the
-      packed panels when no sgemm entry point is found), "packed" reads the weights as
-      packed panels with the project's own kernel; float64 and custom kernels use BLAS from
-      our own threads, the NumPy fallback plain NumPy;
-    * ``panel``: output channels per packed weight panel;
+    * ``parallel_min_threads``: from this many threads on, float32 im2col runs as one
+      compiled parallel function on numba's pool (below, our Python threads hand out BLAS
+      calls);
+    * ``gemm``: the GEMMs of float32 Winograd: "packed" (the weights packed once into the
+      panels of the project's SIMD micro-kernel, the whole call on the native workers of
+      ``_pool``; where that engine is not available, as "blas"), "blas" (NumPy's BLAS
+      from our Python threads); float64 and custom kernels use BLAS, the NumPy fallback
+      plain NumPy;
     * ``compile``: "background" (a plan whose kernels are neither compiled nor cached
       computes with NumPy while they compile in a background thread, and switches to them
       once they are ready) or "wait" (compile first); default from ``TENSORLAYOUT_COMPILE``.
@@ -60,10 +59,9 @@ class Tuning:
     small_min_block_tiles: int = 8
     block_bytes: int = 3 << 20
     row_layout: bool | None = None
-    row_layout_min_tiles: int = 16
+    row_layout_min_tiles: int = 32
     parallel_min_threads: int = 4
-    gemm: str = "blas"
-    panel: int = 32
+    gemm: str = "packed"
     compile: str = field(default_factory=_jit.mode)
 
     def __post_init__(self):
@@ -79,8 +77,7 @@ class Tuning:
             raise LayoutError(f"Tuning.gemm = {self.gemm!r} is not allowed: it must be 'packed' "
                               "or 'blas'")
         for name in ("min_block_tiles", "small_weights_bytes", "small_min_block_tiles",
-                     "block_bytes", "row_layout_min_tiles", "panel",
-                     "parallel_min_threads"):
+                     "block_bytes", "row_layout_min_tiles", "parallel_min_threads"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise LayoutError(f"Tuning.{name} = {v!r} is not allowed: it must be a positive "

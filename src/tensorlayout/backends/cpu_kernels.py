@@ -1,0 +1,305 @@
+"""The CPU backend's compiled kernels: depthwise convolution, the pointwise (1 x 1)
+convolution and the epilogue that a convolution, a fully connected layer or an element-wise
+op ends with (bias, activation, residual).
+
+They run on the native workers of :mod:`tensorlayout.winograd._pool` (the Winograd engine's
+threads, no OpenMP: other libraries' thread pools in the process neither share nor disturb
+them), each thread taking its share of (batch, channel) planes, rows or blocks from an int64
+context (:mod:`.cpu_source` names its fields).  The pointwise convolution is
+the SIMD GEMM of :mod:`tensorlayout.winograd._simd` on packed weights, cut into blocks of
+:data:`POINTWISE_COLUMNS` columns, each block's epilogue applied while it is in the cache.
+
+The kernels are generated source (:mod:`.cpu_source`), written once into the user cache
+and compiled by numba there (:func:`tensorlayout._jit.generated_module`), so that compiled
+code is kept between processes.  A depthwise window of a common size and stride (3 x 3 and
+5 x 5, stride 1 or 2) gets its own kernel, its taps unrolled into one sum per output that the
+compiler vectorises over the output row; other windows run a generic kernel.  Both read each
+plane from a zero-padded copy, so the inner loops have no bounds tests.
+
+Activation codes are those of :data:`ACT`; ``a0`` and ``a1`` are the activation's
+parameters as :class:`~tensorlayout.graph.ops.Activation` holds them (Clip's bounds,
+LeakyRelu's slope, HardSigmoid's and HardSwish's slope and offset).  NaN propagates as
+onnxruntime propagates it: max(NaN, 0) is NaN.
+
+Each kernel has a NumPy twin (:func:`depthwise_numpy`, :func:`epilogue_numpy`, NumPy's
+matmul for the pointwise GEMM) that serves while numba compiles in the background
+(:mod:`tensorlayout._jit`), when numba or llvmlite is absent, or for arrays other than
+C-contiguous float32; the tests hold the two against each other and against a float64
+direct convolution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .. import _backend, _jit
+from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
+
+__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "Im2col", "threads",
+           "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
+
+
+_MODULE: list = []
+
+
+def _module():
+    if not _MODULE:
+        src = module_source()
+        digest = hashlib.sha1(src.encode()).hexdigest()[:12]     # a changed source: a new file
+        _MODULE.append(_jit.generated_module(f"cpu_backend_{digest}", src))
+    return _MODULE[0]
+
+
+def _pool():
+    """The native workers (None where the platform or llvmlite has none)."""
+    from ..winograd import _pool
+
+    return _pool.workers()
+
+
+def _warm():
+    """Compile the kernels (what a background compile runs)."""
+    mod = _module()
+    for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY):
+        e.address                                   # noqa: B018 - compiles the cfunc
+    x = np.ones((1, 2, 5, 5), np.float32)
+    b = np.zeros(2, np.float32)
+    for KH, KW, sh, sw in SPECIAL:
+        out = np.empty((1, 2, (5 - 1) // sh + 1, (5 - 1) // sw + 1), np.float32)
+        _depthwise_compiled(mod, x, np.ones((2, 1, KH, KW), np.float32), b, out,
+                            (sh, sw, KH // 2, KW // 2, 1, 1, 1, 1, 0.0, 0.0), 1)
+
+
+_READY: list = []
+
+
+def ready() -> bool:
+    """True when the compiled kernels can run now (numba and llvmlite installed, the native
+    workers started and the kernels compiled or cached); otherwise a background compile starts
+    and the NumPy twins serve.  Once true, it stays true without asking again."""
+    if _READY:
+        return True
+    if _backend.numba() is None:
+        return False
+    try:
+        if _pool() is None:
+            return False
+        mod = _module()
+    except (OSError, ImportError):      # no writable cache or no llvmlite: the twins serve
+        return False
+    fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.DEPTHWISE_ENTRY,
+           mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+                                   for a, b, c, d in SPECIAL]
+    if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
+        _READY.append(True)
+        return True
+    return False
+
+
+def threads() -> int:
+    """Threads a kernel call may use: numba's setting for this thread (what
+    :func:`tensorlayout.backends.cpu.threads_limit` sets), else 1."""
+    nb = _backend.numba()
+    return 1 if nb is None else max(1, int(nb.get_num_threads()))
+
+
+# ---------------------------------------------------------------------------- NumPy twins
+def activate_numpy(y, act, a0, a1):
+    """The activation of code ``act`` in place on ``y``, in NumPy."""
+    t = y.dtype.type
+    if act == 1:
+        np.clip(y, t(0), t(np.inf), out=y)
+    elif act == 2:
+        np.clip(y, t(a0), t(a1), out=y)
+    elif act == 3:
+        np.copyto(y, np.where(y >= 0, y, y * t(a0)))
+    elif act == 4:
+        with np.errstate(over="ignore"):
+            np.negative(y, out=y)
+            np.exp(y, out=y)
+            y += 1
+            np.reciprocal(y, out=y)
+    elif act == 5:
+        g = y * t(a0)
+        g += t(a1)
+        np.clip(g, 0, 1, out=g)
+        y *= g
+    elif act == 6:
+        y *= t(a0)
+        y += t(a1)
+        np.clip(y, 0, 1, out=y)
+    elif act == 7:
+        np.tanh(y, out=y)
+    elif act == 8:
+        with np.errstate(over="ignore"):
+            g = np.exp(-y)
+            g += 1
+            np.reciprocal(g, out=g)
+            y *= g
+    return y
+
+
+def epilogue_numpy(y, bias, has_bias, res, has_res, act, a0, a1):
+    """:func:`epilogue` in NumPy (``y`` (N, C, P), in place)."""
+    if has_bias:
+        y += bias[None, :, None]
+    if has_res:
+        y += res
+    activate_numpy(y, act, a0, a1)
+
+
+def depthwise_numpy(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
+    """:func:`depthwise` in NumPy: each tap's strided window of the padded input."""
+    N, C, H, W = x.shape
+    K, _, KH, KW = w.shape
+    OH, OW = y.shape[2:]
+    # zeros before (the begin padding) and after, as far as the last window reaches
+    xp = np.zeros((N, C, max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1),
+                   max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)), x.dtype)
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    xk = np.repeat(xp, mult, axis=1) if mult > 1 else xp
+    y[...] = bias[None, :, None, None]
+    for kh in range(KH):
+        for kw in range(KW):
+            win = xk[:, :, kh * dh: kh * dh + sh * (OH - 1) + 1: sh,
+                     kw * dw: kw * dw + sw * (OW - 1) + 1: sw]
+            y += w[None, :, 0, kh, kw, None, None] * win
+    activate_numpy(y, act, a0, a1)
+
+
+def _f32(*arrays) -> bool:
+    """True when every array is C-contiguous float32 (what the compiled entries read)."""
+    return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+
+
+def _depthwise_compiled(mod, x, w, bias, y, args, nt):
+    sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
+    N, C, H, W = x.shape
+    K, _, KH, KW = w.shape
+    kind = 0
+    if (dh, dw) == (1, 1) and (KH, KW, sh, sw) in SPECIAL:
+        kind = SPECIAL.index((KH, KW, sh, sw)) + 1
+    OH, OW = y.shape[2:]
+    PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+    PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+    PW += PW % 2                   # even: a stride-2 kernel splits it into two halves
+    nt = max(1, min(nt, N * K))
+    pad = np.zeros((nt, PH, PW), np.float32)
+    f = np.array([a0, a1], np.float64)
+    ctx = np.array([x.ctypes.data, N, C, H, W, w.ctypes.data, K, KH, KW, bias.ctypes.data,
+                    y.ctypes.data, OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
+                    f.ctypes.data, kind, pad.ctypes.data, PH, PW], np.int64)
+    _pool().run(mod.DEPTHWISE_ENTRY.address, ctx.ctypes.data, nt)
+
+
+def depthwise(x, w, bias, y, args, nt=None):
+    """The depthwise convolution of ``x`` (N, C, H, W) by ``w`` (C·mult, 1, KH, KW) into ``y``,
+    bias and activation included; ``args`` = (sh, sw, ph, pw, dh, dw, mult, act, a0, a1)
+    (ph, pw: the begin padding; the end padding is what the output's size leaves).  The
+    compiled kernel on ``nt`` native workers (default :func:`threads`; one kernel of its own
+    for a :data:`SPECIAL` window) when ready and every array is C-contiguous float32, else
+    NumPy."""
+    if not (_f32(x, w, bias, y) and ready()):
+        depthwise_numpy(x, w, bias, y, *args)
+        return y
+    _depthwise_compiled(_module(), x, w, bias, y, args, threads() if nt is None else nt)
+    return y
+
+
+def epilogue(y3, bias, res3, act, nt=None):
+    """Bias (per channel), residual and activation in place on ``y3`` (N, C, P): the compiled
+    kernel on ``nt`` native workers when ready (float32, C-contiguous), else its NumPy twin."""
+    has_bias, has_res = bias is not None, res3 is not None
+    b = bias if has_bias else np.zeros(1, y3.dtype)
+    r = res3 if has_res else y3
+    if not (_f32(y3, b, r) and ready()):
+        epilogue_numpy(y3, b, has_bias, r, has_res, *act)
+        return y3
+    N, C, P = y3.shape
+    f = np.array(act[1:], np.float64)
+    ctx = np.array([y3.ctypes.data, N * C, P, C, b.ctypes.data, has_bias, r.ctypes.data,
+                    has_res, act[0], f.ctypes.data], np.int64)
+    nt = threads() if nt is None else nt
+    # a thread per 4 KiB of work at least: waking one costs more than a smaller share
+    nt = max(1, min(nt, N * C, y3.size // 1024 or 1))
+    _pool().run(_module().EPILOGUE_ENTRY.address, ctx.ctypes.data, nt)
+    return y3
+
+
+#: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
+#: slice) stay in the L2 cache while every panel of weights passes over them.
+POINTWISE_COLUMNS = 256
+
+
+class Pointwise:
+    """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
+    (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) applied
+    to each block while it is in the cache.  ``weights``: (O, C) float32."""
+
+    def __init__(self, weights, bias, act, x_shape):
+        from ..winograd import _simd
+
+        mod = _simd.module()
+        self.mr = mr = mod.isa.mr
+        O, C = weights.shape
+        N, _, H, W = x_shape
+        P = H * W
+        self.a = _simd.pack_rows(weights, mr)
+        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
+                                                                                     np.float32)
+        self.f = np.array(act[1:], np.float64)
+        npan = -(-O // mr)
+        ncb = -(-P // POINTWISE_COLUMNS)
+        self.shape = (N, O, H, W)
+        self.template = np.array(
+            [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
+             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
+             POINTWISE_COLUMNS, npan, ncb, 1], np.int64)
+        self.npan, self.ncb, self.N = npan, ncb, N
+
+    def __call__(self, x, res=None, nt=None):
+        """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""
+        nt = threads() if nt is None else nt
+        y = np.empty(self.shape, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[7] = x.ctypes.data, y.ctypes.data
+        if res is not None:
+            ctx[11], ctx[12] = res.ctypes.data, 1
+        # enough (panel group, column block) units for every thread: panels split when the
+        # columns alone give too few
+        units = self.N * self.ncb
+        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
+        ctx[17] = -(-self.npan // groups)
+        ctx[19] = -(-self.npan // ctx[17])
+        _pool().run(_module().POINTWISE_ENTRY.address, ctx.ctypes.data,
+                    max(1, min(nt, units * int(ctx[19]))))
+        return y
+
+
+class Im2col:
+    """A convolution (one group, any window, stride, dilation and padding) as the input
+    unfolded into columns (rows (c, kh, kw), one column per output position) on the native
+    workers, then :class:`Pointwise`'s GEMM of the packed weights by them with the epilogue.
+    ``weights``: (O, C, KH, KW) float32; ``begin``: the top and left padding (the bottom
+    and right padding is what ``out_hw`` leaves)."""
+
+    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
+        O, C, KH, KW = weights.shape
+        N, _, H, W = x_shape
+        OH, OW = out_hw
+        self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
+                            (N, C * KH * KW, OH, OW))
+        self.cols_shape = (N, C * KH * KW, OH * OW)
+        self.template = np.array([0, N, C, H, W, 0, KH, KW, *strides, *begin, *dilations, OH, OW],
+                                 np.int64)
+        self.planes = N * C
+
+    def __call__(self, x, res=None, nt=None):
+        nt = threads() if nt is None else nt
+        cols = np.empty(self.cols_shape, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[5] = x.ctypes.data, cols.ctypes.data
+        _pool().run(_module().IM2COL_ENTRY.address, ctx.ctypes.data, max(1, min(nt, self.planes)))
+        return self.pw(cols, res, nt)

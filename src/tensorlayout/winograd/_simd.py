@@ -1,0 +1,730 @@
+"""Machine code written as LLVM IR and compiled for this CPU with llvmlite: the packed-panel
+GEMM of the Winograd engine, its thread pool's primitives and a peak-rate probe.
+
+The GEMM ``C (m×n) = A (m×k) · B (k×n)`` reads ``A`` packed once into panels of ``mr``
+rows: panel ``i`` holds rows ``i·mr … i·mr+mr-1`` as ``k`` groups of ``mr`` consecutive
+values (``(k, mr)``, column ``c`` of the panel's rows together; rows past ``m`` zero), see
+:func:`pack_rows`.  ``B`` and ``C`` are row-major with any row stride.  A micro-kernel
+keeps an ``mr × (nv·lanes)`` block of ``C`` in vector registers through the whole depth
+``k``: per step, ``nv`` vector loads of a row of ``B``, ``mr`` broadcasts from the
+panel and ``mr·nv`` fused multiply-adds; the last block of columns uses masked loads and
+stores.  The vector width is chosen from the CPU's features as llvmlite reports them:
+
+========  =====  ====  ====  ==========================================
+isa       lanes  mr    nv    when
+========  =====  ====  ====  ==========================================
+avx512    16     14    2     ``avx512f`` (28 of the 32 zmm registers hold C)
+avx2      8      6     2     ``avx2`` and ``fma``
+portable  4      4     2     anything else (SSE2 on x86-64, NEON, ...):
+                             multiply-adds fused only where the target has them
+========  =====  ====  ====  ==========================================
+
+``TENSORLAYOUT_SIMD=avx2`` (or ``portable``) forces a narrower path, for tests and for
+comparison; a wider one than the CPU has is refused.  Arithmetic is IEEE (no fast-math): NaN
+and Inf propagate as in any other order of the same sums; a multiply-add is rounded once.
+
+The same module holds what :mod:`tensorlayout.winograd._pool` needs for its native
+workers (futex parking, a barrier) and ``tl_peak``, a loop of independent multiply-adds
+that measures the core's peak rate with the same vector width (``benchmarks/bench_gemm.py``).
+Compiling it takes a few tens of milliseconds, once per process.
+
+>>> import numpy as np
+>>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+>>> b = np.ones((3, 4), np.float32)
+>>> gemm(pack_rows(a), b, m=2).tolist()
+[[3.0, 3.0, 3.0, 3.0], [12.0, 12.0, 12.0, 12.0]]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import LayoutError, ShapeError
+
+__all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
+
+
+@dataclass(frozen=True)
+class Isa:
+    """One vector path: its ``name``, ``lanes`` (float32 per vector), the micro-kernel's
+    ``mr`` rows and ``nv`` vectors of columns, and the LLVM target it compiles for."""
+
+    name: str
+    lanes: int
+    mr: int
+    nv: int
+    cpu: str = field(repr=False)
+    features: str = field(repr=False)
+
+    @property
+    def nr(self) -> int:
+        """Columns of C per micro-kernel call."""
+        return self.nv * self.lanes
+
+
+_SHAPES = {"avx512": (16, 14, 2), "avx2": (8, 6, 2), "portable": (4, 4, 2)}
+KC = 128        # depth of one slice of the GEMM (see _gemm_ir)
+_ORDER = ("portable", "avx2", "avx512")
+_LLVM_READY = False
+
+
+def _llvm():
+    global _LLVM_READY
+    import llvmlite.binding as llvm
+
+    if not _LLVM_READY:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _LLVM_READY = True
+    return llvm
+
+
+@functools.lru_cache(maxsize=None)
+def _host():
+    """(cpu name, feature string, set of enabled features) as llvmlite reports them."""
+    llvm = _llvm()
+    try:
+        feats = llvm.get_host_cpu_features()
+        return llvm.get_host_cpu_name(), feats.flatten(), {k for k, v in feats.items() if v}
+    except RuntimeError:               # llvmlite cannot read them on this platform
+        return "generic", "", set()
+
+
+def _best(enabled) -> str:
+    if "avx512f" in enabled:
+        return "avx512"
+    if "avx2" in enabled and "fma" in enabled:
+        return "avx2"
+    return "portable"
+
+
+def isa(name: str | None = None) -> Isa:
+    """The vector path to compile: ``name`` ("avx512", "avx2", "portable"), else
+    ``$TENSORLAYOUT_SIMD``, else the widest this CPU has.
+
+    >>> isa("portable").lanes, isa("portable").nr
+    (4, 8)
+    """
+    cpu, features, enabled = _host()
+    best = _best(enabled)
+    if name is None:
+        name = os.environ.get("TENSORLAYOUT_SIMD", "").strip().lower() or best
+    if name not in _SHAPES:
+        raise LayoutError(f"TENSORLAYOUT_SIMD / isa = {name!r} is not allowed: it must be one "
+                          f"of {', '.join(_ORDER)}")
+    if _ORDER.index(name) > _ORDER.index(best):
+        raise LayoutError(f"isa = {name!r} is not allowed on this CPU: its widest path is "
+                          f"{best!r}")
+    lanes, mr, nv = _SHAPES[name]
+    if name != best:                   # a narrower path: compile for a CPU that has only it
+        x86 = platform.machine().lower() in ("x86_64", "amd64")
+        cpu, features = (("haswell", "") if name == "avx2" else
+                         ("x86-64", "") if x86 else ("generic", ""))
+    return Isa(name, lanes, mr, nv, cpu, features)
+
+
+# ----------------------------------------------------------------------------- IR text
+
+def _vt(w):
+    return f"<{w} x float>"
+
+
+def _splat(L, name, scalar, w):
+    L.append(f"  {name}.i = insertelement {_vt(w)} poison, float {scalar}, i64 0")
+    L.append(f"  {name} = shufflevector {_vt(w)} {name}.i, {_vt(w)} poison, "
+             f"<{w} x i32> zeroinitializer")
+
+
+def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = False) -> list:
+    """IR of one micro-kernel: C[0:rows, 0:cols] (+)= A-panel (k, mr) · B[0:k, 0:cols].
+    With ``pair`` it covers two panels at once (``a`` and ``a2``, 2·mr rows of C)."""
+    vt = _vt(w)
+    fma = f"@llvm.fmuladd.v{w}f32"
+    rows = 2 * mr if pair else mr
+    acc = [(r, v) for r in range(rows) for v in range(nv)]
+    L = [f"define internal void @{name}(ptr noalias %a, ptr noalias %a2, ptr noalias %b, "
+         f"i64 %ldb, ptr noalias %c, i64 %ldc, i64 %k, i64 %rows, i64 %cols, i64 %flags) "
+         f"nounwind {{", "entry:"]
+    masks = {}
+    if masked:
+        lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
+        L.append(f"  %cv.i = insertelement <{w} x i64> poison, i64 %cols, i64 0")
+        L.append(f"  %cv = shufflevector <{w} x i64> %cv.i, <{w} x i64> poison, "
+                 f"<{w} x i32> zeroinitializer")
+        for v in range(nv):
+            L.append(f"  %lane{v} = add <{w} x i64> {lane}, "
+                     f"<{', '.join(f'i64 {v * w}' for _ in range(w))}>")
+            L.append(f"  %mask{v} = icmp slt <{w} x i64> %lane{v}, %cv")
+            masks[v] = f"%mask{v}"
+
+    def load_b(dst, ptr, v):
+        L.append(f"  {dst}.p = getelementptr inbounds float, ptr {ptr}, i64 {v * w}")
+        if masked:
+            L.append(f"  {dst} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr {dst}.p, i32 4, "
+                     f"<{w} x i1> {masks[v]}, {vt} zeroinitializer)")
+        else:
+            L.append(f"  {dst} = load {vt}, ptr {dst}.p, align 4")
+
+    def step(tag, ap, ap2, bp, src, dst):
+        """One depth step: row of B at bp, panel columns at ap (and ap2); src -> dst."""
+        for v in range(nv):
+            load_b(f"%b{tag}_{v}", bp, v)
+        for r in range(rows):
+            base, off = (ap, r) if r < mr else (ap2, r - mr)
+            L.append(f"  %ap{tag}_{r} = getelementptr inbounds float, ptr {base}, i64 {off}")
+            L.append(f"  %as{tag}_{r} = load float, ptr %ap{tag}_{r}, align 4")
+            _splat(L, f"%av{tag}_{r}", f"%as{tag}_{r}", w)
+            for v in range(nv):
+                L.append(f"  {dst(r, v)} = call {vt} {fma}({vt} %av{tag}_{r}, "
+                         f"{vt} %b{tag}_{v}, {vt} {src(r, v)})")
+
+    # main loop, two depth steps per iteration
+    L.append("  %k2 = ashr i64 %k, 1")
+    L.append("  %any2 = icmp sgt i64 %k2, 0")
+    L.append("  br i1 %any2, label %loop, label %mid")
+    L.append("loop:")
+    L.append("  %i = phi i64 [0, %entry], [%i.n, %loop]")
+    L.append("  %pa = phi ptr [%a, %entry], [%pa.n, %loop]")
+    L.append("  %pc = phi ptr [%a2, %entry], [%pc.n, %loop]")
+    L.append("  %pb = phi ptr [%b, %entry], [%pb.n, %loop]")
+    for r, v in acc:
+        L.append(f"  %x{r}_{v} = phi {vt} [zeroinitializer, %entry], [%z{r}_{v}, %loop]")
+    step("s0", "%pa", "%pc", "%pb", lambda r, v: f"%x{r}_{v}", lambda r, v: f"%y{r}_{v}")
+    L.append(f"  %pa1 = getelementptr inbounds float, ptr %pa, i64 {mr}")
+    L.append(f"  %pc1 = getelementptr inbounds float, ptr %pc, i64 {mr}")
+    L.append("  %pb1 = getelementptr inbounds float, ptr %pb, i64 %ldb")
+    step("s1", "%pa1", "%pc1", "%pb1", lambda r, v: f"%y{r}_{v}", lambda r, v: f"%z{r}_{v}")
+    L.append(f"  %pa.n = getelementptr inbounds float, ptr %pa, i64 {2 * mr}")
+    L.append(f"  %pc.n = getelementptr inbounds float, ptr %pc, i64 {2 * mr}")
+    L.append("  %pb.n = getelementptr inbounds float, ptr %pb1, i64 %ldb")
+    L.append("  %i.n = add i64 %i, 1")
+    L.append("  %more = icmp slt i64 %i.n, %k2")
+    L.append("  br i1 %more, label %loop, label %mid")
+    # an odd last step
+    L.append("mid:")
+    L.append("  %qa = phi ptr [%a, %entry], [%pa.n, %loop]")
+    L.append("  %qc = phi ptr [%a2, %entry], [%pc.n, %loop]")
+    L.append("  %qb = phi ptr [%b, %entry], [%pb.n, %loop]")
+    for r, v in acc:
+        L.append(f"  %m{r}_{v} = phi {vt} [zeroinitializer, %entry], [%z{r}_{v}, %loop]")
+    L.append("  %odd = and i64 %k, 1")
+    L.append("  %isodd = icmp ne i64 %odd, 0")
+    L.append("  br i1 %isodd, label %last, label %store")
+    L.append("last:")
+    step("t", "%qa", "%qc", "%qb", lambda r, v: f"%m{r}_{v}", lambda r, v: f"%l{r}_{v}")
+    L.append("  br label %store")
+    L.append("store:")
+    for r, v in acc:
+        L.append(f"  %f{r}_{v} = phi {vt} [%m{r}_{v}, %mid], [%l{r}_{v}, %last]")
+    L.append("  %accbit = and i64 %flags, 1")
+    L.append("  %add = icmp ne i64 %accbit, 0")
+    L.append("  br label %row0")
+    for r in range(rows):
+        nxt = f"row{r + 1}" if r + 1 < rows else "done"
+        L.append(f"row{r}:")
+        L.append(f"  %ok{r} = icmp sgt i64 %rows, {r}")
+        L.append(f"  br i1 %ok{r}, label %st{r}, label %done")
+        L.append(f"st{r}:")
+        L.append(f"  %co{r} = mul i64 %ldc, {r}")
+        L.append(f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}")
+        for v in range(nv):
+            p = f"%cp{r}_{v}"
+            L.append(f"  {p} = getelementptr inbounds float, ptr %cr{r}, i64 {v * w}")
+            if masked:
+                L.append(f"  %o{r}_{v} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr {p}, i32 4, "
+                         f"<{w} x i1> {masks[v]}, {vt} zeroinitializer)")
+            else:
+                L.append(f"  %o{r}_{v} = load {vt}, ptr {p}, align 4")
+            L.append(f"  %s{r}_{v} = fadd {vt} %f{r}_{v}, %o{r}_{v}")
+            L.append(f"  %e{r}_{v} = select i1 %add, {vt} %s{r}_{v}, {vt} %f{r}_{v}")
+            if masked:
+                L.append(f"  call void @llvm.masked.store.v{w}f32.p0({vt} %e{r}_{v}, ptr {p}, "
+                         f"i32 4, <{w} x i1> {masks[v]})")
+            else:
+                L.append(f"  store {vt} %e{r}_{v}, ptr {p}, align 4")
+        L.append(f"  br label %{nxt}")
+    L.append("done:")
+    L.append("  ret void")
+    L.append("}")
+    return L
+
+
+def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
+    """IR of ``tl_sgemm(m, n, k, a, b, ldb, c, ldc, flags)`` (every argument an i64).
+
+    The depth is cut into slices of ``kc``: each slice's products are summed in registers
+    and added to C (the first slice per ``flags``), so no sum runs longer than ``kc``
+    multiply-adds (float32 error grows with the length of a sum: on 512 channels one run
+    of 512 lost 1.4x the accuracy of BLAS's blocked sums).  In each slice, panels of A
+    are taken two at a time: full blocks of nv·w columns go through
+    ``uk_full`` (masked ``uk_mask`` for a last block wider than one vector) for each panel,
+    and a last block of at most one vector through ``uk_pair``, 2·mr rows by one vector,
+    so that a narrow tail still keeps 2·mr accumulators busy."""
+    nr = nv * w
+    tail = "kpair" if nv > 1 else "kmask"
+    return [
+        "define void @tl_sgemm(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        "i64 %ldc, i64 %flags) nounwind {",
+        "entry:",
+        "  %a = inttoptr i64 %ai to ptr",
+        "  %b = inttoptr i64 %bi to ptr",
+        "  %c = inttoptr i64 %ci to ptr",
+        "  br label %slice",
+        "slice:",
+        "  %s0 = phi i64 [0, %entry], [%s0.n, %slice]",
+        "  %fl = phi i64 [%flags, %entry], [%fl1, %slice]",
+        "  %sleft = sub i64 %k, %s0",
+        f"  %sbig = icmp sgt i64 %sleft, {kc}",
+        f"  %sk = select i1 %sbig, i64 {kc}, i64 %sleft",
+        f"  %saoff = mul i64 %s0, {mr}",
+        "  %sa = getelementptr inbounds float, ptr %a, i64 %saoff",
+        "  %sboff = mul i64 %s0, %ldb",
+        "  %sb = getelementptr inbounds float, ptr %b, i64 %sboff",
+        "  call void @sgemm_slice(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, i64 %ldb, "
+        "ptr %c, i64 %ldc, i64 %fl)",
+        "  %fl1 = or i64 %flags, 1",
+        f"  %s0.n = add i64 %s0, {kc}",
+        "  %smore = icmp slt i64 %s0.n, %k",
+        "  br i1 %smore, label %slice, label %done",
+        "done:",
+        "  ret void",
+        "}",
+        "define internal void @sgemm_slice(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
+        "i64 %ldb, ptr %c, i64 %ldc, i64 %flags) nounwind {",
+        "entry:",
+        "  %go = icmp sgt i64 %m, 0",
+        "  %gn = icmp sgt i64 %n, 0",
+        "  %g = and i1 %go, %gn",
+        f"  %pstride = mul i64 %kp, {mr}",
+        f"  %cstride = mul i64 %ldc, {mr}",
+        "  br i1 %g, label %rows, label %exit",
+        "rows:",
+        "  %i0 = phi i64 [0, %entry], [%i0.n, %rows.end]",
+        "  %left = sub i64 %m, %i0",
+        f"  %small = icmp slt i64 %left, {mr}",
+        f"  %nrow0 = select i1 %small, i64 %left, i64 {mr}",
+        f"  %left1 = sub i64 %left, {mr}",
+        "  %has1 = icmp sgt i64 %left1, 0",
+        f"  %small1 = icmp slt i64 %left1, {mr}",
+        f"  %nrow1a = select i1 %small1, i64 %left1, i64 {mr}",
+        "  %nrow1 = select i1 %has1, i64 %nrow1a, i64 0",
+        "  %nrows = add i64 %nrow0, %nrow1",
+        "  %aoff = mul i64 %i0, %kp",
+        "  %ap0 = getelementptr inbounds float, ptr %a, i64 %aoff",
+        "  %ap1 = getelementptr inbounds float, ptr %ap0, i64 %pstride",
+        "  %coff = mul i64 %i0, %ldc",
+        "  %cp0 = getelementptr inbounds float, ptr %c, i64 %coff",
+        "  %cp1 = getelementptr inbounds float, ptr %cp0, i64 %cstride",
+        "  br label %cols",
+        "cols:",
+        "  %j0 = phi i64 [0, %rows], [%j0.n, %cols.end]",
+        "  %rest = sub i64 %n, %j0",
+        "  %bp = getelementptr inbounds float, ptr %b, i64 %j0",
+        "  %cq0 = getelementptr inbounds float, ptr %cp0, i64 %j0",
+        "  %cq1 = getelementptr inbounds float, ptr %cp1, i64 %j0",
+        f"  %full = icmp sge i64 %rest, {nr}",
+        "  br i1 %full, label %kfull, label %ktail",
+        "kfull:",
+        f"  call void @uk_full(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        f"i64 %k, i64 %nrow0, i64 {nr}, i64 %flags)",
+        "  br i1 %has1, label %kfull1, label %cols.end",
+        "kfull1:",
+        f"  call void @uk_full(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
+        f"i64 %k, i64 %nrow1, i64 {nr}, i64 %flags)",
+        "  br label %cols.end",
+        "ktail:",
+        f"  %narrow = icmp sle i64 %rest, {w}",
+        f"  br i1 %narrow, label %{tail}, label %kmask",
+        "kpair:",                      # a lone last panel reads itself twice, never past A
+        "  %ap1s = select i1 %has1, ptr %ap1, ptr %ap0",
+        "  call void @uk_pair(ptr %ap0, ptr %ap1s, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        "i64 %k, i64 %nrows, i64 %rest, i64 %flags)",
+        "  br label %cols.end",
+        "kmask:",
+        "  call void @uk_mask(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        "i64 %k, i64 %nrow0, i64 %rest, i64 %flags)",
+        "  br i1 %has1, label %kmask1, label %cols.end",
+        "kmask1:",
+        "  call void @uk_mask(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
+        "i64 %k, i64 %nrow1, i64 %rest, i64 %flags)",
+        "  br label %cols.end",
+        "cols.end:",
+        f"  %j0.n = add i64 %j0, {nr}",
+        "  %cmore = icmp slt i64 %j0.n, %n",
+        "  br i1 %cmore, label %cols, label %rows.end",
+        "rows.end:",
+        f"  %i0.n = add i64 %i0, {2 * mr}",
+        "  %rmore = icmp slt i64 %i0.n, %m",
+        "  br i1 %rmore, label %rows, label %exit",
+        "exit:",
+        "  ret void",
+        "}",
+    ]
+
+
+def _peak_ir(w: int, chains: int) -> list:
+    """IR of ``tl_peak(out, n)``: ``n`` rounds of ``chains`` independent multiply-adds."""
+    vt = _vt(w)
+    L = ["define void @tl_peak(i64 %outi, i64 %n) nounwind {", "entry:",
+         "  %out = inttoptr i64 %outi to ptr",
+         f"  %x = load {vt}, ptr %out, align 4",
+         "  %any = icmp sgt i64 %n, 0",
+         "  br i1 %any, label %loop, label %done", "loop:",
+         "  %i = phi i64 [0, %entry], [%i.n, %loop]"]
+    for j in range(chains):
+        L.append(f"  %a{j} = phi {vt} [%x, %entry], [%b{j}, %loop]")
+    for j in range(chains):
+        L.append(f"  %b{j} = call {vt} @llvm.fmuladd.v{w}f32({vt} %a{j}, {vt} %x, {vt} %x)")
+    L += ["  %i.n = add i64 %i, 1", "  %more = icmp slt i64 %i.n, %n",
+          "  br i1 %more, label %loop, label %done", "done:"]
+    for j in range(chains):
+        L.append(f"  %r{j} = phi {vt} [%x, %entry], [%b{j}, %loop]")
+    prev = "%r0"
+    for j in range(1, chains):
+        L.append(f"  %s{j} = fadd {vt} {prev}, %r{j}")
+        prev = f"%s{j}"
+    L += [f"  store {vt} {prev}, ptr %out, align 4", "  ret void", "}"]
+    return L
+
+
+# Thread-pool primitives (used by _pool).  Futex words are i32; FUTEX_WAIT_PRIVATE = 128,
+# FUTEX_WAKE_PRIVATE = 129.  A waiter spins for ``spin`` time-stamp-counter ticks, then
+# parks in the kernel until woken.
+_POOL_IR = r"""
+declare i64 @syscall(i64, ...)
+declare i32 @sched_yield()
+declare i64 @llvm.readcyclecounter()
+
+define internal void @relax() nounwind {
+  {PAUSE}
+  ret void
+}
+
+define internal void @futex_wait(ptr %p, i32 %v) nounwind {
+  %r = call i64 (i64, ...) @syscall(i64 {FUTEX}, ptr %p, i32 128, i32 %v, ptr null)
+  ret void
+}
+
+define internal void @futex_wake(ptr %p, i32 %n) nounwind {
+  %r = call i64 (i64, ...) @syscall(i64 {FUTEX}, ptr %p, i32 129, i32 %n)
+  ret void
+}
+
+; wait until the i32 at %p differs from %v: poll for %ticks time-stamp ticks (pausing, and
+; every 16th poll giving the core to any other runnable thread), then park in the kernel
+define internal i32 @wait_change(ptr %p, i32 %v, i64 %ticks) nounwind {
+entry:
+  %t0 = call i64 @llvm.readcyclecounter()
+  br label %poll
+poll:
+  %n = phi i64 [0, %entry], [%n.1, %timed]
+  %s = load atomic i32, ptr %p acquire, align 4
+  %ch = icmp ne i32 %s, %v
+  br i1 %ch, label %out, label %more
+more:
+  %n.1 = add i64 %n, 1
+  %low = and i64 %n.1, 15
+  %yield = icmp eq i64 %low, 0
+  br i1 %yield, label %give, label %pause
+give:
+  %y = call i32 @sched_yield()
+  br label %timed
+pause:
+  call void @relax()
+  br label %timed
+timed:
+  %t = call i64 @llvm.readcyclecounter()
+  %dt = sub i64 %t, %t0
+  %long = icmp ugt i64 %dt, %ticks
+  br i1 %long, label %park, label %poll
+park:
+  %q = load atomic i32, ptr %p acquire, align 4
+  %ch2 = icmp ne i32 %q, %v
+  br i1 %ch2, label %out2, label %sleep
+sleep:
+  call void @futex_wait(ptr %p, i32 %v)
+  br label %park
+out:
+  ret i32 %s
+out2:
+  ret i32 %q
+}
+
+; A worker slot (64-byte aligned, zeroed before its thread starts, so that a first post
+; made before the thread runs is not missed): +0 go (i32), +4 stop (i32), +8 fn, +16 ctx,
+; +24 tid, +32 nt, +40 pending (ptr to the i32 count of unfinished workers), +48 spin ticks.
+define ptr @tl_worker(ptr %slot) nounwind {
+entry:
+  br label %wait
+wait:
+  %seen = phi i32 [0, %entry], [%g, %done]
+  %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
+  %spin = load i64, ptr %sp.p, align 8
+  %g = call i32 @wait_change(ptr %slot, i32 %seen, i64 %spin)
+  %st.p = getelementptr inbounds i8, ptr %slot, i64 4
+  %stop = load atomic i32, ptr %st.p acquire, align 4
+  %quit = icmp ne i32 %stop, 0
+  br i1 %quit, label %exit, label %work
+work:
+  %fn.p = getelementptr inbounds i8, ptr %slot, i64 8
+  %fn = load ptr, ptr %fn.p, align 8
+  %ctx.p = getelementptr inbounds i8, ptr %slot, i64 16
+  %ctx = load i64, ptr %ctx.p, align 8
+  %tid.p = getelementptr inbounds i8, ptr %slot, i64 24
+  %tid = load i64, ptr %tid.p, align 8
+  %nt.p = getelementptr inbounds i8, ptr %slot, i64 32
+  %nt = load i64, ptr %nt.p, align 8
+  call void %fn(i64 %ctx, i64 %tid, i64 %nt)
+  %pd.p = getelementptr inbounds i8, ptr %slot, i64 40
+  %pd = load ptr, ptr %pd.p, align 8
+  %old = atomicrmw sub ptr %pd, i32 1 acq_rel
+  %last = icmp eq i32 %old, 1
+  br i1 %last, label %wake, label %done
+wake:
+  call void @futex_wake(ptr %pd, i32 1)
+  br label %done
+done:
+  br label %wait
+exit:
+  ret ptr null
+}
+
+; Run fn(ctx, tid, nt) for tid = 0 .. nt-1: tid 0 on the calling thread, the others on
+; slots[0 .. nt-2] (each 64 bytes); returns when all have finished.  %pending: an i32.
+define void @tl_run(i64 %slotsi, i64 %pendi, i64 %fni, i64 %ctx, i64 %nt, i64 %spin) nounwind {
+entry:
+  %slots = inttoptr i64 %slotsi to ptr
+  %pending = inttoptr i64 %pendi to ptr
+  %fn = inttoptr i64 %fni to ptr
+  %nw = sub i64 %nt, 1
+  %nw32 = trunc i64 %nw to i32
+  store atomic i32 %nw32, ptr %pending release, align 4
+  %any = icmp sgt i64 %nw, 0
+  br i1 %any, label %post, label %mine
+post:
+  %i = phi i64 [0, %entry], [%i.n, %post]
+  %off = mul i64 %i, 64
+  %slot = getelementptr inbounds i8, ptr %slots, i64 %off
+  %fn.p = getelementptr inbounds i8, ptr %slot, i64 8
+  store ptr %fn, ptr %fn.p, align 8
+  %ctx.p = getelementptr inbounds i8, ptr %slot, i64 16
+  store i64 %ctx, ptr %ctx.p, align 8
+  %tid = add i64 %i, 1
+  %tid.p = getelementptr inbounds i8, ptr %slot, i64 24
+  store i64 %tid, ptr %tid.p, align 8
+  %nt.p = getelementptr inbounds i8, ptr %slot, i64 32
+  store i64 %nt, ptr %nt.p, align 8
+  %pd.p = getelementptr inbounds i8, ptr %slot, i64 40
+  store ptr %pending, ptr %pd.p, align 8
+  %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
+  store i64 %spin, ptr %sp.p, align 8
+  %old = atomicrmw add ptr %slot, i32 1 release
+  call void @futex_wake(ptr %slot, i32 1)
+  %i.n = add i64 %i, 1
+  %more = icmp slt i64 %i.n, %nw
+  br i1 %more, label %post, label %mine
+mine:
+  call void %fn(i64 %ctx, i64 0, i64 %nt)
+  br label %check
+check:
+  %left = load atomic i32, ptr %pending acquire, align 4
+  %zero = icmp eq i32 %left, 0
+  br i1 %zero, label %exit, label %wait
+wait:
+  %x = call i32 @wait_change(ptr %pending, i32 %left, i64 %spin)
+  br label %check
+exit:
+  ret void
+}
+
+; Barrier of nt threads on a zeroed 8-byte word: +0 arrivals (i32), +4 generation (i32).
+define void @tl_barrier(i64 %bi, i64 %nt, i64 %spin) nounwind {
+entry:
+  %b = inttoptr i64 %bi to ptr
+  %gen.p = getelementptr inbounds i8, ptr %b, i64 4
+  %gen = load atomic i32, ptr %gen.p acquire, align 4
+  %old = atomicrmw add ptr %b, i32 1 acq_rel
+  %n32 = trunc i64 %nt to i32
+  %lastn = sub i32 %n32, 1
+  %last = icmp eq i32 %old, %lastn
+  br i1 %last, label %release, label %wait
+release:
+  store atomic i32 0, ptr %b monotonic, align 4
+  %g2 = atomicrmw add ptr %gen.p, i32 1 acq_rel
+  call void @futex_wake(ptr %gen.p, i32 2147483647)
+  ret void
+wait:
+  %x = call i32 @wait_change(ptr %gen.p, i32 %gen, i64 %spin)
+  ret void
+}
+
+; Atomic fetch-and-add on an i64 (work counters).
+define i64 @tl_fetch_add(i64 %pi, i64 %v) nounwind {
+  %p = inttoptr i64 %pi to ptr
+  %old = atomicrmw add ptr %p, i64 %v acq_rel
+  ret i64 %old
+}
+"""
+
+_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+
+
+def _module_ir(target: Isa, with_pool: bool) -> str:
+    w, mr, nv = target.lanes, target.mr, target.nv
+    vt = _vt(w)
+    L = [f"declare {vt} @llvm.fmuladd.v{w}f32({vt}, {vt}, {vt})",
+         f"declare {vt} @llvm.masked.load.v{w}f32.p0(ptr, i32, <{w} x i1>, {vt})",
+         f"declare void @llvm.masked.store.v{w}f32.p0({vt}, ptr, i32, <{w} x i1>)"]
+    L += _ukernel("uk_full", mr, nv, w, masked=False)
+    L += _ukernel("uk_mask", mr, nv, w, masked=True)
+    if nv > 1:
+        L += _ukernel("uk_pair", mr, 1, w, masked=True, pair=True)
+    L += _gemm_ir(mr, nv, w, KC)
+    L += _peak_ir(w, {16: 24, 8: 12}.get(w, 8))
+    src = "\n".join(L)
+    if with_pool:
+        x86 = platform.machine().lower() in ("x86_64", "amd64")
+        pause = "call void @llvm.x86.sse2.pause()" if x86 else ""
+        decl = "declare void @llvm.x86.sse2.pause()\n" if x86 else ""
+        src += "\n" + decl + (_POOL_IR.replace("{PAUSE}", pause)
+                              .replace("{FUTEX}", str(_FUTEX[platform.machine().lower()])))
+    return src
+
+
+# ---------------------------------------------------------------------------- compiling
+
+class Module:
+    """The compiled code for one :class:`Isa`: addresses of ``tl_sgemm``, ``tl_peak`` and,
+    where the platform has futexes (Linux on x86-64 or ARM64), the pool primitives
+    (``pool`` False otherwise)."""
+
+    def __init__(self, target: Isa):
+        llvm = _llvm()
+        self.isa = target
+        self.pool = (platform.system() == "Linux"
+                     and platform.machine().lower() in _FUTEX)
+        if self.pool:
+            libc = ctypes.CDLL(None)
+            for sym in ("syscall", "sched_yield"):
+                llvm.add_symbol(sym, ctypes.cast(getattr(libc, sym), ctypes.c_void_p).value)
+        tm = llvm.Target.from_default_triple().create_target_machine(
+            cpu=target.cpu, features=target.features, opt=3, jit=True)
+        mod = llvm.parse_assembly(_module_ir(target, self.pool))
+        mod.verify()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+        self._engine = llvm.create_mcjit_compiler(mod, tm)   # owns the code: kept alive
+        self._engine.finalize_object()
+        self._tm, self._mod = tm, mod
+        names = ["tl_sgemm", "tl_peak"] + (["tl_worker", "tl_run", "tl_barrier",
+                                            "tl_fetch_add"] if self.pool else [])
+        self.addr = {n: self._engine.get_function_address(n) for n in names}
+        i64 = ctypes.c_int64
+        self.sgemm = ctypes.CFUNCTYPE(None, *[i64] * 9)(self.addr["tl_sgemm"])
+        self.peak = ctypes.CFUNCTYPE(None, i64, i64)(self.addr["tl_peak"])
+
+    def assembly(self) -> str:
+        """The machine code as assembly text (to read what the compiler made of it)."""
+        return self._tm.emit_assembly(self._mod)
+
+
+_MODULES: dict = {}
+_LOCK = threading.Lock()
+_FAILED: dict = {}
+
+
+_DEFAULT: list = []
+
+
+def module(name: str | None = None) -> Module:
+    """The compiled :class:`Module` for :func:`isa` ``(name)``, built once per process
+    (``$TENSORLAYOUT_SIMD`` is read at the first call without a name)."""
+    if name is None and _DEFAULT:
+        return _DEFAULT[0]
+    target = isa(name)
+    with _LOCK:
+        got = _MODULES.get(target)
+        if got is None:
+            got = _MODULES[target] = Module(target)
+        if name is None:
+            _DEFAULT.append(got)
+        return got
+
+
+def available() -> bool:
+    """True when llvmlite compiles the module here (False: the engine uses BLAS instead)."""
+    key = os.environ.get("TENSORLAYOUT_SIMD", "")
+    if key not in _FAILED:
+        try:
+            module()
+            _FAILED[key] = None
+        except Exception as exc:  # noqa: BLE001 - no llvmlite, an old LLVM, an odd platform
+            _FAILED[key] = exc
+    return _FAILED[key] is None
+
+
+# ------------------------------------------------------------------------ Python entry
+
+def pack_rows(a, mr: int | None = None, out=None) -> np.ndarray:
+    """Rows of ``a`` (m, k) as the panels :func:`gemm` reads: (ceil(m / mr), k, mr), float32,
+    rows past m zero.  ``mr`` defaults to this CPU's micro-kernel rows.
+
+    >>> pack_rows(np.arange(6, dtype=np.float32).reshape(3, 2), mr=2)[:, :, :].tolist()
+    [[[0.0, 2.0], [1.0, 3.0]], [[4.0, 0.0], [5.0, 0.0]]]
+    """
+    a = np.asarray(a, dtype=np.float32)
+    if a.ndim != 2:
+        raise ShapeError(f"a has shape {a.shape}: pack_rows needs a 2-D (m, k) matrix")
+    if mr is None:
+        mr = isa().mr
+    m, k = a.shape
+    npan = -(-m // mr)
+    p = np.zeros((npan * mr, k), np.float32)
+    p[:m] = a
+    packed = p.reshape(npan, mr, k).transpose(0, 2, 1)
+    if out is None:
+        return np.ascontiguousarray(packed)
+    out[...] = packed
+    return out
+
+
+def gemm(a_packed, b, m: int, c=None, accumulate: bool = False, isa_name: str | None = None):
+    """``C = A · B`` (or ``C += A · B``) with ``A`` given as :func:`pack_rows` panels.
+
+    ``a_packed``: (ceil(m / mr), k, mr) float32; ``b``: (k, n) float32, rows contiguous
+    (any row stride); ``c``: (m, n) float32 with contiguous rows, or None for a new array.
+    This is the Python face of ``tl_sgemm``; compiled callers pass the same pointers to
+    the address ``module().addr["tl_sgemm"]`` (arguments: m, n, k, a, b, ldb, c, ldc,
+    flags, all 64-bit integers; flags bit 0 = accumulate).
+    """
+    mod = module(isa_name)
+    mr = mod.isa.mr
+    a_packed = np.asarray(a_packed)
+    b = np.asarray(b)
+    if a_packed.dtype != np.float32 or a_packed.ndim != 3 or a_packed.shape[2] != mr \
+            or not a_packed.flags.c_contiguous:
+        raise ShapeError(f"a_packed has shape {a_packed.shape} and dtype {a_packed.dtype}: it "
+                         f"must be C-contiguous float32 (panels, k, {mr}) from pack_rows")
+    npan, k, _ = a_packed.shape
+    if not 0 <= m <= npan * mr:
+        raise ShapeError(f"m = {m} is not allowed: a_packed holds {npan * mr} rows")
+    if b.dtype != np.float32 or b.ndim != 2 or b.shape[0] != k or (b.size and b.strides[1] != 4):
+        raise ShapeError(f"b has shape {b.shape} and dtype {b.dtype}: it must be float32 "
+                         f"({k}, n) with contiguous rows")
+    n = b.shape[1]
+    if c is None:
+        c = np.zeros((m, n), np.float32) if accumulate else np.empty((m, n), np.float32)
+    elif (c.dtype != np.float32 or c.shape != (m, n) or (c.size and c.strides[1] != 4)
+          or not c.flags.writeable):
+        raise ShapeError(f"c has shape {c.shape} and dtype {c.dtype}: it must be a writable "
+                         f"float32 ({m}, {n}) array with contiguous rows")
+    mod.sgemm(m, n, k, a_packed.ctypes.data, b.ctypes.data, b.strides[0] // 4, c.ctypes.data,
+              c.strides[0] // 4, 1 if accumulate else 0)
+    return c

@@ -1,0 +1,381 @@
+"""The CPU backend's own kernels and fusions: the depthwise loops and the epilogue (compiled
+and their NumPy twins) against a float64 direct convolution written here, and fused steps
+(convolution + residual + activation, pointwise, depthwise, Gemm and element-wise with their
+activations) against onnxruntime, NaN included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from _model_util import compare, make_model, ort_session
+
+from tensorlayout.backends import cpu_kernels as K  # noqa: E402
+from tensorlayout.model import load  # noqa: E402
+
+_ACTS = {0: lambda v: v, 1: lambda v: np.where(v < 0, 0, v), 2: lambda v: np.clip(v, -0.5, 0.75),
+         3: lambda v: np.where(v >= 0, v, 0.1 * v), 4: lambda v: 1 / (1 + np.exp(-v)),
+         5: lambda v: v * np.clip(v / 6 + 0.5, 0, 1), 6: lambda v: np.clip(0.2 * v + 0.5, 0, 1),
+         7: np.tanh, 8: lambda v: v / (1 + np.exp(-v))}
+_PARAMS = {0: (0, 0), 1: (0, 0), 2: (-0.5, 0.75), 3: (0.1, 0), 4: (0, 0), 5: (1 / 6, 0.5),
+           6: (0.2, 0.5), 7: (0, 0), 8: (0, 0)}
+
+
+def _direct64(x, w, b, stride, begin, dil, mult, out_hw):
+    """Depthwise convolution by its definition, in float64: y[n, k] sums w[k] over the window of
+    input channel k // mult; taps outside the input read zero."""
+    N, C, H, W = x.shape
+    K_, _, KH, KW = w.shape
+    OH, OW = out_hw
+    y = np.zeros((N, K_, OH, OW))
+    for k in range(K_):
+        for oh in range(OH):
+            for ow in range(OW):
+                acc = np.zeros(N)
+                for i in range(KH):
+                    for j in range(KW):
+                        iy = oh * stride[0] + i * dil[0] - begin[0]
+                        ix = ow * stride[1] + j * dil[1] - begin[1]
+                        if 0 <= iy < H and 0 <= ix < W:
+                            acc += w[k, 0, i, j] * x[:, k // mult, iy, ix].astype(np.float64)
+                y[:, k, oh, ow] = acc + b[k]
+    return y
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W, mult, KH, KW, stride, begin, end, dilation, act)
+    (1, 3, 7, 9, 1, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1), 1),
+    (2, 4, 8, 7, 2, 3, 5, (2, 2), (0, 2), (1, 1), (1, 1), 2),
+    (1, 5, 11, 10, 1, 5, 5, (2, 1), (2, 2), (2, 2), (2, 1), 5),
+    (1, 2, 6, 6, 3, 3, 3, (1, 2), (2, 1), (0, 2), (1, 1), 7),
+    # the stride-2 specialisations (even / odd column halves), odd and even begin padding
+    (1, 3, 9, 11, 1, 3, 3, (2, 2), (0, 1), (1, 1), (1, 1), 4),
+    (1, 2, 12, 9, 2, 5, 5, (2, 2), (2, 1), (2, 2), (1, 1), 8),
+    (2, 3, 8, 8, 1, 3, 3, (2, 2), (1, 0), (0, 1), (1, 1), 0),
+])
+def test_depthwise_loops_equal_the_definition(compiled, case, monkeypatch):
+    N, C, H, W, mult, KH, KW, stride, begin, end, dil, act = case
+    if compiled and K.ready() is False:
+        from tensorlayout import _jit
+        _jit.wait()
+        if not K.ready():
+            pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(K, "ready", lambda: False)
+    rng = np.random.default_rng(sum(case[:4]))
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((C * mult, 1, KH, KW)).astype(np.float32)
+    b = rng.standard_normal(C * mult).astype(np.float32)
+    OH = (H + begin[0] + end[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+    OW = (W + begin[1] + end[1] - (KW - 1) * dil[1] - 1) // stride[1] + 1
+    y = np.empty((N, C * mult, OH, OW), np.float32)
+    a0, a1 = _PARAMS[act]
+    K.depthwise(x, w, b, y, (*stride, *begin, *dil, mult, act, a0, a1))
+    want = _ACTS[act](_direct64(x, w, b, stride, begin, dil, mult, (OH, OW)))
+    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_epilogue_bias_residual_activation_and_nan(compiled, monkeypatch):
+    if not compiled:
+        monkeypatch.setattr(K, "ready", lambda: False)
+    elif not K.ready():
+        from tensorlayout import _jit
+        _jit.wait()
+        if not K.ready():
+            pytest.skip("numba is not installed")
+    rng = np.random.default_rng(3)
+    for act in range(9):
+        y = rng.standard_normal((2, 3, 10)).astype(np.float32)
+        y[0, 1, 4] = np.nan
+        res = rng.standard_normal((2, 3, 10)).astype(np.float32)
+        b = rng.standard_normal(3).astype(np.float32)
+        want = _ACTS[act](y.astype(np.float64) + b[None, :, None] + res)
+        K.epilogue(y, b, res, (act, *_PARAMS[act]))
+        assert np.isnan(y[0, 1, 4]) and np.isnan(want[0, 1, 4])
+        ok = ~np.isnan(want)
+        assert np.abs(y[ok] - want[ok]).max() <= 1e-6 * max(1.0, np.abs(want[ok]).max()), act
+
+
+def _compiled_or_skip():
+    if not K.ready():
+        from tensorlayout import _jit
+        _jit.wait()
+        if not K.ready():
+            pytest.skip("numba or llvmlite is not installed")
+
+
+@pytest.mark.parametrize("shape", [
+    # (N, C, O, H, W): column blocks past POINTWISE_COLUMNS, rows in partial panels, a
+    # single column (panels split among threads), a batch
+    (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31)])
+@pytest.mark.parametrize("nt", [1, 2, 5])
+def test_pointwise_blocks_equal_the_definition(shape, nt):
+    """Every (panel group, column block) unit of the pointwise GEMM, with its bias, residual
+    and activation, against a float64 matrix product, for several thread counts."""
+    _compiled_or_skip()
+    N, C, O, H, W = shape
+    rng = np.random.default_rng(sum(shape) + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan                      # poisons output column 0 of image 0 only
+    w = rng.standard_normal((O, C)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    r = rng.standard_normal((N, O, H, W)).astype(np.float32)
+    for act, res, bias in ((0, None, None), (1, r, b), (5, None, b), (2, r, None)):
+        a0, a1 = _PARAMS[act]
+        y = K.Pointwise(w, bias, (act, a0, a1), x.shape)(x, res, nt=nt)
+        want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x.astype(np.float64))
+        if bias is not None:
+            want += bias[None, :, None, None]
+        if res is not None:
+            want += res
+        scale = max(1.0, np.nanmax(np.abs(want)))         # before the activation
+        want = _ACTS[act](want)
+        assert np.array_equal(np.isnan(y), np.isnan(want)), act
+        ok = ~np.isnan(want)
+        assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * scale, act
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_epilogue_without_bias_keeps_nan_to_its_element(compiled, monkeypatch):
+    """NaN at the start of a plane, no bias: only that element is NaN afterwards."""
+    if compiled:
+        _compiled_or_skip()
+    else:
+        monkeypatch.setattr(K, "ready", lambda: False)
+    y = np.ones((1, 2, 6), np.float32)
+    y[0, 1, 0] = np.nan
+    K.epilogue(y, None, np.ones((1, 2, 6), np.float32), (1, 0.0, 0.0))
+    assert np.isnan(y).sum() == 1 and np.isnan(y[0, 1, 0])
+    assert (y[~np.isnan(y)] == 2).all()
+
+
+@pytest.mark.parametrize("nt", [2, 3, 7])
+def test_depthwise_and_epilogue_split_among_threads(nt):
+    """The planes shared among several native workers give what one thread gives by the
+    definition (the window specialisations and the generic kernel)."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(nt)
+    x = rng.standard_normal((2, 5, 12, 10)).astype(np.float32)
+    for KH, stride, dil in ((3, (2, 2), (1, 1)), (5, (1, 1), (1, 1)), (3, (1, 1), (2, 2))):
+        w = rng.standard_normal((10, 1, KH, KH)).astype(np.float32)
+        b = rng.standard_normal(10).astype(np.float32)
+        OH = (12 + 2 * (KH // 2) * dil[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+        OW = (10 + 2 * (KH // 2) * dil[1] - (KH - 1) * dil[1] - 1) // stride[1] + 1
+        y = np.empty((2, 10, OH, OW), np.float32)
+        begin = (KH // 2 * dil[0], KH // 2 * dil[1])
+        K.depthwise(x, w, b, y, (*stride, *begin, *dil, 2, 1, 0.0, 0.0), nt=nt)
+        want = _ACTS[1](_direct64(x, w, b, stride, begin, dil, 2, (OH, OW)))
+        assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+    y = rng.standard_normal((3, 7, 50)).astype(np.float32)
+    res = rng.standard_normal((3, 7, 50)).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    want = _ACTS[3](y.astype(np.float64) + b[None, :, None] + res)
+    K.epilogue(y, b, res, (3, *_PARAMS[3]), nt=nt)
+    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
+def test_fused_steps_agree_with_onnxruntime():
+    """A depthwise convolution with a multiplier, stride, dilation and asymmetric padding and a
+    fused Clip; a strided pointwise convolution with HardSwish; a 3x3 convolution with the
+    residual Add and a LeakyRelu fused; Gemm + Sigmoid; Add + Relu; NaN in the input."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 4, 13, 11)).astype(np.float32)
+    x[1, 2, 5, 5] = np.nan
+    inits = {"dw": rng.standard_normal((8, 1, 3, 3)).astype(np.float32),
+             "db": rng.standard_normal(8).astype(np.float32),
+             "pw": rng.standard_normal((6, 8, 1, 1)).astype(np.float32),
+             "pb": rng.standard_normal(6).astype(np.float32),
+             "cw": rng.standard_normal((6, 6, 3, 3)).astype(np.float32),
+             "gw": rng.standard_normal((5, 6)).astype(np.float32),
+             "lo": np.array(-1, np.float32), "hi": np.array(2, np.float32)}
+    nodes = [
+        helper.make_node("Conv", ["x", "dw", "db"], ["a"], group=4, strides=[2, 1],
+                         dilations=[1, 2], pads=[1, 0, 2, 1]),
+        helper.make_node("Clip", ["a", "lo", "hi"], ["a2"]),
+        helper.make_node("Conv", ["a2", "pw", "pb"], ["b"], strides=[1, 2]),
+        helper.make_node("HardSwish", ["b"], ["b2"]),
+        helper.make_node("Conv", ["b2", "cw"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "b2"], ["d"]),
+        helper.make_node("LeakyRelu", ["d"], ["e"], alpha=0.2),
+        helper.make_node("GlobalAveragePool", ["e"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "gw"], ["h"], transB=1),
+        helper.make_node("Sigmoid", ["h"], ["y1"]),
+        helper.make_node("Add", ["e", "e"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y2"]),
+    ]
+    m = make_model(nodes, {"x": x}, ["y1", "y2"], inits)
+    model = load(m.SerializeToString())
+    fused = {st.node.name or st.node.op: st.fused for st in model.steps}
+    assert sum(len(f) for f in fused.values()) == 6     # Clip, HardSwish, Add + LeakyRelu, Sigmoid, Relu
+    ours = model.run(x)
+    ref = ort_session(m.SerializeToString()).run(None, {"x": x})
+    for a, b in zip(ours, ref):
+        assert a.shape == b.shape
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        ok = ~np.isnan(b)
+        assert np.abs(a[ok] - b[ok]).max() <= 1e-4 * max(1.0, np.abs(b[ok]).max())
+
+
+def test_a_residual_computed_after_the_convolution_is_not_fused():
+    """The Add's other operand comes from a node after the convolution: the Add stays a step
+    of its own (the operand does not exist yet when the convolution runs)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    inits = {"w": rng.standard_normal((3, 3, 3, 3)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["x"], ["s"]),
+             helper.make_node("Add", ["c", "s"], ["y"])]
+    out = compare(nodes, {"x": x}, ["y"], inits)
+    model = load(make_model(nodes, {"x": x}, ["y"], inits).SerializeToString())
+    assert [st.node.op for st in model.steps] == ["Conv", "Sigmoid", "Add"]
+    assert out[0].shape == (1, 3, 6, 6)
+
+
+@pytest.mark.parametrize("window", [(3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2)])
+def test_each_unrolled_window_equals_the_definition(window):
+    """The kernels with the taps of one window unrolled, with the padding MobileNets use and
+    an odd one, a multiplier of 2 and a fused activation."""
+    if not K.ready():
+        from tensorlayout import _jit
+        _jit.wait()
+        if not K.ready():
+            pytest.skip("numba is not installed")
+    KH, KW, sh, sw = window
+    rng = np.random.default_rng(KH * 10 + sh)
+    for begin, end in (((KH // 2, KW // 2), (KH // 2, KW // 2)), ((0, KW - 1), (KH - 1, 0))):
+        x = rng.standard_normal((2, 3, 11, 9)).astype(np.float32)
+        w = rng.standard_normal((6, 1, KH, KW)).astype(np.float32)
+        b = rng.standard_normal(6).astype(np.float32)
+        OH = (11 + begin[0] + end[0] - KH) // sh + 1
+        OW = (9 + begin[1] + end[1] - KW) // sw + 1
+        y = np.empty((2, 6, OH, OW), np.float32)
+        K.depthwise(x, w, b, y, (sh, sw, *begin, 1, 1, 2, 5, 1 / 6, 0.5))
+        want = _ACTS[5](_direct64(x, w, b, (sh, sw), begin, (1, 1), 2, (OH, OW)))
+        assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
+def test_silu_fused_where_nothing_else_reads_its_parts():
+    """Conv -> Sigmoid -> Mul(conv, sigmoid) runs as one step (either Mul order, after a
+    depthwise, a pointwise and a 3x3 convolution); a Sigmoid whose output is also read
+    elsewhere stays a step of its own.  Against onnxruntime, with NaN and large inputs."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((1, 4, 9, 9)) * 30).astype(np.float32)
+    x[0, 1, 2, 2] = np.nan
+    inits = {"dw": rng.standard_normal((4, 1, 3, 3)).astype(np.float32),
+             "pw": rng.standard_normal((6, 4, 1, 1)).astype(np.float32),
+             "cw": rng.standard_normal((6, 6, 3, 3)).astype(np.float32)}
+    nodes = [
+        helper.make_node("Conv", ["x", "dw"], ["a"], group=4, pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["a"], ["as"]),
+        helper.make_node("Mul", ["a", "as"], ["a2"]),
+        helper.make_node("Conv", ["a2", "pw"], ["b"]),
+        helper.make_node("Sigmoid", ["b"], ["bs"]),
+        helper.make_node("Mul", ["bs", "b"], ["b2"]),
+        helper.make_node("Conv", ["b2", "cw"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["cs"]),
+        helper.make_node("Mul", ["c", "cs"], ["c2"]),
+        helper.make_node("Add", ["c2", "cs"], ["y"]),       # cs read twice: no fusion
+    ]
+    m = make_model(nodes, {"x": x}, ["y"], inits)
+    model = load(m.SerializeToString())
+    fused = {st.node.name or st.node.op: st.fused for st in model.steps}
+    assert sorted(len(f) for f in fused.values() if f) == [2, 2]
+    ours = [model.run(x)]
+    ref = ort_session(m.SerializeToString()).run(None, {"x": x})
+    for a, b in zip(ours, ref):
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        ok = ~np.isnan(b)
+        assert np.abs(a[ok] - b[ok]).max() <= 1e-4 * max(1.0, np.abs(b[ok]).max())
+
+
+@pytest.mark.parametrize("act", [4, 8])
+def test_sigmoid_and_silu_over_float32s_whole_range(act):
+    """The compiled Sigmoid and SiLU (their own vectorised e ** x) against float64 from
+    -120 to 120, through the subnormal and overflow edges, with inf, -inf and NaN."""
+    _compiled_or_skip()
+    v = np.concatenate([np.linspace(-120, 120, 20001), [87.3, 88.5, 88.8, -87.4, -104, 0.0,
+                                                         -0.0, 1e-30, np.inf, -np.inf, np.nan]])
+    y = v.astype(np.float32).reshape(1, 1, -1).copy()
+    K.epilogue(y, None, None, (act, 0.0, 0.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = 1 / (1 + np.exp(-v.astype(np.float32).astype(np.float64)))
+        want = s if act == 4 else v.astype(np.float32) * s
+    y = y.ravel()
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    ok = np.isfinite(want)
+    assert np.array_equal(y[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
+    err = np.abs(y[ok] - want[ok]) / np.maximum(np.abs(want[ok]), 1e-30)
+    small = np.abs(want[ok]) < 1e-37           # float32 subnormal results: absolute error
+    assert err[~small].max() <= 1e-6, err[~small].max()
+    assert np.abs(y[ok][small] - want[ok][small]).max() <= 1e-37
+
+
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W, O, KH, KW, stride, begin, end, dilation)
+    (1, 3, 17, 15, 8, 7, 7, (2, 2), (3, 3), (3, 3), (1, 1)),
+    (2, 5, 9, 10, 6, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1)),
+    (1, 4, 11, 12, 5, 3, 2, (1, 3), (0, 2), (2, 0), (2, 1)),
+    (1, 16, 3, 3, 20, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+    (1, 2, 4, 5, 3, 5, 5, (1, 1), (4, 4), (4, 4), (1, 1)),   # windows mostly outside
+])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_im2col_gemm_equals_the_definition(case, nt):
+    """Columns unfolded on the workers and the packed GEMM with bias, residual and ReLU against
+    a float64 direct convolution written from the definition."""
+    _compiled_or_skip()
+    N, C, H, W, O, KH, KW, stride, begin, end, dil = case
+    rng = np.random.default_rng(sum(case[:7]) + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((O, C, KH, KW)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    OH = (H + begin[0] + end[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+    OW = (W + begin[1] + end[1] - (KW - 1) * dil[1] - 1) // stride[1] + 1
+    res = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
+    y = K.Im2col(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, res, nt=nt)
+    want = np.zeros((N, O, OH, OW))
+    for oh in range(OH):
+        for ow in range(OW):
+            for i in range(KH):
+                for j in range(KW):
+                    iy = oh * stride[0] + i * dil[0] - begin[0]
+                    ix = ow * stride[1] + j * dil[1] - begin[1]
+                    if 0 <= iy < H and 0 <= ix < W:
+                        want[:, :, oh, ow] += x[:, :, iy, ix].astype(np.float64) @ \
+                            w[:, :, i, j].astype(np.float64).T
+    pre = want + b[None, :, None, None] + res
+    want = np.maximum(pre, 0)
+    assert y.shape == want.shape
+    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(pre).max())
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fully_connected_steps_agree_with_onnxruntime(batch):
+    """Gemm with transB, alpha, beta and a (1, N) C, a fused ReLU; MatMul by a constant; Gemm
+    with a C of one value: the backend's fc steps against onnxruntime (NaN in the input)."""
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, 7)).astype(np.float32)
+    x[0, 3] = np.nan if batch > 1 else x[0, 3]          # a NaN row among finite ones
+    inits = {"w1": rng.standard_normal((5, 7)).astype(np.float32),
+             "c1": rng.standard_normal((1, 5)).astype(np.float32),
+             "w2": rng.standard_normal((5, 4)).astype(np.float32),
+             "w3": rng.standard_normal((4, 6)).astype(np.float32),
+             "c3": np.array([0.5], np.float32)}
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "c1"], ["a"], transB=1, alpha=0.5, beta=2.0),
+        helper.make_node("Relu", ["a"], ["a2"]),
+        helper.make_node("MatMul", ["a2", "w2"], ["b"]),
+        helper.make_node("Gemm", ["b", "w3", "c3"], ["y"]),
+    ]
+    m = make_model(nodes, {"x": x}, ["y"], inits)
+    model = load(m.SerializeToString())
+    assert [st.info.get("algorithm") for st in model.steps] == ["fc GEMM"] * 3
+    ours = model.run(x)
+    ref = ort_session(m.SerializeToString()).run(None, {"x": x})[0]
+    assert ours.shape == ref.shape
+    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    assert np.abs(ours[ok] - ref[ok]).max() <= 1e-5 * max(1.0, np.abs(ref[ok]).max())
