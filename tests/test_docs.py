@@ -162,4 +162,4 @@ def test_the_op_table_of_models_md_is_the_one_the_runtimes_make():
     text = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
     start, stop = text.index(optable.BEGIN) + len(optable.BEGIN), text.index(optable.END)
     assert text[start:stop].strip() == optable.markdown()
-    assert "| Conv | yes | yes | BDC |" in text     # the table can show a missing op
+    assert "| Conv | yes | yes | NPU |" in text     # the table can show a missing op

@@ -75,7 +75,7 @@ def test_plan_json_chip_html(tiny, capsys, tmp_path):
     assert sorted(i["image"] for i in d["images"] if i["tensor"].startswith("c[")) == [[32, 16]] * 2
     assert d["chip"]["name"] == "BM1688" and len(d["npu_layers"]) == 9
     html = (tmp_path / "rep" / "index.html").read_text()
-    assert html.count("<svg") == 3 and 'data-over="1"' in html
+    assert html.count("<svg") == 4 and 'data-over="1"' in html   # the 4th: NPU local memory
     import xml.etree.ElementTree as ET
 
     bars = []

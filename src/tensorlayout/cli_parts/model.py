@@ -85,6 +85,9 @@ def register(sub) -> None:
                    help=f"threads for the runtime, 1 to {MAX_THREADS} (default: all)")
     r.add_argument("--chip", default=None, metavar="BM1684",
                    help="--runtime npu: the chip (only BM1684 has a simulator; the default)")
+    r.add_argument("--layer-by-layer", action="store_true",
+                   help="--runtime npu: every node a layer group of its own, each activation to "
+                        "system memory and back (what the layer groups are measured against)")
     r.add_argument("--profile", action="store_true",
                    help="time each layer and each op type (after one warm-up run; on OpenCL, "
                         "device time from profiling events)")
@@ -241,7 +244,7 @@ def run_cmd(args) -> int:
                                    ("--max-image", args.max_image), ("--tune", args.tune),
                                    ("--winograd", None if args.winograd == "auto" else args.winograd)))
     if args.runtime != "npu":
-        _only(args, args.runtime, (("--chip", args.chip),))
+        _only(args, args.runtime, (("--chip", args.chip), ("--layer-by-layer", args.layer_by_layer)))
     if args.save is not None:
         output_arg(args.save, "--save")
     if args.runtime == "opencl":
@@ -318,12 +321,15 @@ def run_npu(args) -> int:
     """``run --runtime npu`` (and ``npu run-onnx``): the NPU schedule on the simulator."""
     from ..backends.npu import NpuProgram
     from ..npu import BM1684, cmodel
+    from ..schedule.npu import schedule_npu
+    from ..schedule.npu_cost import CLOCKS, estimate
 
     _only(args, "npu", (("--threads", getattr(args, "threads", None)),
                         ("--profile", getattr(args, "profile", False))))
     model = load_model(args)
     feeds = read_inputs(args, model)
-    prog = NpuProgram(model.graph, getattr(args, "chip", None) or BM1684)
+    by_layer = bool(getattr(args, "layer_by_layer", False))
+    prog = NpuProgram(model.graph, getattr(args, "chip", None) or BM1684, groups=not by_layer)
     cmodel.simulator()  # a missing simulator is one line, before any work
     t0 = time.perf_counter()
     outs, report = prog.run(feeds)
@@ -331,12 +337,24 @@ def run_npu(args) -> int:
     if getattr(args, "save", None):
         write_output(args.save, "--save", outs[0])
     cpu, _ = model.cpu().run(feeds)
+    sched = prog.schedule
+    chip = sched.chip
     npu = sum(r["where"] == "npu" for r in report)
-    info = {"model": model.label, "runtime": "npu", "chip": prog.schedule.chip.name,
+    steps = {s.node.name: s for s in sched.steps}
+    nodes = [{**r, "shape": list(r["shape"]), "cost": steps[r["name"]].cost} for r in report]
+    plan_gdma = sched.gdma_bytes()
+    single = sched if by_layer else schedule_npu(model.graph, chip, groups=False)
+    lbl = single.gdma_bytes()
+    clock, bw = CLOCKS.get(chip.name, CLOCKS["BM1684"])
+    info = {"model": model.label, "runtime": "npu", "chip": chip.name,
             "inputs": {k: list(v.shape) for k, v in feeds.items()}, "seconds": seconds,
-            "outputs": _outputs_info(model, outs),
-            "nodes": [{**r, "shape": list(r["shape"])} for r in report], "npu_nodes": npu,
-            "host_nodes": sum(r["where"] == "host" for r in report)}
+            "outputs": _outputs_info(model, outs), "nodes": nodes, "npu_nodes": npu,
+            "host_nodes": sum(r["where"] == "host" for r in report),
+            "layer_groups": not by_layer, "groups": sched.group_rows(),
+            "gdma": {"plan": plan_gdma, "moved": prog.gdma_moved, "layer_by_layer": lbl,
+                     "ratio": plan_gdma["total"] / max(lbl["total"], 1)},
+            "estimate": {**estimate(chip, sched.instrs), "clock_hz": clock, "gdma_bytes_per_s": bw,
+                         "model": "docs/npu.md, 'What a program costs'"}}
     info["vs_cpu"] = difference(outs[0], cpu[0])
     info["rel_max_vs_cpu"] = info["vs_cpu"]["rel_max"]
     if args.check:
@@ -350,12 +368,30 @@ def run_npu(args) -> int:
         print_json(info)
         return rc
     views = len(report) - npu - info["host_nodes"]
+    groups = [g for g in info["groups"] if g["kind"] == "group"]
     print(f"model {model.label}: {len(report)} nodes, {npu} on the {info['chip']} simulator, "
-          f"{info['host_nodes']} on the host, {views} view{'s' * (views != 1)} ({seconds:.1f} s)")
+          f"{info['host_nodes']} on the host, {views} view{'s' * (views != 1)}, "
+          f"{len(groups)} layer group{'s' * (len(groups) != 1)} ({seconds:.1f} s)")
     wn = max(len(r["name"]) for r in report)
     wo = max(len(r["op"]) for r in report)
     for r in report:
-        print(f"  {r['name']:<{wn}}  {r['op']:<{wo}}  {r['where']:<4}  {str(r['shape']):<18}  {r['why']}")
+        g = "-" if r["group"] < 0 else str(r["group"])
+        print(f"  {r['name']:<{wn}}  {r['op']:<{wo}}  {r['where']:<4}  {g:>3}  {str(r['shape']):<18}  "
+              f"{r['why']}")
+    for g in groups:
+        names = g["nodes"]
+        span = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+        print(f"group {g['index']:<3} {len(names)} nodes ({span}): {g['images']} image(s) x "
+              f"{g['row_slices']} row slice(s), constants {g['constants']}, {g['peak_bytes']} "
+              f"bytes of local memory per NPU, GDMA {g['gdma']['total']} bytes")
+    gd = info["gdma"]
+    print(f"GDMA   {gd['plan']['total']} bytes (loads {gd['plan']['load']}, stores "
+          f"{gd['plan']['store']}, local {gd['plan']['local']}, system {gd['plan']['system']}); "
+          f"layer by layer {gd['layer_by_layer']['total']} ({gd['ratio']:.3f}x)")
+    e = info["estimate"]
+    print(f"estimate  {e['bdc_cycles']} BDC cycles, {e['macs']} MACs: {1e3 * e['seconds']:.3f} ms at "
+          f"{clock / 1e6:.0f} MHz with GDMA at {bw / 1e9:.0f} GB/s, nothing overlapped "
+          f"({1e3 * e['overlapped']:.3f} ms if everything did); a model, not a measurement")
     _print_outputs(info["outputs"])
     print(f"output {tuple(outs[0].shape)}: " + difference_line(info["vs_cpu"], "the CPU runtime"))
     if args.check:
@@ -502,6 +538,8 @@ def plan_cmd(args) -> int:
     if args.max_image is not None and args.device is not None:
         raise LayoutError("--max-image and --device are both given: the limits come from one of them")
     winograd = winograd_arg(args.winograd)
+    from ..schedule.npu import schedule_npu
+
     model = load_model(args)
     plan = plan_model(model, max_image=max_image, device=args.device, chip=args.chip,
                       half=args.half, winograd=winograd)
@@ -552,16 +590,32 @@ def plan_cmd(args) -> int:
         print()
         print(f"NPU schedule on {c.name}: {c.npus} NPUs x {c.lmem_bytes // 1024} KiB, align "
               f"{c.align_bytes} bytes; each tensor at its local address, with its channels and "
-              "bytes in the fullest NPU (the placements a run uses); ! = working set past one NPU")
+              "bytes in the fullest NPU (the placements a run uses; the first image and row slice "
+              "of its layer group); ! = working set past one NPU")
         rows, marks = [], []
         for r in plan.layers:
             cell = ", ".join(f"{t['role']} {t['channels_per_npu']}ch/{t['bytes_per_npu']}B@{t['address']}"
                              for t in r["tensors"]) or "-"
-            rows.append((r["layer"], r["op"], r["place"], cell,
-                         str(r["working_set"]) if r["tensors"] else "-", r["why"]))
+            rows.append((r["layer"], r["op"], r["place"], "-" if r["group"] < 0 else str(r["group"]),
+                         cell, str(r["working_set"]) if r["tensors"] else "-",
+                         str(r["gdma_bytes"]) if r["gdma_bytes"] else "-", r["why"]))
             marks.append("  " if r["fits"] else "! ")
-        print_columns(("layer", "op", "place", "tensors (channels/NPU, bytes/NPU @ address)", "working set",
-                "why"), rows, right=(4,), mark=marks)
+        print_columns(("layer", "op", "place", "group", "tensors (channels/NPU, bytes/NPU @ address)",
+                       "working set", "GDMA bytes", "why"), rows, right=(3, 5, 6), mark=marks)
+        print()
+        single = schedule_npu(model.graph, c, groups=False).gdma_bytes()
+        total = plan.npu.gdma_bytes()
+        for g in plan.npu.group_rows():
+            if g["kind"] != "group":
+                continue
+            names = g["nodes"]
+            span = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+            print(f"group {g['index']:<3} {len(names)} nodes ({span}): {g['images']} image(s) x "
+                  f"{g['row_slices']} row slice(s), constants {g['constants']}, {g['peak_bytes']} "
+                  f"bytes per NPU, GDMA {g['gdma']['total']} bytes, estimate {g['bdc_cycles']} BDC "
+                  "cycles")
+        print(f"GDMA               {total['total']} bytes in layer groups; layer by layer "
+              f"{single['total']} ({total['total'] / max(single['total'], 1):.3f}x)")
     problems = plan.problems()
     print()
     print(f"problems           {len(problems)}")

@@ -33,14 +33,17 @@ def register(sub) -> None:
 
 def register_run_onnx(cmds) -> None:
     r = cmds.add_parser(
-        "run-onnx", help="run an ONNX model on the BM1684 simulator, node by node (the rest on the "
-                         "host); the same as tensorlayout run --runtime npu",
-        description="Run an ONNX model with the nodes that BDC instructions compute exactly (Conv, "
-        "depthwise Conv, Relu, Clip, MaxPool, AveragePool, GlobalAveragePool, Add) on Sophgo's BM1684 "
-        "simulator and the others on the host CPU runtime; print where each node ran and why, and "
-        "the difference from the model run wholly on the CPU runtime: over the values finite in "
-        "both, with the NaN and inf counted apart. Exit status 1 when the two do not have NaN "
-        "and inf at the same places (the chip's Relu, Clip and MaxPool turn NaN into numbers).")
+        "run-onnx", help="run an ONNX model on the BM1684 simulator in layer groups (what has no "
+                         "BDC or GDMA form on the host); the same as tensorlayout run --runtime npu",
+        description="Run an ONNX model on Sophgo's BM1684 simulator: each node as BDC instructions "
+        "(convolutions, activations, arithmetic, pooling, Gemm) or GDMA placements (Concat, "
+        "Slice, Split, Transpose, reshapes), consecutive nodes in layer groups whose activations "
+        "stay in local memory, and the nodes without such a form on the host CPU runtime; print "
+        "where each node ran and why, its group, the GDMA bytes against the layer-by-layer "
+        "schedule, a cost estimate, and the difference from the model run wholly on the CPU "
+        "runtime: over the values finite in both, with the NaN and inf counted apart. Exit "
+        "status 1 when the two do not have NaN and inf at the same places (the chip's Relu, "
+        "Clip and MaxPool turn NaN into numbers).")
     r.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to run (one input)")
     r.add_argument("--input", action="append", default=[], metavar="X.npy",
                    help="input array (.npy, float32); default: random normal (--seed)")
@@ -48,6 +51,9 @@ def register_run_onnx(cmds) -> None:
                    help="fix a dynamic input shape; repeatable")
     r.add_argument("--seed", type=nonneg, default=0, help="seed of the random input, >= 0 (default 0)")
     r.add_argument("--check", action="store_true", help="also compare with onnxruntime")
+    r.add_argument("--layer-by-layer", action="store_true",
+                   help="every node a layer group of its own (each activation to system memory "
+                        "and back)")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=_run_onnx)
 

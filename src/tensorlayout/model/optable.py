@@ -1,14 +1,14 @@
 """The op table of docs/models.md: which runtime runs which ONNX op, made from the runtimes'
 own lists (the graph layer's :data:`~tensorlayout.graph.OP_TYPES` for the CPU,
-:data:`tensorlayout.backends.opencl.NETWORK_OPS`, the NPU schedule's BDC ops
-:data:`tensorlayout.schedule.npu.NPU_OPS`).
+:data:`tensorlayout.backends.opencl.NETWORK_OPS`, the NPU schedule's ops with a BDC or GDMA
+form :data:`tensorlayout.schedule.npu.NPU_OPS`).
 
 ``python -m tensorlayout.model.optable docs/models.md`` rewrites the table in place, between
 its two marker lines; ``tests/test_docs.py`` checks that the committed page holds what
 :func:`markdown` makes.
 
 >>> print(markdown().splitlines()[2])
-| Abs | yes | | host |
+| Abs | yes | | NPU |
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def runtime_ops() -> dict:
 
 def markdown() -> str:
     """The table: one row per op, and for each runtime whether it runs the op (the NPU
-    runtime runs an op without a BDC instruction on the host)."""
+    runtime runs an op without a BDC or GDMA form on the host)."""
     ops = runtime_ops()
     rows = ["| op | CPU | OpenCL images | NPU (BM1684 simulator) |", "|---|---|---|---|"]
     for op in sorted(set().union(*ops.values())):
         rows.append(f"| {op} | {'yes' if op in ops['cpu'] else ''} | "
                     f"{'yes' if op in ops['opencl'] else ''} | "
-                    f"{'BDC' if op in ops['npu'] else 'host'} |".replace("|  |", "| |"))
+                    f"{'NPU' if op in ops['npu'] else 'host'} |".replace("|  |", "| |"))
     return "\n".join(rows)
 
 

@@ -8,7 +8,7 @@ DW_CONV2D_FILTER, WEIGHT_WIDTH, ARGUMENT), bytes, padding waste and whether it f
 image the network allocates (:meth:`ModelPlan.images`, the same list an
 :class:`~tensorlayout.model.OpenCLSession` of the same limits and dtype allocates); the
 memory those images take with reuse; and, with a chip, each layer's placement in NPU local
-memory (:func:`tensorlayout.schedule.npu.npu_layers`).  Problems (an op images lack, an image
+memory and layer groups (:func:`tensorlayout.schedule.npu.schedule_npu`).  Problems (an op images lack, an image
 past the limits) are listed, not raised.
 
 >>> from tensorlayout.model import load, zoo
@@ -33,7 +33,7 @@ from ..image import buffer_format, image_layout, image_shape
 from ..npu import CHIPS, Chip, get_chip
 from ..schedule import ImageTarget, schedule_images
 from ..schedule.images import Act, Virtual
-from ..schedule.npu import as4, npu_layers
+from ..schedule.npu import as4, schedule_npu
 
 __all__ = ["plan_model", "ModelPlan"]
 
@@ -52,6 +52,7 @@ class ModelPlan:
     tensors: list = field(default_factory=list)
     chip: object = None
     layers: list = field(default_factory=list)
+    npu: object = field(default=None, repr=False)    # the NPU schedule, with a chip
 
     @property
     def steps(self) -> list:
@@ -103,7 +104,9 @@ class ModelPlan:
                 "chip": None if self.chip is None else {
                     "name": self.chip.name, "npus": self.chip.npus,
                     "lmem_bytes": self.chip.lmem_bytes, "align_bytes": self.chip.align_bytes},
-                "npu_layers": self.layers}
+                "npu_layers": self.layers,
+                "npu_groups": None if self.npu is None else self.npu.group_rows(),
+                "npu_gdma": None if self.npu is None else self.npu.gdma_bytes()}
 
 
 def _row(name, role, shape, dtype, producer, last_reader):
@@ -224,5 +227,6 @@ def plan_model(model, max_image=None, device=None, chip=None, half=False, winogr
         rows.append(_with_image(r, w.image_type, w.array.shape, w.size, fits, **w.kw))
     plan = ModelPlan(model.label, target.max_image, target.name, target.dtype.name, s, rows, chip)
     if chip is not None:
-        plan.layers = npu_layers(graph, chip)
+        plan.npu = schedule_npu(graph, chip)
+        plan.layers = plan.npu.rows()
     return plan

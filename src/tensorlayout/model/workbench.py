@@ -291,6 +291,8 @@ def _capture_npu(graph, feeds, keep):
             if step.kind == "view":
                 held[name] = Held("view", np.array(v), node.name,
                                   f"the placement of {node.inputs[0]} (a view)")
+            elif mem is None and step.place == "npu":      # a move in system memory
+                held[name] = Held("computed", np.array(v), node.name, f"system memory: {step.why}")
             elif mem is None:
                 held[name] = Held("host", np.array(v), node.name, f"on the host: {step.why}")
             else:
@@ -313,7 +315,8 @@ def _npu_held(step, name, value, mem, keep):
         h = Held("computed", got, step.node.name, where)
     else:
         h = Held("computed", np.array(value), step.node.name,
-                 f"system memory (GDMA'd out of {where}, which keeps the last {part[1]})")
+                 f"read back image by image and slice by slice as the run left each ({where} "
+                 f"keeps the last {part[1]})")
     if keep:
         h.pieces = [_npu_piece(t, mem, value.shape, part[0])]
     return h
@@ -332,6 +335,9 @@ def _last_part(step, t, shape):
     if len(shape) == 4 and not t.is_matrix and t.shape[0] < shape[0]:
         n = shape[0]
         return ([(n - 1, n), (0, shape[1]), (0, shape[2]), (0, shape[3])], "image"), t
+    if len(shape) == 2 and t.is_matrix and t.matrix_shape[0] < shape[0]:   # a row per image
+        n = shape[0]
+        return ([(n - 1, n), (0, shape[1])], "image"), t
     return (None, "all"), t
 
 

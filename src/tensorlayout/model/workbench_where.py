@@ -7,8 +7,9 @@ prints it) an activation's IN_OUT_CHANNEL image, its memory block, the pixel and
 split by channels and the passes of a batch held in groups; a traced move answers with the
 element of the tensor it reads, a fused tensor says it is never stored.  On the NPU
 (:func:`~tensorlayout.schedule.npu.schedule_npu`) every placement of the tensor in local
-memory, step by step (a convolution's slices, the images a per-image step takes in turn, a
-matmul's matrices), as ``(NPU, byte)`` from :meth:`~tensorlayout.npu.NpuTensor.locate`.
+memory, step by step (the layer planner's slices, the images a layer group takes in turn, a
+matmul's matrices; in one group a tensor stays where its readers find it), as ``(NPU, byte)``
+from :meth:`~tensorlayout.npu.NpuTensor.locate`.
 Given ``at`` instead of an index, the answer runs backwards: the element each of those
 storages holds at that location (and, on images, what else the memory block holds there).
 
@@ -20,7 +21,7 @@ storages holds at that location (and, on images, what else the memory block hold
 >>> [p["element"] for p in where(m, "d", at=(11, 2, 1), runtime="opencl")["places"]]
 [[0, 5, 2, 3]]
 >>> [(p["step"], p["role"], p["npu"], p["byte"]) for p in where(m, "d", (0, 5, 2, 3), runtime="npu")["places"]]
-[('pool1', 'output', 5, 1100), ('conv2', 'input', 5, 76)]
+[('pool1', 'output', 5, 1100), ('conv2', 'input', 5, 1100)]
 """
 
 from __future__ import annotations
@@ -386,8 +387,11 @@ def _where_npu(model, name, index, at, chip):
     elif st is not None and st.kind == "host":
         out.update(state="host", note=f"written on the host by {st.node.name}: {st.why}")
     else:
+        stored = any(i.kind == "store" and any(n == name for _, n, _ in i.operands)
+                     for i in sched.instrs)
         out.update(state="computed", note=f"written by step {st.node.name} ({st.kind}) into local "
-                   "memory, then copied out to system memory")
+                   "memory" + (", then copied out to system memory" if stored else
+                               f", kept there for the rest of layer group {st.group}"))
     if not sites:
         out["note"] += "; no step places it in local memory"
         return out

@@ -48,8 +48,8 @@ from .cmodel import dim2, dim4, padding as c_padding
 from .tensor import NpuTensor, aligned_stride, compact_stride, dtype_name
 
 __all__ = [
-    "conv2d", "depthwise2d", "max_pool2d", "avg_pool2d", "add", "sub", "mul", "maximum",
-    "minimum", "relu", "sigmoid", "tanh", "exp", "matmul", "int8_4n_to_fp32", "fp32_to_int8_4n",
+    "conv2d", "depthwise2d", "max_pool2d", "avg_pool2d", "add", "sub", "mul", "div", "rsub", "rdiv",
+    "maximum", "minimum", "relu", "scale_bias", "copy", "sigmoid", "tanh", "exp", "matmul", "int8_4n_to_fp32", "fp32_to_int8_4n",
     "conv2d_output_shape", "pool_output_shape", "store_conv_weight", "store_bias", "SFU_RANGE",
     "store_depthwise_weight", "conv_weight_2ic",
 ]
@@ -351,13 +351,18 @@ def _binary(op, mem, output, a, b):
         run(f"okk_bdc_{op}", output.address, a.address, b.address, dim4(output.shape),
                  dim4(output.stride), dim4(a.stride), dim4(b.stride))
         return output
-    if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(np.float32(b)):
-        raise DTypeError(f"b = {b!r} is not allowed: it must be an NpuTensor or a number fp32 holds "
+    return _with_number(run, f"okk_bdc_{op}_C", output, a, b, "b", "an NpuTensor or a number")
+
+
+def _with_number(run, fn, output, a, value, name, what):
+    """An instruction of ``a`` and a number (checked: finite in fp32) into ``output``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(np.float32(value)):
+        raise DTypeError(f"{name} = {value!r} is not allowed: it must be {what} fp32 holds "
                          "(it is rounded to fp32)")
     _no_overlap(output, "output", (a, "a"), allow_same=True)
-    run(f"okk_bdc_{op}_C", output.address, a.address, float(b), dim4(output.shape),
-             dim4(output.stride), dim4(a.stride))
+    run(fn, output.address, a.address, float(value), dim4(output.shape), dim4(output.stride),
+        dim4(a.stride))
     return output
 
 
@@ -374,6 +379,34 @@ def sub(mem, output, a, b):
 def mul(mem, output, a, b):
     """``output = a * b``."""
     return _binary("mul", mem, output, a, b)
+
+
+def div(mem, output, a, b):
+    """``output = a / b`` (``b`` a tensor of the same shape or a number).
+
+    The chip divides through its own reciprocal: results are within 4e-7 relative of the
+    float64 quotient, not always the correctly rounded float32 one; a finite number divided
+    by inf comes out inf (IEEE: 0), and x / 0 is ±inf, 0 / 0 NaN as IEEE has them.
+    """
+    return _binary("div", mem, output, a, b)
+
+
+def _reverse(op, mem, output, a, c):
+    run = _sim(mem).call
+    _tensor(output, "output")
+    _tensor(a, "a")
+    _shape(a, "a", output.shape)
+    return _with_number(run, f"okk_bdc_C_{op}", output, a, c, "c", "a number")
+
+
+def rsub(mem, output, a, c):
+    """``output = c - a`` for a number ``c`` (``okk_bdc_C_sub``); any strides, W stride 1."""
+    return _reverse("sub", mem, output, a, c)
+
+
+def rdiv(mem, output, a, c):
+    """``output = c / a`` for a number ``c`` (``okk_bdc_C_div``; precision as :func:`div`)."""
+    return _reverse("div", mem, output, a, c)
 
 
 def maximum(mem, output, a, b):
@@ -397,6 +430,55 @@ def relu(mem, output: NpuTensor, input: NpuTensor) -> NpuTensor:
     _no_overlap(output, "output", (input, "input"), allow_same=True)
     run("okk_bdc_relu", output.address, input.address, dim4(output.shape), dim4(output.stride),
              dim4(input.stride))
+    return output
+
+
+def scale_bias(mem, output: NpuTensor, input: NpuTensor, scale: NpuTensor | None = None,
+               bias: NpuTensor | None = None) -> NpuTensor:
+    """``output = input * scale[c] + bias[c]`` per channel (``okk_bdc_scale``, ``okk_bdc_bias``
+    or ``okk_bdc_scale_bias``, whichever of the two is given).
+
+    ``input`` and ``output`` take any strides (W stride 1) and may be the same tensor;
+    ``scale`` and ``bias`` are compact ``(1, C, 1, 1)`` tensors (:func:`store_bias` writes one)
+    starting in the output's NPU, where each channel's lane reads them. The product and
+    the sum are rounded one after the other, as two float32 operations.
+    """
+    run = _sim(mem).call
+    _tensor(output, "output")
+    _tensor(input, "input")
+    _shape(input, "input", output.shape)
+    c = output.shape[1]
+    if scale is None and bias is None:
+        raise LayoutError("scale and bias are both None: give at least one")
+    for t, name in ((scale, "scale"), (bias, "bias")):
+        if t is not None:
+            _compact(_tensor(t, name), name)
+            _shape(t, name, (1, c, 1, 1))
+            _same_npu(t, name, output, "output")
+    _no_overlap(output, "output", (input, "input"), allow_same=True)
+    _no_overlap(output, "output", (scale, "scale"), (bias, "bias"))
+    args = (dim4(output.shape), dim4(output.stride), dim4(input.stride))
+    if scale is not None and bias is not None:
+        run("okk_bdc_scale_bias", output.address, input.address, scale.address, bias.address, *args)
+    elif scale is not None:
+        run("okk_bdc_scale", output.address, input.address, scale.address, *args)
+    else:
+        run("okk_bdc_bias", output.address, input.address, bias.address, *args)
+    return output
+
+
+def copy(mem, output: NpuTensor, input: NpuTensor) -> NpuTensor:
+    """``okk_bdc_32bit_cpy``: copy 32-bit elements inside each NPU, each side with its own
+    strides (W stride 1): a change of layout (aligned to compact, say) without leaving the
+    NPUs. ``input`` and ``output`` start in the same NPU and do not overlap."""
+    run = _sim(mem).call
+    _tensor(output, "output")
+    _tensor(input, "input")
+    _shape(input, "input", output.shape)
+    _same_npu(output, "output", input, "input")
+    _no_overlap(output, "output", (input, "input"))
+    run("okk_bdc_32bit_cpy", output.address, input.address, dim4(output.shape), dim4(output.stride),
+        dim4(input.stride))
     return output
 
 

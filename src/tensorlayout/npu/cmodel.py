@@ -64,7 +64,8 @@ _REQUIRED = (
     "okk_bdc_matmul", "okk_bdc_add", "okk_bdc_sub", "okk_bdc_mul", "okk_bdc_max", "okk_bdc_min",
     "okk_bdc_add_C", "okk_bdc_sub_C", "okk_bdc_C_sub", "okk_bdc_mul_C", "okk_bdc_max_C",
     "okk_bdc_min_C", "okk_bdc_relu", "okk_bdc_sigmoid", "okk_bdc_tanh", "okk_bdc_exp",
-    "okk_bdc_4N_int8_to_fp32", "okk_bdc_fp32_to_4N_int8",
+    "okk_bdc_4N_int8_to_fp32", "okk_bdc_fp32_to_4N_int8", "okk_bdc_div", "okk_bdc_div_C",
+    "okk_bdc_C_div", "okk_bdc_scale", "okk_bdc_bias", "okk_bdc_scale_bias", "okk_bdc_32bit_cpy",
 )
 
 
@@ -207,9 +208,15 @@ _SIGNATURES = {
     "okk_bdc_max_pool2d": [_LA, _LA, _D4, _I, _I, _PAD, _D2],
     "okk_bdc_avg_pool2d": [_LA, _LA, _D4, _I, _I, _PAD, _D2],
     "okk_bdc_matmul": [_LA, _LA, _LA, _LA, _I, _I, _I, _I, _I, _B, _B],
-    **{f"okk_bdc_{op}": [_LA, _LA, _LA, _D4, _D4, _D4, _D4] for op in ("add", "sub", "mul", "max", "min")},
+    **{f"okk_bdc_{op}": [_LA, _LA, _LA, _D4, _D4, _D4, _D4]
+       for op in ("add", "sub", "mul", "max", "min", "div")},
     **{f"okk_bdc_{op}": [_LA, _LA, _F, _D4, _D4, _D4]
-       for op in ("add_C", "sub_C", "C_sub", "mul_C", "max_C", "min_C")},
+       for op in ("add_C", "sub_C", "C_sub", "mul_C", "max_C", "min_C", "div_C", "C_div")},
+    # per-channel scale and / or bias read from compact (1, C, 1, 1) tensors
+    "okk_bdc_scale": [_LA, _LA, _LA, _D4, _D4, _D4],
+    "okk_bdc_bias": [_LA, _LA, _LA, _D4, _D4, _D4],
+    "okk_bdc_scale_bias": [_LA, _LA, _LA, _LA, _D4, _D4, _D4],
+    "okk_bdc_32bit_cpy": [_LA, _LA, _D4, _D4, _D4],
     "okk_bdc_relu": [_LA, _LA, _D4, _D4, _D4],
     **{f"okk_bdc_{op}": [_LA, _LA, _LA, _D4] for op in ("sigmoid", "tanh", "exp")},
     "okk_bdc_4N_int8_to_fp32": [_LA, _LA, _LA, _D4, _B, _B],

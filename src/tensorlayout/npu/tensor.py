@@ -78,6 +78,11 @@ __all__ = [
     "continuous_stride",
     "packed_shape",
     "tensor_layout",
+    "sub_channels",
+    "sub_rows",
+    "matrix_as_4d",
+    "as_aligned",
+    "as_compact",
     "matrix_layout",
     "locate",
 ]
@@ -668,3 +673,100 @@ def locate(chip: Chip, address: int, shape, stride, dtype, index, mode=None) -> 
     (3, 552)
     """
     return tensor_layout(chip, address, shape, stride, dtype, mode).locate(index)
+
+
+# ------------------------------------------------------------------- views of one image
+def _one_image(t: NpuTensor, what: str) -> None:
+    if t.shape[0] != 1 or t.mode is not None or t.is_matrix:
+        raise ShapeError(f"{what} of a tensor of shape {t.shape}{' (a matrix)' if t.is_matrix else ''}"
+                         f"{' in mode ' + t.mode if t.mode else ''} is not allowed: it takes one image "
+                         "(N = 1) of a 4-D tensor")
+
+
+def sub_channels(t: NpuTensor, c0: int, c1: int) -> NpuTensor:
+    """Channels ``[c0, c1)`` of one image ``t`` as a tensor of its own, on the same bytes: it
+    starts in NPU ``(Q + c0) % X``, at the block row of channel ``c0``, with ``t``'s strides
+    (the aligned strides of its own shape where those are the same bytes).
+
+    >>> t = tensor_layout(Chip(4, 1024, 128), 0, (1, 6, 2, 3))
+    >>> p = sub_channels(t, 1, 6)
+    >>> p.start_npu, p.offset, p.layout_name, p.locate((0, 4, 1, 2)) == t.locate((0, 5, 1, 2))
+    (1, 0, 'aligned', True)
+    """
+    _one_image(t, "sub_channels")
+    c = t.shape[1]
+    if not 0 <= c0 < c1 <= c:
+        raise ShapeError(f"channels [{c0}, {c1}) is not allowed: the tensor has {c} channels")
+    chip = t.chip
+    q = t.start_npu + c0
+    address = (q % chip.npus) * chip.lmem_bytes + t.offset + (q // chip.npus) * t.stride[1] * t.unit_bytes
+    shape = (1, c1 - c0) + t.shape[2:]
+    cpn = channels_per_npu(chip, q % chip.npus, c1 - c0)
+    stride = (t.stride[1] * cpn,) + t.stride[1:]
+    return as_aligned(tensor_layout(chip, address, shape, stride=stride, dtype=t.dtype))
+
+
+def sub_rows(t: NpuTensor, r0: int, r1: int) -> NpuTensor:
+    """Rows ``[r0, r1)`` of one image ``t``, on the same bytes (``t``'s strides; the aligned
+    strides of its own shape where those are the same bytes).
+
+    >>> t = tensor_layout(Chip(4, 1024, 128), 0, (1, 2, 4, 8))
+    >>> r = sub_rows(t, 1, 3)
+    >>> r.address, r.stride, r.locate((0, 1, 1, 7)) == t.locate((0, 1, 2, 7))
+    (32, (32, 32, 8, 1), True)
+    """
+    _one_image(t, "sub_rows")
+    if not 0 <= r0 < r1 <= t.shape[2]:
+        raise ShapeError(f"rows [{r0}, {r1}) is not allowed: the tensor has {t.shape[2]} rows")
+    if r0 == 0 and r1 == t.shape[2]:
+        return t
+    address = t.address + r0 * t.stride[2] * t.unit_bytes
+    shape = t.shape[:2] + (r1 - r0, t.shape[3])
+    return as_aligned(tensor_layout(t.chip, address, shape, stride=t.stride, dtype=t.dtype))
+
+
+def as_aligned(t: NpuTensor) -> NpuTensor:
+    """``t`` placed in the aligned layout when that is the same bytes (one image, rows of
+    W elements, the aligned C stride or one channel per NPU, an aligned address); else ``t``.
+
+    >>> t = tensor_layout(Chip(4, 1024, 128), 0, (1, 3, 2, 2), stride=(99, 77, 2, 1))
+    >>> as_aligned(t).layout_name          # one channel per NPU: the C stride never counts
+    'aligned'
+    """
+    if t.layout_name == "aligned" or t.mode is not None or t.is_matrix or t.shape[0] != 1:
+        return t
+    want = aligned_stride(t.chip, t.shape, t.start_npu, t.dtype)
+    same = (t.shape[3] == 1 or t.stride[3] == want[3]) and (t.shape[2] == 1 or t.stride[2] == want[2]) \
+        and (t.channels_per_npu == 1 or t.stride[1] == want[1])
+    if not same or t.offset % t.chip.align_bytes:
+        return t
+    return tensor_layout(t.chip, t.address, t.shape, dtype=t.dtype)
+
+
+def as_compact(t: NpuTensor) -> NpuTensor | None:
+    """``t`` (one image of one element per channel, ``(1, C, 1, 1)``) in the compact layout
+    when that is the same bytes (one channel per NPU, or a C stride of one element); else None."""
+    if t.shape[0] != 1 or t.shape[2:] != (1, 1) or t.mode is not None or t.is_matrix:
+        return None
+    if t.layout_name == "compact":
+        return t
+    if t.channels_per_npu == 1 or t.stride[1] == 1:
+        return tensor_layout(t.chip, t.address, t.shape, dtype=t.dtype, layout="compact")
+    return None
+
+
+def matrix_as_4d(t: NpuTensor) -> NpuTensor:
+    """The aligned 4-D tensor a matrix is (its 4-D view, on the same bytes), for instructions
+    that work element by element; columns past the matrix's own in the last channel are
+    computed too and never read.
+
+    >>> m = matrix_layout(Chip(4, 1024, 128), 0, 1, 10, 3)
+    >>> matrix_as_4d(m).shape, matrix_as_4d(m).stride == m.stride
+    ((1, 4, 1, 3), True)
+    """
+    if not t.is_matrix:
+        return t
+    if t.start_npu != 0 and t.shape[0] > 1:
+        raise LayoutError(f"matrix at NPU {t.start_npu} with {t.shape[0]} rows is not allowed: its "
+                          "strides are those of NPU 0, not an aligned 4-D tensor's")
+    return tensor_layout(t.chip, t.address, t.shape, dtype=t.dtype)
