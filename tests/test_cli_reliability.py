@@ -144,6 +144,13 @@ def test_bad_numbers_are_one_line_errors(argv):
     refused(*argv)
 
 
+@pytest.mark.parametrize("value", ["\r", "a\nb", "\x1b[31m", "\u2028", "\x85"])
+def test_control_characters_in_a_value_are_escaped(value):
+    """An error echoing the user's value stays one line: control characters come back escaped."""
+    err = refused("opencl", "conv", "--", f"--algorithm={value}")
+    assert len(err.splitlines()) == 1 and value.encode("unicode_escape").decode() in err, repr(err)
+
+
 @pytest.mark.parametrize("argv", [
     ("conv", "--input", "1,16,100000,100000", "--out-channels", "4"),
     ("conv", "--shape", "1,16,8,8", "--out-channels", "4", "--kernel", "3", "--padding", "100000"),

@@ -120,11 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    """``text`` with control and line-breaking characters written as escapes, so that an error
+    echoing a user's value (``--algorithm=$'\\r'``) stays one line on the terminal.
+
+    >>> _one_line("bad value 'a\\rb'")
+    "bad value 'a\\\\rb'"
+    """
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def _report(exc: LayoutError, prog: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"error": str(exc), "argument": exc.argument}), file=sys.stderr)
     else:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(_one_line(f"{prog}: error: {exc}"), file=sys.stderr)
     return 2
 
 
