@@ -379,3 +379,76 @@ def test_fully_connected_steps_agree_with_onnxruntime(batch):
     assert np.array_equal(np.isnan(ours), np.isnan(ref))
     ok = ~np.isnan(ref)
     assert np.abs(ours[ok] - ref[ok]).max() <= 1e-5 * max(1.0, np.abs(ref[ok]).max())
+
+
+def _pool64(x, p, hw):
+    """Max or average pooling by its definition, in float64, one output at a time: the window's
+    real elements (and, for an average with ``count_include_pad``, its padding inside the
+    begin + end pads) counted; a window position in the ceil-mode extension never counts; a
+    NaN anywhere in a max window gives NaN."""
+    N, C, H, W = x.shape
+    OH, OW = p.out
+    y = np.zeros((N, C, OH, OW))
+    for n in range(N):
+        for c in range(C):
+            for oh in range(OH):
+                for ow in range(OW):
+                    vals, count = [], 0
+                    for i in range(p.kernel[0]):
+                        for j in range(p.kernel[1]):
+                            iy = oh * p.strides[0] + i * p.dilations[0] - p.begin[0]
+                            ix = ow * p.strides[1] + j * p.dilations[1] - p.begin[1]
+                            if 0 <= iy < H and 0 <= ix < W:
+                                vals.append(float(x[n, c, iy, ix]))
+                                count += 1
+                            elif -p.begin[0] <= iy < H + p.end[0] and -p.begin[1] <= ix < W + p.end[1]:
+                                count += p.count_include_pad
+                    if p.is_max:
+                        y[n, c, oh, ow] = np.nan if any(v != v for v in vals) else max(vals)
+                    else:
+                        y[n, c, oh, ow] = sum(vals) / max(count, 1)
+    return y
+
+
+@pytest.mark.parametrize("case", [
+    # kernel, strides, dilations, begin, end, ceil, count_include_pad, shape
+    ((3, 3), (2, 2), (1, 1), (0, 0), (0, 0), True, False, (1, 3, 13, 11)),    # SqueezeNet's
+    ((3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False, False, (2, 3, 12, 12)),   # ResNet's
+    ((2, 2), (2, 2), (1, 1), (0, 0), (0, 0), False, False, (1, 4, 9, 8)),
+    ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False, True, (1, 2, 7, 6)),
+    ((3, 2), (1, 3), (2, 1), (1, 0), (2, 1), True, False, (1, 3, 10, 11)),    # the generic loop
+    ((5, 5), (2, 2), (1, 1), (2, 2), (2, 2), False, False, (1, 2, 9, 9)),
+])
+@pytest.mark.parametrize("is_max", [True, False])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_pooling_loops_equal_the_definition(case, is_max, nt):
+    from tensorlayout.graph.ops import Pool
+    from tensorlayout.graph.ops.conv import pool_output_side
+    from tensorlayout.graph.ops.nn import pool_divisor
+
+    if not K.ready():
+        pytest.skip("the compiled kernels are not available")
+    kernel, strides, dil, begin, end, ceil, cip, shape = case
+    out = tuple(pool_output_side(s, k, st, d, b, e, ceil) for s, k, st, d, b, e
+                in zip(shape[2:], kernel, strides, dil, begin, end))
+    extra = tuple(max(0, (o - 1) * s + (k - 1) * d + 1 - (size + b + e)) for o, s, k, d, size, b, e
+                  in zip(out, strides, kernel, dil, shape[2:], begin, end))
+    p = Pool(is_max, kernel, strides, dil, begin, end, extra, cip, out)
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    x[0, 0, 1, 2] = np.nan                       # one NaN plane, one plane with an infinity
+    x[-1, -1, -1, 0] = np.inf if is_max else -np.inf
+    y = K.Pool2d(p, shape, pool_divisor(p, shape[2:]))(x, nt)
+    want = _pool64(x, p, shape[2:])
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_pooling_steps_agree_with_onnxruntime():
+    x = np.random.default_rng(3).standard_normal((2, 5, 16, 15)).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2],
+                              ceil_mode=1),
+             helper.make_node("AveragePool", ["a"], ["y"], kernel_shape=[3, 3], strides=[1, 1],
+                              pads=[1, 1, 1, 1])]
+    data = make_model(nodes, {"x": x}, ["y"]).SerializeToString()
+    assert [s.info.get("algorithm") for s in load(data).cpu().steps] == ["pool loops"] * 2
+    compare(nodes, {"x": x}, ["y"], tol=1e-6)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
-from ..graph.ops.nn import gemm_weight
+from ..graph.ops.nn import gemm_weight, pool_divisor
 from . import cpu_kernels as kernels
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
@@ -142,6 +142,24 @@ def _fc(node, ctx, act):
     return run
 
 
+def _pool(node, ctx, fallback):
+    """A 2-D MaxPool or AveragePool of float32 on the native workers
+    (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`); ``fallback`` (the graph's NumPy
+    kernel) while the kernels compile."""
+    x_shape = ctx.in_shapes[0]
+    div = pool_divisor(node.params, x_shape[2:])
+    made = []
+
+    def run(inputs, out=None):
+        x = inputs[0]
+        if not (kernels.ready() and x.dtype == np.float32):
+            return fallback(inputs, out)
+        if not made:
+            made.append(kernels.Pool2d(node.params, x_shape, div))
+        return [made[0](np.ascontiguousarray(x))]
+    return run
+
+
 def _work(kind, node, ctx) -> int:
     """A step's multiply-adds (convolutions, fully connected layers) or output elements."""
     out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
@@ -150,6 +168,8 @@ def _work(kind, node, ctx) -> int:
         return out * int(np.prod(w.shape[1:]))
     if kind == "fc":
         return out * int(ctx.in_shapes[0][-1])
+    if kind == "pool":
+        return out * int(np.prod(node.params.kernel))
     return out
 
 
@@ -230,6 +250,9 @@ class CpuProgram:
                 run = _pointwise(node, ctx, bias, act, residual)
                 info.update(algorithm="pointwise GEMM")
                 own_epilogue = True
+            elif s.kind == "pool":
+                run = _pool(node, ctx, graph.kernel(node))
+                info.update(algorithm="pool loops")
             else:
                 run = graph.kernel(node)
             if node.op == "Conv" and s.kind != "kernel":

@@ -35,9 +35,9 @@ import hashlib
 import numpy as np
 
 from .. import _backend, _jit
-from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
+from .cpu_source import ACT, POOL_SPECIAL, SPECIAL, VERSION, act_code, module_source
 
-__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "Im2col", "threads",
+__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "Im2col", "Pool2d", "threads",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 
@@ -62,7 +62,8 @@ def _pool():
 def _warm():
     """Compile the kernels (what a background compile runs)."""
     mod = _module()
-    for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY):
+    for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
+              mod.POOL_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     x = np.ones((1, 2, 5, 5), np.float32)
     b = np.zeros(2, np.float32)
@@ -70,6 +71,12 @@ def _warm():
         out = np.empty((1, 2, (5 - 1) // sh + 1, (5 - 1) // sw + 1), np.float32)
         _depthwise_compiled(mod, x, np.ones((2, 1, KH, KW), np.float32), b, out,
                             (sh, sw, KH // 2, KW // 2, 1, 1, 1, 1, 0.0, 0.0), 1)
+    from ..graph.ops import Pool
+
+    for KH, KW, sh, sw in POOL_SPECIAL:
+        out = ((5 - KH) // sh + 1, (5 - KW) // sw + 1)
+        p = Pool(True, (KH, KW), (sh, sw), (1, 1), (0, 0), (0, 0), (0, 0), False, out)
+        Pool2d(p, x.shape)(x, 1)
 
 
 _READY: list = []
@@ -89,9 +96,11 @@ def ready() -> bool:
         mod = _module()
     except (OSError, ImportError):      # no writable cache or no llvmlite: the twins serve
         return False
-    fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.DEPTHWISE_ENTRY,
-           mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
-                                   for a, b, c, d in SPECIAL]
+    fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.pool_planes,
+           mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
+           mod.POOL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+                                   for a, b, c, d in SPECIAL] + [
+        getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
         _READY.append(True)
         return True
@@ -303,3 +312,41 @@ class Im2col:
         ctx[0], ctx[5] = x.ctypes.data, cols.ctypes.data
         _pool().run(_module().IM2COL_ENTRY.address, ctx.ctypes.data, max(1, min(nt, self.planes)))
         return self.pw(cols, res, nt)
+
+
+class Pool2d:
+    """2-D max or average pooling of fixed shapes (float32, NCHW) on the native workers, each
+    thread taking its share of (image, channel) planes.  ``p``: the graph's
+    :class:`~tensorlayout.graph.ops.Pool` (windows, strides, dilations, padding, the
+    ceil-mode extension); ``div``: for an average, the (OH, OW) reciprocals of each window's
+    count, as the graph's kernel computes them."""
+
+    def __init__(self, p, x_shape, div=None):
+        N, C, H, W = x_shape
+        OH, OW = p.out
+        KH, KW = p.kernel
+        (sh, sw), (dh, dw) = p.strides, p.dilations
+        self.PH = max(H + p.begin[0], (OH - 1) * sh + (KH - 1) * dh + 1)
+        self.PW = max(W + p.begin[1], (OW - 1) * sw + (KW - 1) * dw + 1)
+        self.PW += self.PW % 2           # even: a stride-2 kernel splits it into two halves
+        self.fill = -np.inf if p.is_max else 0.0
+        self.div = (np.ones((OH, OW), np.float32) if div is None
+                    else np.ascontiguousarray(np.broadcast_to(div, (1, 1, OH, OW))[0, 0], np.float32))
+        self.shape = (N, C, OH, OW)
+        self.planes = N * C
+        kind = 0
+        if (dh, dw) == (1, 1) and (KH, KW, sh, sw) in POOL_SPECIAL:
+            kind = POOL_SPECIAL.index((KH, KW, sh, sw)) + 1
+        self.template = np.array([0, N, C, H, W, 0, OH, OW, KH, KW, sh, sw, *p.begin, dh, dw,
+                                  p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind],
+                                 np.int64)
+
+    def __call__(self, x, nt=None):
+        """``y`` for C-contiguous float32 ``x`` of the shape given at construction."""
+        nt = max(1, min(threads() if nt is None else nt, self.planes))
+        y = np.empty(self.shape, np.float32)
+        pad = np.full((nt, self.PH, self.PW), self.fill, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[5], ctx[18] = x.ctypes.data, y.ctypes.data, pad.ctypes.data
+        _pool().run(_module().POOL_ENTRY.address, ctx.ctypes.data, nt)
+        return y

@@ -3,24 +3,27 @@
 :func:`module_source` writes one module: the activation loops (:data:`ACT_EXPR`, one
 vectorisable loop per activation, with a float32 ``e ** x`` of plain arithmetic), the
 epilogue, the depthwise kernels (a generic one and one per :data:`SPECIAL` window, its taps
-one straight-line sum), the im2col unfolding, and the native workers' entries that read
-their arguments from an int64 context (:data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`,
-:data:`IM2COL_CTX`).  :mod:`tensorlayout.backends.cpu_kernels` compiles and calls it.
+one straight-line sum), the im2col unfolding, 2-D max and average pooling, and the native
+workers' entries that read their arguments from an int64 context (:data:`DW_CTX`,
+:data:`EPI_CTX`, :data:`PW_CTX`, :data:`IM2COL_CTX`, :data:`POOL_CTX`).
+:mod:`tensorlayout.backends.cpu_kernels` compiles and calls it.
 """
 
 from __future__ import annotations
 
-__all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source", "DW_CTX",
-           "EPI_CTX", "PW_CTX", "IM2COL_CTX"]
+__all__ = ["ACT", "ACT_EXPR", "SPECIAL", "POOL_SPECIAL", "VERSION", "act_code", "module_source", "DW_CTX",
+           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "POOL_CTX"]
 
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 2
+VERSION = 3
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
+#: Pooling windows (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
+POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 
 
 def act_code(p) -> tuple:
@@ -168,6 +171,96 @@ def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
                         seg[ow] = src[ow * sw - off]
                     for ow in range(hi, OW):
                         seg[ow] = 0
+
+
+@njit(inline="always", error_model="numpy")
+def finite_plane(xp):
+    \"\"\"True when every element of the plane is finite (x * 0 is NaN for NaN and +-inf).\"\"\"
+    H, W = xp.shape
+    acc = np.float32(0)
+    for i in range(H):
+        r = xp[i]
+        for j in range(W):
+            acc += r[j] * np.float32(0)
+    return acc == acc
+
+
+@njit(inline="always", error_model="numpy")
+def fmax(a, v):
+    \"\"\"The larger of a and v (a when v is NaN: the plane was checked finite first).\"\"\"
+    return v if v > a else a
+
+
+@njit(inline="always", error_model="numpy")
+def pool_tap(yr, src, start, OW, mode):
+    # one tap over an output row: mode 0 max, 1 NaN-propagating max, 2 sum
+    s = src[start:start + OW]
+    if mode == 0:
+        for ow in range(OW):
+            v = s[ow]
+            a = yr[ow]
+            yr[ow] = v if v > a else a
+    elif mode == 1:
+        for ow in range(OW):
+            v = s[ow]
+            a = yr[ow]
+            yr[ow] = v if (v > a or v != v) else a
+    else:
+        for ow in range(OW):
+            yr[ow] += s[ow]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, is_max, div, q0, q1, pad):
+    # planes q0..q1 of (image, channel): each copied into the interior of ``pad`` (whose
+    # border holds -inf for a max, 0 for an average), then every window reduced in tap
+    # order; an average is multiplied by ``div`` (OH, OW), the reciprocal of each window's
+    # count.  A NaN in a window gives NaN, as NumPy's maximum does (a plane with a NaN or an
+    # infinity takes the slower loop that checks).  With a column stride of 2 the padded plane
+    # is kept as its even and its odd columns, so that every tap reads consecutive floats.
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2], y.shape[3]
+    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
+    ev = half[0]
+    od = half[1]
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        if sw == 2:
+            split_columns(xp, ev, od, ph, pw)
+        else:
+            padded(xp, pad, ph, pw)
+        mode = 2 if not is_max else (0 if finite_plane(xp) else 1)
+        yp = y[n, c]
+        for oh in range(OH):
+            yr = yp[oh]
+            for ow in range(OW):
+                yr[ow] = np.float32(-np.inf) if is_max else np.float32(0)
+            for kh in range(KH):
+                row = oh * sh + kh * dh
+                for kw in range(KW):
+                    o = kw * dw
+                    if sw == 2:
+                        if o % 2 == 0:
+                            pool_tap(yr, ev[row], o // 2, OW, mode)
+                        else:
+                            pool_tap(yr, od[row], o // 2, OW, mode)
+                    elif sw == 1:
+                        pool_tap(yr, pad[row], o, OW, mode)
+                    else:
+                        pr = pad[row]
+                        for ow in range(OW):
+                            v = pr[ow * sw + o]
+                            a = yr[ow]
+                            if mode == 2:
+                                yr[ow] = a + v
+                            else:
+                                yr[ow] = v if (v > a or v != v) else a
+            if not is_max:
+                dr = div[oh]
+                for ow in range(OW):
+                    yr[ow] *= dr[ow]
 """
 
 
@@ -247,6 +340,55 @@ def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1, q0, q1, pad, yf):
 """
 
 
+def _pool_special_source(KH, KW, sh, sw) -> str:
+    """A pooling kernel for one window and stride: each output one straight-line max or sum
+    of its taps (a plane with a NaN or an infinity goes to the generic kernel, which
+    propagates NaN)."""
+    name = f"pool_{KH}x{KW}_s{sh}x{sw}"
+    if sw == 1:
+        copy = "        padded(xp, pad, ph, pw)"
+        load = "\n".join(f"            r{i} = pad[oh * {sh} + {i}]" for i in range(KH))
+        tap = [f"r{i}[ow + {j}]" for i in range(KH) for j in range(KW)]
+    else:
+        copy = "        split_columns(xp, ev, od, ph, pw)"
+        load = "\n".join(f"            r{i}e = ev[oh * {sh} + {i}]\n            r{i}o = od[oh * {sh} + {i}]"
+                         for i in range(KH))
+        tap = [f"r{i}{'eo'[j % 2]}[ow + {j // 2}]" for i in range(KH) for j in range(KW)]
+    mx = tap[0]
+    for t in tap[1:]:
+        mx = f"fmax({mx}, {t})"
+    total = " + ".join(tap)
+    return f"""
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def {name}(x, y, ph, pw, is_max, div, q0, q1, pad):
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2], y.shape[3]
+    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
+    ev = half[0]
+    od = half[1]
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        if is_max and not finite_plane(xp):
+            pool_planes(x, y, {KH}, {KW}, {sh}, {sw}, ph, pw, 1, 1, is_max, div, nc, nc + 1, pad)
+            continue
+{copy}
+        yp = y[n, c]
+        for oh in range(OH):
+{load}
+            yr = yp[oh]
+            if is_max:
+                for ow in range(OW):
+                    yr[ow] = {mx}
+            else:
+                dr = div[oh]
+                for ow in range(OW):
+                    yr[ow] = ({total}) * dr[ow]
+"""
+
+
 def _entries_source() -> str:
     """The workers' entries: each thread takes its share of planes, rows or blocks from the
     int64 context the Python side writes (see :data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`)."""
@@ -254,6 +396,10 @@ def _entries_source() -> str:
         f"    elif kind == {i + 1}:\n"
         f"        depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], a[20], f[0], f[1], "
         f"q0, q1, pad, yf)" for i, (a, b, c, d) in enumerate(SPECIAL))
+    pool_branches = "\n".join(
+        f"    elif kind == {i + 1}:\n"
+        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], a[16] != 0, div, q0, q1, pad)"
+        for i, (a, b, c, d) in enumerate(POOL_SPECIAL))
     return f"""
 
 def depthwise_entry(ctx, tid, nt):
@@ -343,6 +489,25 @@ def im2col_entry(ctx, tid, nt):
 
 
 IM2COL_ENTRY = Entry(im2col_entry)
+
+
+def pool_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({len(POOL_CTX)},))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    y = carray(ptr_f32(a[5]), (a[1], a[2], a[6], a[7]))
+    div = carray(ptr_f32(a[17]), (a[6], a[7]))
+    pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
+    total = a[1] * a[2]
+    q0 = tid * total // nt
+    q1 = (tid + 1) * total // nt
+    kind = a[21]
+    if kind == 0:
+        pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0, div,
+                    q0, q1, pad)
+{pool_branches}
+
+
+POOL_ENTRY = Entry(pool_entry)
 """
 
 
@@ -358,10 +523,17 @@ PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias",
 IM2COL_CTX = ("x", "N", "C", "H", "W", "cols", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw",
               "OH", "OW")
 
+#: The pooling entry's context (``div``: (OH, OW) reciprocals of the window counts, for an
+#: average; ``pad``: a (PH, PW) plane per thread, its border already -inf or 0; ``kind``:
+#: 0 the generic kernel, i the kernel of ``POOL_SPECIAL[i - 1]``).
+POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
+            "dw", "is_max", "div", "pad", "PH", "PW", "kind")
+
 
 def module_source() -> str:
     """The source of the kernels' module: the activation, the epilogue, the generic depthwise
     kernel, one per :data:`SPECIAL` window and the workers' entries."""
     return (f'"""The CPU backend\'s kernels, generated by tensorlayout.backends.cpu_kernels '
             f'(version {VERSION}): do not edit."""\n' + _HEAD.replace("{ACT_ROW}", _act_row_source())
-            + "".join(_special_source(*s) for s in SPECIAL) + _entries_source())
+            + "".join(_special_source(*s) for s in SPECIAL)
+            + "".join(_pool_special_source(*s) for s in POOL_SPECIAL) + _entries_source())

@@ -8,7 +8,7 @@ steps write over their dying input, and when each tensor is freed.
 >>> from tensorlayout.model import zoo
 >>> s = schedule_cpu(load_graph(zoo.tiny_onnx()))
 >>> [(st.node.name, st.kind, st.algorithm, st.tile, st.fused) for st in s.steps][:4]
-[('conv1', 'conv', 'im2col', None, ('relu1',)), ('pool1', 'kernel', None, None, ()), ('conv2', 'conv', 'winograd', 2, ('relu2',)), ('conv3', 'conv', 'im2col', None, ('relu3',))]
+[('conv1', 'conv', 'im2col', None, ('relu1',)), ('pool1', 'pool', None, None, ()), ('conv2', 'conv', 'winograd', 2, ('relu2',)), ('conv3', 'conv', 'im2col', None, ('relu3',))]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv
+from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv, Pool
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from .winograd import cpu_conv
 
@@ -34,9 +34,9 @@ _FUSE_ACT = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul"
 class CpuStep:
     """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
     ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
-    "depthwise", "pointwise" or "fc" (the backend's loops and GEMMs), "conv" (the engine,
-    with ``algorithm`` and ``tile`` and the auto rule's ``reason``) or "kernel" (the graph's
-    NumPy semantics);
+    "depthwise", "pointwise", "fc" or "pool" (the backend's loops and GEMMs; "pool" a 2-D
+    MaxPool or AveragePool of float32), "conv" (the engine, with ``algorithm`` and ``tile``
+    and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
     it (``free``)."""
 
@@ -188,6 +188,9 @@ def schedule_cpu(graph) -> CpuSchedule:
         elif is_fc(graph, node) and _f32(graph, node.inputs[0], node.outputs[0]) \
                 and _fc_bias(graph, node):
             kind = "fc"
+        elif node.op in ("MaxPool", "AveragePool") and isinstance(node.params, Pool) \
+                and _f32(graph, node.inputs[0], node.outputs[0]):
+            kind = "pool"
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
         in_place = bool(

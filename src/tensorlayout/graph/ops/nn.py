@@ -203,23 +203,33 @@ def _pad_hw(x, pad, value):
     return out
 
 
+def _pool_pads(p):
+    return (p.begin[0], p.end[0] + p.extra[0]), (p.begin[1], p.end[1] + p.extra[1])
+
+
+def pool_divisor(p, hw):
+    """An AveragePool's (1, 1, OH, OW) reciprocals of each window's count of real (and, with
+    ``count_include_pad``, padding) positions for an input of spatial size ``hw``; the
+    ceil-mode extension never counts.  None for a MaxPool."""
+    if p.is_max:
+        return None
+    H, W = hw
+    pad = _pool_pads(p)
+    mask = np.zeros((1, 1, H + sum(pad[0]), W + sum(pad[1])), np.float32)
+    if p.count_include_pad:
+        mask[:, :, :H + p.begin[0] + p.end[0], :W + p.begin[1] + p.end[1]] = 1
+    else:
+        mask[:, :, p.begin[0]:p.begin[0] + H, p.begin[1]:p.begin[1] + W] = 1
+    div = _window_sum(mask, p.kernel, p.strides, p.dilations, p.out, np.add)
+    np.maximum(div, 1, out=div)
+    return (1 / div).astype(np.float32)
+
+
 def _pool_kernel(node, ctx):
     p = node.params
-    H, W = ctx.in_shapes[0][2:]
-    pad = ((p.begin[0], p.end[0] + p.extra[0]), (p.begin[1], p.end[1] + p.extra[1]))
+    pad = _pool_pads(p)
     padded = any(sum(q) for q in pad)
-    div = None
-    if not p.is_max:
-        # divisor per output position: count of real (and, with count_include_pad, padding)
-        # positions in each window; the ceil-mode extension never counts
-        mask = np.zeros((1, 1, H + sum(pad[0]), W + sum(pad[1])), np.float32)
-        if p.count_include_pad:
-            mask[:, :, :H + p.begin[0] + p.end[0], :W + p.begin[1] + p.end[1]] = 1
-        else:
-            mask[:, :, p.begin[0]:p.begin[0] + H, p.begin[1]:p.begin[1] + W] = 1
-        div = _window_sum(mask, p.kernel, p.strides, p.dilations, p.out, np.add)
-        np.maximum(div, 1, out=div)
-        div = (1 / div).astype(np.float32)
+    div = pool_divisor(p, ctx.in_shapes[0][2:])
 
     def run(inputs, out=None):
         x = inputs[0]
