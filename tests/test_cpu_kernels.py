@@ -109,8 +109,10 @@ def _compiled_or_skip():
 
 @pytest.mark.parametrize("shape", [
     # (N, C, O, H, W): column blocks past POINTWISE_COLUMNS, rows in partial panels, a
-    # single column (panels split among threads), a batch
-    (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31)])
+    # batch; a single column is the matrix-vector product (outputs in chunks past 256, the
+    # rows of the weights four at a time and the rest)
+    (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31),
+    (1, 103, 1000, 1, 1), (2, 64, 600, 1, 1)])
 @pytest.mark.parametrize("nt", [1, 2, 5])
 def test_pointwise_blocks_equal_the_definition(shape, nt):
     """Every (panel group, column block) unit of the pointwise GEMM, with its bias, residual
@@ -119,7 +121,8 @@ def test_pointwise_blocks_equal_the_definition(shape, nt):
     N, C, O, H, W = shape
     rng = np.random.default_rng(sum(shape) + nt)
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
-    x[0, 0, 0, 0] = np.nan                      # poisons output column 0 of image 0 only
+    if N * H * W > 1:
+        x[0, 0, 0, 0] = np.nan                  # poisons output column 0 of image 0 only
     w = rng.standard_normal((O, C)).astype(np.float32)
     b = rng.standard_normal(O).astype(np.float32)
     r = rng.standard_normal((N, O, H, W)).astype(np.float32)
@@ -452,3 +455,36 @@ def test_pooling_steps_agree_with_onnxruntime():
     data = make_model(nodes, {"x": x}, ["y"]).SerializeToString()
     assert [s.info.get("algorithm") for s in load(data).cpu().steps] == ["pool loops"] * 2
     compare(nodes, {"x": x}, ["y"], tol=1e-6)
+
+
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W, KH, KW, stride, begin, end, dilation, act): channels past one vector and
+    # not a multiple of it, padding on every side, stride 2, dilation, a batch
+    (1, 37, 7, 7, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1), 5),
+    (2, 16, 6, 5, 5, 5, (2, 2), (2, 2), (2, 2), (1, 1), 8),
+    (1, 50, 9, 8, 3, 3, (2, 1), (0, 1), (1, 0), (2, 2), 2),
+    (1, 5, 3, 3, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1), 1),
+])
+@pytest.mark.parametrize("nt", [1, 2, 5])
+def test_channels_last_depthwise_equals_the_definition(case, nt):
+    """The depthwise kernel vectorised over channels (small planes), NaN and inf included,
+    for several thread counts, against the float64 definition."""
+    _compiled_or_skip()
+    N, C, H, W, KH, KW, stride, begin, end, dil, act = case
+    rng = np.random.default_rng(sum(case[:4]) + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    x[0, 1, 0, 0] = np.nan
+    x[-1, -1, -1, -1] = np.inf
+    w = rng.standard_normal((C, 1, KH, KW)).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    OH = (H + begin[0] + end[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+    OW = (W + begin[1] + end[1] - (KW - 1) * dil[1] - 1) // stride[1] + 1
+    a0, a1 = _PARAMS[act]
+    y = K.DepthwiseChannelsLast(w, b, (*stride, *begin, *dil, 1, act, a0, a1), x.shape,
+                                (OH, OW))(x, nt)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = _ACTS[act](_direct64(x, w, b, stride, begin, dil, 1, (OH, OW)))
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    ok = np.isfinite(want)
+    assert np.array_equal(y[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
+    assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * max(1.0, np.abs(want[ok]).max())

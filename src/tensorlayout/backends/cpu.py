@@ -74,10 +74,18 @@ def _depthwise(node, ctx, act):
          else np.zeros(w.shape[0], np.float32))
     out_shape = ctx.out_shapes[0]
     args = (*p.strides, *p.begin, *p.dilations, p.multiplier, *act)
+    # rows narrower than a vector: the kernel vectorised over channels
+    cl = [] if p.multiplier == 1 and out_shape[3] < kernels.CHANNELS_LAST_BELOW else None
 
     def run(inputs, out=None):
+        x = np.ascontiguousarray(inputs[0])
+        if cl is not None and x.dtype == np.float32 and kernels.ready():
+            if not cl:
+                cl.append(kernels.DepthwiseChannelsLast(w, b, args, ctx.in_shapes[0],
+                                                        out_shape[2:]))
+            return [cl[0](x)]
         y = np.empty(out_shape, np.float32)
-        return [kernels.depthwise(np.ascontiguousarray(inputs[0]), w, b, y, args)]
+        return [kernels.depthwise(x, w, b, y, args)]
     return run
 
 
@@ -288,37 +296,46 @@ class CpuProgram:
         with threads_limit(threads), np.errstate(over="ignore", invalid="ignore",
                                                  divide="ignore", under="ignore"):
             base = cur = numba.get_num_threads() if numba is not None else 1
-            for st in self.steps:
-                node = st.node
-                want = min(base, st.max_threads)       # a small step takes fewer threads
-                if want != cur:
-                    numba.set_num_threads(want)
-                    cur = want
-                ins = [values[n] if n else None for n in st.inputs]
-                t0 = time.perf_counter() if profile else 0.0
-                outs = run_step(node, st, ins, ins[0] if st.in_place else None)
-                if profile:
-                    prof.append((node.name, node.op, time.perf_counter() - t0,
-                                 st.info.get("algorithm")))
-                for name, value, shape in zip(st.outputs, outs, st.out_shapes):
-                    if not name:
-                        continue
-                    if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
-                        value = np.asarray(value)
-                    if shape is not None and tuple(value.shape) != shape:
-                        raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
-                                         f"{tuple(value.shape)} where the model's shapes say "
-                                         f"{shape} (inferred, or declared in the model)")
-                    want = graph.dtypes.get(name)
-                    if want is not None and value.dtype != want:
-                        raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
-                                         f"{value.dtype} where the model's types say {want}")
-                    values[name] = value
-                if tap is not None:
-                    tap(st, outs)
-                for n in st.free:
-                    values.pop(n, None)
+            kernels.set_threads(base)
+            try:
+                self._steps(values, base, cur, numba, profile, prof, tap)
+            finally:
+                kernels.set_threads(0)
         return [values[n] for n in graph.outputs], prof
+
+    def _steps(self, values, base, cur, numba, profile, prof, tap):
+        graph = self.graph
+        for st in self.steps:
+            node = st.node
+            want = min(base, st.max_threads)       # a small step takes fewer threads
+            if want != cur:
+                numba.set_num_threads(want)
+                kernels.set_threads(want)
+                cur = want
+            ins = [values[n] if n else None for n in st.inputs]
+            t0 = time.perf_counter() if profile else 0.0
+            outs = run_step(node, st, ins, ins[0] if st.in_place else None)
+            if profile:
+                prof.append((node.name, node.op, time.perf_counter() - t0,
+                             st.info.get("algorithm")))
+            for name, value, shape in zip(st.outputs, outs, st.out_shapes):
+                if not name:
+                    continue
+                if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
+                    value = np.asarray(value)
+                if shape is not None and tuple(value.shape) != shape:
+                    raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
+                                     f"{tuple(value.shape)} where the model's shapes say "
+                                     f"{shape} (inferred, or declared in the model)")
+                dtype = graph.dtypes.get(name)
+                if dtype is not None and value.dtype != dtype:
+                    raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
+                                     f"{value.dtype} where the model's types say {dtype}")
+                values[name] = value
+            if tap is not None:
+                tap(st, outs)
+            for n in st.free:
+                values.pop(n, None)
 
 
 # ---------------------------------------------------------------------------- threads

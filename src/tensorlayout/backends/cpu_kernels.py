@@ -1,20 +1,24 @@
 """The CPU backend's compiled kernels: depthwise convolution, the pointwise (1 x 1)
-convolution and the epilogue that a convolution, a fully connected layer or an element-wise
-op ends with (bias, activation, residual).
+convolution (a matrix-vector product when its input has one column), 2-D pooling and the
+epilogue that a convolution, a fully connected layer or an element-wise op ends with (bias,
+activation, residual).
 
 They run on the native workers of :mod:`tensorlayout.winograd._pool` (the Winograd engine's
 threads, no OpenMP: other libraries' thread pools in the process neither share nor disturb
-them), each thread taking its share of (batch, channel) planes, rows or blocks from an int64
-context (:mod:`.cpu_source` names its fields).  The pointwise convolution is
-the SIMD GEMM of :mod:`tensorlayout.winograd._simd` on packed weights, cut into blocks of
-:data:`POINTWISE_COLUMNS` columns, each block's epilogue applied while it is in the cache.
+them), each thread taking its share of (batch, channel) planes, rows, channels or blocks from
+an int64 context (:mod:`.cpu_source` and :mod:`.cpu_source_reduce` name its fields).  The
+pointwise convolution is the SIMD GEMM of :mod:`tensorlayout.winograd._simd` on packed
+weights, cut into blocks of :data:`POINTWISE_COLUMNS` columns, each block's epilogue applied
+while it is in the cache.
 
 The kernels are generated source (:mod:`.cpu_source`), written once into the user cache
 and compiled by numba there (:func:`tensorlayout._jit.generated_module`), so that compiled
 code is kept between processes.  A depthwise window of a common size and stride (3 x 3 and
 5 x 5, stride 1 or 2) gets its own kernel, its taps unrolled into one sum per output that the
 compiler vectorises over the output row; other windows run a generic kernel.  Both read each
-plane from a zero-padded copy, so the inner loops have no bounds tests.
+plane from a zero-padded copy, so the inner loops have no bounds tests.  Planes whose rows
+are narrower than :data:`CHANNELS_LAST_BELOW` run vectorised over channels instead
+(:class:`DepthwiseChannelsLast`).
 
 Activation codes are those of :data:`ACT`; ``a0`` and ``a1`` are the activation's
 parameters as :class:`~tensorlayout.graph.ops.Activation` holds them (Clip's bounds,
@@ -22,22 +26,27 @@ LeakyRelu's slope, HardSigmoid's and HardSwish's slope and offset).  NaN propaga
 onnxruntime propagates it: max(NaN, 0) is NaN.
 
 Each kernel has a NumPy twin (:func:`depthwise_numpy`, :func:`epilogue_numpy`, NumPy's
-matmul for the pointwise GEMM) that serves while numba compiles in the background
-(:mod:`tensorlayout._jit`), when numba or llvmlite is absent, or for arrays other than
-C-contiguous float32; the tests hold the two against each other and against a float64
-direct convolution.
+matmul for the pointwise GEMM, the graph's kernel for pooling) that serves while numba
+compiles in the background (:mod:`tensorlayout._jit`), when numba or llvmlite is absent, or
+for arrays other than C-contiguous float32; the tests hold the two against each other and
+against a float64 direct convolution.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 
 import numpy as np
 
 from .. import _backend, _jit
-from .cpu_source import ACT, POOL_SPECIAL, SPECIAL, VERSION, act_code, module_source
+from ..winograd import _pool as _workers
+from ..winograd._pool import address as _at
+from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
+from .cpu_source_reduce import POOL_SPECIAL
 
-__all__ = ["ACT", "act_code", "depthwise", "epilogue", "Pointwise", "Im2col", "Pool2d", "threads",
+__all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
+           "epilogue", "Pointwise", "Im2col", "Pool2d", "threads", "set_threads",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 
@@ -52,18 +61,24 @@ def _module():
     return _MODULE[0]
 
 
+_WORKERS: list = []
+
+
 def _pool():
     """The native workers (None where the platform or llvmlite has none)."""
-    from ..winograd import _pool
-
-    return _pool.workers()
+    if _WORKERS:
+        return _WORKERS[0]
+    w = _workers.workers()
+    if w is not None:
+        _WORKERS.append(w)
+    return w
 
 
 def _warm():
     """Compile the kernels (what a background compile runs)."""
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
-              mod.POOL_ENTRY):
+              mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     x = np.ones((1, 2, 5, 5), np.float32)
     b = np.zeros(2, np.float32)
@@ -97,8 +112,9 @@ def ready() -> bool:
     except (OSError, ImportError):      # no writable cache or no llvmlite: the twins serve
         return False
     fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.pool_planes,
-           mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
-           mod.POOL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+           mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
+           mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
+           mod.DEPTHWISE_CL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
                                    for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -107,9 +123,22 @@ def ready() -> bool:
     return False
 
 
+_LOCAL = threading.local()
+
+
+def set_threads(n: int) -> None:
+    """Threads this thread's kernel calls take from now on (0: numba's setting again); a
+    network's run sets it for each step, so that no call asks numba."""
+    _LOCAL.n = n
+
+
 def threads() -> int:
-    """Threads a kernel call may use: numba's setting for this thread (what
-    :func:`tensorlayout.backends.cpu.threads_limit` sets), else 1."""
+    """Threads a kernel call may use: what :func:`set_threads` set on this thread, else
+    numba's setting for this thread (what :func:`tensorlayout.backends.cpu.threads_limit`
+    sets), else 1."""
+    n = getattr(_LOCAL, "n", 0)
+    if n:
+        return n
     nb = _backend.numba()
     return 1 if nb is None else max(1, int(nb.get_num_threads()))
 
@@ -197,10 +226,10 @@ def _depthwise_compiled(mod, x, w, bias, y, args, nt):
     nt = max(1, min(nt, N * K))
     pad = np.zeros((nt, PH, PW), np.float32)
     f = np.array([a0, a1], np.float64)
-    ctx = np.array([x.ctypes.data, N, C, H, W, w.ctypes.data, K, KH, KW, bias.ctypes.data,
-                    y.ctypes.data, OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
-                    f.ctypes.data, kind, pad.ctypes.data, PH, PW], np.int64)
-    _pool().run(mod.DEPTHWISE_ENTRY.address, ctx.ctypes.data, nt)
+    ctx = np.array([_at(x), N, C, H, W, _at(w), K, KH, KW, _at(bias),
+                    _at(y), OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
+                    _at(f), kind, _at(pad), PH, PW], np.int64)
+    _pool().run(mod.DEPTHWISE_ENTRY.address, _at(ctx), nt)
 
 
 def depthwise(x, w, bias, y, args, nt=None):
@@ -217,6 +246,49 @@ def depthwise(x, w, bias, y, args, nt=None):
     return y
 
 
+#: Output rows narrower than this many columns leave most of a vector idle in the per-plane
+#: depthwise kernels and their planes cost more to set up than to compute: such layers
+#: (multiplier 1) run vectorised over channels instead (measured faster up to 6 columns;
+#: at 7 and more the planes' kernels win, the channels' transposes costing more).
+CHANNELS_LAST_BELOW = 7
+
+
+class DepthwiseChannelsLast:
+    """A depthwise convolution (multiplier 1) of fixed shapes vectorised over channels, for
+    small planes: each thread takes a range of channels (whole vectors of 16), moves them
+    into a (PH, PW, C) buffer with its zero border, and sums every output's taps over its
+    channels at once, bias first and taps in order; then the activation.  ``w``: (C, 1, KH, KW);
+    ``args`` as :func:`depthwise` takes them."""
+
+    def __init__(self, w, bias, args, x_shape, out_hw):
+        sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
+        if mult != 1:
+            raise ValueError("channels-last depthwise needs a multiplier of 1")
+        N, C, H, W = x_shape
+        KH, KW = w.shape[2:]
+        OH, OW = out_hw
+        self.wt = np.ascontiguousarray(np.asarray(w, np.float32)[:, 0].transpose(1, 2, 0))
+        self.bias = np.ascontiguousarray(bias, np.float32)
+        self.f = np.array([a0, a1], np.float64)
+        PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+        PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+        self.shape, self.buf, self.C = (N, C, OH, OW), (PH * PW + 1) * C, C
+        self.template = np.array(
+            [0, N, C, H, W, self.wt.ctypes.data, KH, KW, self.bias.ctypes.data, 0, OH, OW, sh, sw,
+             ph, pw, self.f.ctypes.data, dh, dw, 0, PH, PW, 0, act], np.int64)
+
+    def __call__(self, x, nt=None):
+        nt = threads() if nt is None else nt
+        nt = max(1, min(nt, -(-self.C // 16)))
+        y = np.empty(self.shape, np.float32)
+        buf = np.empty(self.buf, np.float32)           # xt, then acc: C floats
+        ctx = self.template.copy()
+        ctx[0], ctx[9], ctx[19] = _at(x), _at(y), _at(buf)
+        ctx[22] = ctx[19] + (self.buf - self.C) * 4
+        _pool().run(_module().DEPTHWISE_CL_ENTRY.address, _at(ctx), nt)
+        return y
+
+
 def epilogue(y3, bias, res3, act, nt=None):
     """Bias (per channel), residual and activation in place on ``y3`` (N, C, P): the compiled
     kernel on ``nt`` native workers when ready (float32, C-contiguous), else its NumPy twin."""
@@ -228,12 +300,12 @@ def epilogue(y3, bias, res3, act, nt=None):
         return y3
     N, C, P = y3.shape
     f = np.array(act[1:], np.float64)
-    ctx = np.array([y3.ctypes.data, N * C, P, C, b.ctypes.data, has_bias, r.ctypes.data,
-                    has_res, act[0], f.ctypes.data], np.int64)
+    ctx = np.array([_at(y3), N * C, P, C, _at(b), has_bias, _at(r),
+                    has_res, act[0], _at(f)], np.int64)
     nt = threads() if nt is None else nt
     # a thread per 4 KiB of work at least: waking one costs more than a smaller share
     nt = max(1, min(nt, N * C, y3.size // 1024 or 1))
-    _pool().run(_module().EPILOGUE_ENTRY.address, ctx.ctypes.data, nt)
+    _pool().run(_module().EPILOGUE_ENTRY.address, _at(ctx), nt)
     return y3
 
 
@@ -245,44 +317,73 @@ POINTWISE_COLUMNS = 256
 class Pointwise:
     """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
     (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) applied
-    to each block while it is in the cache.  ``weights``: (O, C) float32."""
+    to each block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
+    column (H·W = 1: a fully connected layer of one image, a squeeze-and-excite block's
+    convolutions) is a matrix-vector product instead, over the weights transposed (C, O),
+    each thread taking a chunk of the outputs."""
 
     def __init__(self, weights, bias, act, x_shape):
+        O, C = weights.shape
+        N, _, H, W = x_shape
+        P = H * W
+        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
+                                                                                     np.float32)
+        self.f = np.array(act[1:], np.float64)
+        self.shape = (N, O, H, W)
+        self.N = N
+        if P == 1:
+            self.wt = np.ascontiguousarray(weights.T, np.float32)
+            self.template = np.array(
+                [0, N, C, O, self.wt.ctypes.data, 0, self.bias.ctypes.data, bias is not None,
+                 0, 0, act[0], self.f.ctypes.data, O], np.int64)
+            self.gemv = True
+            return
         from ..winograd import _simd
 
         mod = _simd.module()
         self.mr = mr = mod.isa.mr
-        O, C = weights.shape
-        N, _, H, W = x_shape
-        P = H * W
+        self.gemv = False
         self.a = _simd.pack_rows(weights, mr)
-        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
-                                                                                     np.float32)
-        self.f = np.array(act[1:], np.float64)
         npan = -(-O // mr)
         ncb = -(-P // POINTWISE_COLUMNS)
-        self.shape = (N, O, H, W)
         self.template = np.array(
             [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
              POINTWISE_COLUMNS, npan, ncb, 1], np.int64)
-        self.npan, self.ncb, self.N = npan, ncb, N
+        self.npan, self.ncb = npan, ncb
+
+    def _gemv(self, x, res, nt):
+        y = np.empty(self.shape, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[5] = _at(x), _at(y)
+        if res is not None:
+            ctx[8], ctx[9] = _at(res), 1
+        O = self.shape[1]
+        # chunks of whole vectors (16 floats), at least 256 outputs each: a smaller share
+        # costs more to hand out than it saves
+        chunk = max(256, -(-O // nt))
+        ctx[12] = chunk = -(-chunk // 16) * 16
+        units = self.N * -(-O // chunk)
+        _pool().run(_module().GEMV_ENTRY.address, _at(ctx), max(1, min(nt, units)))
+        return y
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""
         nt = threads() if nt is None else nt
+        if self.gemv:
+            return self._gemv(x, res, nt)
         y = np.empty(self.shape, np.float32)
         ctx = self.template.copy()
-        ctx[0], ctx[7] = x.ctypes.data, y.ctypes.data
+        ctx[0], ctx[7] = _at(x), _at(y)
         if res is not None:
-            ctx[11], ctx[12] = res.ctypes.data, 1
+            ctx[11], ctx[12] = _at(res), 1
         # enough (panel group, column block) units for every thread: panels split when the
         # columns alone give too few
         units = self.N * self.ncb
         groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
         ctx[17] = -(-self.npan // groups)
         ctx[19] = -(-self.npan // ctx[17])
-        _pool().run(_module().POINTWISE_ENTRY.address, ctx.ctypes.data,
+        _pool().run(_module().POINTWISE_ENTRY.address, _at(ctx),
                     max(1, min(nt, units * int(ctx[19]))))
         return y
 
@@ -309,8 +410,8 @@ class Im2col:
         nt = threads() if nt is None else nt
         cols = np.empty(self.cols_shape, np.float32)
         ctx = self.template.copy()
-        ctx[0], ctx[5] = x.ctypes.data, cols.ctypes.data
-        _pool().run(_module().IM2COL_ENTRY.address, ctx.ctypes.data, max(1, min(nt, self.planes)))
+        ctx[0], ctx[5] = _at(x), _at(cols)
+        _pool().run(_module().IM2COL_ENTRY.address, _at(ctx), max(1, min(nt, self.planes)))
         return self.pw(cols, res, nt)
 
 
@@ -347,6 +448,6 @@ class Pool2d:
         y = np.empty(self.shape, np.float32)
         pad = np.full((nt, self.PH, self.PW), self.fill, np.float32)
         ctx = self.template.copy()
-        ctx[0], ctx[5], ctx[18] = x.ctypes.data, y.ctypes.data, pad.ctypes.data
-        _pool().run(_module().POOL_ENTRY.address, ctx.ctypes.data, nt)
+        ctx[0], ctx[5], ctx[18] = _at(x), _at(y), _at(pad)
+        _pool().run(_module().POOL_ENTRY.address, _at(ctx), nt)
         return y

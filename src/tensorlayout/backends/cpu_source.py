@@ -3,27 +3,28 @@
 :func:`module_source` writes one module: the activation loops (:data:`ACT_EXPR`, one
 vectorisable loop per activation, with a float32 ``e ** x`` of plain arithmetic), the
 epilogue, the depthwise kernels (a generic one and one per :data:`SPECIAL` window, its taps
-one straight-line sum), the im2col unfolding, 2-D max and average pooling, and the native
-workers' entries that read their arguments from an int64 context (:data:`DW_CTX`,
-:data:`EPI_CTX`, :data:`PW_CTX`, :data:`IM2COL_CTX`, :data:`POOL_CTX`).
+one straight-line sum; one vectorised over channels for small planes), the im2col
+unfolding, and the native workers' entries that read their arguments from an int64 context
+(:data:`DW_CTX`, :data:`DWCL_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`, :data:`IM2COL_CTX`);
+then :mod:`.cpu_source_reduce`'s pooling and matrix-vector kernels.
 :mod:`tensorlayout.backends.cpu_kernels` compiles and calls it.
 """
 
 from __future__ import annotations
 
-__all__ = ["ACT", "ACT_EXPR", "SPECIAL", "POOL_SPECIAL", "VERSION", "act_code", "module_source", "DW_CTX",
-           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "POOL_CTX"]
+from .cpu_source_reduce import source as reduce_source
+
+__all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source", "DW_CTX",
+           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "DWCL_CTX"]
 
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 3
+VERSION = 4
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
-#: Pooling windows (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
-POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 
 
 def act_code(p) -> tuple:
@@ -143,6 +144,49 @@ def depthwise_planes(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1, q
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def depthwise_channels_last(x, wt, bias, y, sh, sw, ph, pw, dh, dw, act, a0, a1, c0, c1, xt,
+                            acc):
+    # channels c0..c1 of a depthwise convolution (multiplier 1) vectorised over channels:
+    # each image's planes moved into xt (PH, PW, C) (its border zeroed here), then every
+    # output position one pass per tap over the channels' weights wt (KH, KW, C), the
+    # bias first and the taps in order, as the per-plane kernels sum them
+    N, C, H, W = x.shape
+    KH, KW = wt.shape[0], wt.shape[1]
+    OH, OW = y.shape[2], y.shape[3]
+    PH, PW = xt.shape[0], xt.shape[1]
+    m = c1 - c0
+    a = acc[c0:c1]
+    b = bias[c0:c1]
+    for r in range(PH):
+        for q in range(PW):
+            if ph <= r < ph + H and pw <= q < pw + W:
+                continue
+            z = xt[r, q, c0:c1]
+            for i in range(m):
+                z[i] = 0
+    for n in range(N):
+        for c in range(c0, c1):
+            xp = x[n, c]
+            for h in range(H):
+                for j in range(W):
+                    xt[h + ph, j + pw, c] = xp[h, j]
+        yn = y[n]
+        for oh in range(OH):
+            for ow in range(OW):
+                for i in range(m):
+                    a[i] = b[i]
+                for kh in range(KH):
+                    for kw in range(KW):
+                        src = xt[oh * sh + kh * dh, ow * sw + kw * dw, c0:c1]
+                        wk = wt[kh, kw, c0:c1]
+                        for i in range(m):
+                            a[i] += wk[i] * src[i]
+                act_row(acc, c0, c1, act, a0, a1)
+                for i in range(m):
+                    yn[c0 + i, oh, ow] = a[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
     # planes q0..q1 of (image, channel) of x unfolded into the rows (c, kh, kw) of
     # cols (N, C·KH·KW, OH·OW); taps outside the input read zero
@@ -171,96 +215,6 @@ def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
                         seg[ow] = src[ow * sw - off]
                     for ow in range(hi, OW):
                         seg[ow] = 0
-
-
-@njit(inline="always", error_model="numpy")
-def finite_plane(xp):
-    \"\"\"True when every element of the plane is finite (x * 0 is NaN for NaN and +-inf).\"\"\"
-    H, W = xp.shape
-    acc = np.float32(0)
-    for i in range(H):
-        r = xp[i]
-        for j in range(W):
-            acc += r[j] * np.float32(0)
-    return acc == acc
-
-
-@njit(inline="always", error_model="numpy")
-def fmax(a, v):
-    \"\"\"The larger of a and v (a when v is NaN: the plane was checked finite first).\"\"\"
-    return v if v > a else a
-
-
-@njit(inline="always", error_model="numpy")
-def pool_tap(yr, src, start, OW, mode):
-    # one tap over an output row: mode 0 max, 1 NaN-propagating max, 2 sum
-    s = src[start:start + OW]
-    if mode == 0:
-        for ow in range(OW):
-            v = s[ow]
-            a = yr[ow]
-            yr[ow] = v if v > a else a
-    elif mode == 1:
-        for ow in range(OW):
-            v = s[ow]
-            a = yr[ow]
-            yr[ow] = v if (v > a or v != v) else a
-    else:
-        for ow in range(OW):
-            yr[ow] += s[ow]
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, is_max, div, q0, q1, pad):
-    # planes q0..q1 of (image, channel): each copied into the interior of ``pad`` (whose
-    # border holds -inf for a max, 0 for an average), then every window reduced in tap
-    # order; an average is multiplied by ``div`` (OH, OW), the reciprocal of each window's
-    # count.  A NaN in a window gives NaN, as NumPy's maximum does (a plane with a NaN or an
-    # infinity takes the slower loop that checks).  With a column stride of 2 the padded plane
-    # is kept as its even and its odd columns, so that every tap reads consecutive floats.
-    N, C, H, W = x.shape
-    OH, OW = y.shape[2], y.shape[3]
-    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
-    ev = half[0]
-    od = half[1]
-    for nc in range(q0, q1):
-        n = nc // C
-        c = nc - n * C
-        xp = x[n, c]
-        if sw == 2:
-            split_columns(xp, ev, od, ph, pw)
-        else:
-            padded(xp, pad, ph, pw)
-        mode = 2 if not is_max else (0 if finite_plane(xp) else 1)
-        yp = y[n, c]
-        for oh in range(OH):
-            yr = yp[oh]
-            for ow in range(OW):
-                yr[ow] = np.float32(-np.inf) if is_max else np.float32(0)
-            for kh in range(KH):
-                row = oh * sh + kh * dh
-                for kw in range(KW):
-                    o = kw * dw
-                    if sw == 2:
-                        if o % 2 == 0:
-                            pool_tap(yr, ev[row], o // 2, OW, mode)
-                        else:
-                            pool_tap(yr, od[row], o // 2, OW, mode)
-                    elif sw == 1:
-                        pool_tap(yr, pad[row], o, OW, mode)
-                    else:
-                        pr = pad[row]
-                        for ow in range(OW):
-                            v = pr[ow * sw + o]
-                            a = yr[ow]
-                            if mode == 2:
-                                yr[ow] = a + v
-                            else:
-                                yr[ow] = v if (v > a or v != v) else a
-            if not is_max:
-                dr = div[oh]
-                for ow in range(OW):
-                    yr[ow] *= dr[ow]
 """
 
 
@@ -340,55 +294,6 @@ def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1, q0, q1, pad, yf):
 """
 
 
-def _pool_special_source(KH, KW, sh, sw) -> str:
-    """A pooling kernel for one window and stride: each output one straight-line max or sum
-    of its taps (a plane with a NaN or an infinity goes to the generic kernel, which
-    propagates NaN)."""
-    name = f"pool_{KH}x{KW}_s{sh}x{sw}"
-    if sw == 1:
-        copy = "        padded(xp, pad, ph, pw)"
-        load = "\n".join(f"            r{i} = pad[oh * {sh} + {i}]" for i in range(KH))
-        tap = [f"r{i}[ow + {j}]" for i in range(KH) for j in range(KW)]
-    else:
-        copy = "        split_columns(xp, ev, od, ph, pw)"
-        load = "\n".join(f"            r{i}e = ev[oh * {sh} + {i}]\n            r{i}o = od[oh * {sh} + {i}]"
-                         for i in range(KH))
-        tap = [f"r{i}{'eo'[j % 2]}[ow + {j // 2}]" for i in range(KH) for j in range(KW)]
-    mx = tap[0]
-    for t in tap[1:]:
-        mx = f"fmax({mx}, {t})"
-    total = " + ".join(tap)
-    return f"""
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def {name}(x, y, ph, pw, is_max, div, q0, q1, pad):
-    N, C, H, W = x.shape
-    OH, OW = y.shape[2], y.shape[3]
-    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
-    ev = half[0]
-    od = half[1]
-    for nc in range(q0, q1):
-        n = nc // C
-        c = nc - n * C
-        xp = x[n, c]
-        if is_max and not finite_plane(xp):
-            pool_planes(x, y, {KH}, {KW}, {sh}, {sw}, ph, pw, 1, 1, is_max, div, nc, nc + 1, pad)
-            continue
-{copy}
-        yp = y[n, c]
-        for oh in range(OH):
-{load}
-            yr = yp[oh]
-            if is_max:
-                for ow in range(OW):
-                    yr[ow] = {mx}
-            else:
-                dr = div[oh]
-                for ow in range(OW):
-                    yr[ow] = ({total}) * dr[ow]
-"""
-
-
 def _entries_source() -> str:
     """The workers' entries: each thread takes its share of planes, rows or blocks from the
     int64 context the Python side writes (see :data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`)."""
@@ -396,10 +301,6 @@ def _entries_source() -> str:
         f"    elif kind == {i + 1}:\n"
         f"        depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], a[20], f[0], f[1], "
         f"q0, q1, pad, yf)" for i, (a, b, c, d) in enumerate(SPECIAL))
-    pool_branches = "\n".join(
-        f"    elif kind == {i + 1}:\n"
-        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], a[16] != 0, div, q0, q1, pad)"
-        for i, (a, b, c, d) in enumerate(POOL_SPECIAL))
     return f"""
 
 def depthwise_entry(ctx, tid, nt):
@@ -423,6 +324,29 @@ def depthwise_entry(ctx, tid, nt):
 
 
 DEPTHWISE_ENTRY = Entry(depthwise_entry)
+
+
+def depthwise_cl_entry(ctx, tid, nt):
+    # each thread a range of channels, whole vectors of 16
+    a = carray(ptr_i64(ctx), ({len(DWCL_CTX)},))
+    f = carray(ptr_f64(a[16]), (2,))
+    N = a[1]
+    C = a[2]
+    x = carray(ptr_f32(a[0]), (N, C, a[3], a[4]))
+    wt = carray(ptr_f32(a[5]), (a[6], a[7], C))
+    bias = carray(ptr_f32(a[8]), (C,))
+    y = carray(ptr_f32(a[9]), (N, C, a[10], a[11]))
+    xt = carray(ptr_f32(a[19]), (a[20], a[21], C))
+    acc = carray(ptr_f32(a[22]), (C,))
+    per = ((C + nt - 1) // nt + 15) // 16 * 16
+    c0 = tid * per
+    c1 = min(C, c0 + per)
+    if c0 < c1:
+        depthwise_channels_last(x, wt, bias, y, a[12], a[13], a[14], a[15], a[17], a[18], a[23],
+                                f[0], f[1], c0, c1, xt, acc)
+
+
+DEPTHWISE_CL_ENTRY = Entry(depthwise_cl_entry)
 
 
 def epilogue_entry(ctx, tid, nt):
@@ -489,31 +413,16 @@ def im2col_entry(ctx, tid, nt):
 
 
 IM2COL_ENTRY = Entry(im2col_entry)
-
-
-def pool_entry(ctx, tid, nt):
-    a = carray(ptr_i64(ctx), ({len(POOL_CTX)},))
-    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
-    y = carray(ptr_f32(a[5]), (a[1], a[2], a[6], a[7]))
-    div = carray(ptr_f32(a[17]), (a[6], a[7]))
-    pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
-    total = a[1] * a[2]
-    q0 = tid * total // nt
-    q1 = (tid + 1) * total // nt
-    kind = a[21]
-    if kind == 0:
-        pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0, div,
-                    q0, q1, pad)
-{pool_branches}
-
-
-POOL_ENTRY = Entry(pool_entry)
 """
 
 
 #: The depthwise entry's context: one int64 per name (float64 parameters through ``fparams``).
 DW_CTX = ("x", "N", "C", "H", "W", "w", "K", "KH", "KW", "bias", "y", "OH", "OW", "sh", "sw",
           "ph", "pw", "dh", "dw", "mult", "act", "fparams", "kind", "pad", "PH", "PW")
+#: The channels-last depthwise entry's context (``wt``: the weights as (KH, KW, C); ``xt``:
+#: a (PH, PW, C) buffer; ``acc``: C floats).
+DWCL_CTX = ("x", "N", "C", "H", "W", "wt", "KH", "KW", "bias", "y", "OH", "OW", "sh", "sw", "ph",
+            "pw", "fparams", "dh", "dw", "xt", "PH", "PW", "acc", "act")
 #: The epilogue entry's context (``y`` and ``res`` as (rows, columns); row r is channel r % C).
 EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act", "fparams")
 #: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
@@ -523,11 +432,6 @@ PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias",
 IM2COL_CTX = ("x", "N", "C", "H", "W", "cols", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw",
               "OH", "OW")
 
-#: The pooling entry's context (``div``: (OH, OW) reciprocals of the window counts, for an
-#: average; ``pad``: a (PH, PW) plane per thread, its border already -inf or 0; ``kind``:
-#: 0 the generic kernel, i the kernel of ``POOL_SPECIAL[i - 1]``).
-POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-            "dw", "is_max", "div", "pad", "PH", "PW", "kind")
 
 
 def module_source() -> str:
@@ -536,4 +440,4 @@ def module_source() -> str:
     return (f'"""The CPU backend\'s kernels, generated by tensorlayout.backends.cpu_kernels '
             f'(version {VERSION}): do not edit."""\n' + _HEAD.replace("{ACT_ROW}", _act_row_source())
             + "".join(_special_source(*s) for s in SPECIAL)
-            + "".join(_pool_special_source(*s) for s in POOL_SPECIAL) + _entries_source())
+            + _entries_source() + reduce_source())

@@ -305,10 +305,10 @@ class NativeCall:
             s.ctl.fill(0)
             y = np.empty(self.out_shape, dtype=np.float32)
             ctx = self.template.copy()
-            ctx[0] = x.ctypes.data
-            ctx[11] = y.ctypes.data
+            ctx[0] = _pool.address(x)
+            ctx[11] = _pool.address(y)
             ctx[21], ctx[26], ctx[27], ctx[29], ctx[46] = s.addrs
-            _pool.workers().run(self.entry, ctx.ctypes.data, self.nt)
+            _pool.workers().run(self.entry, _pool.address(ctx), self.nt)
             ok = not s.bad.any()
         finally:
             workspace.give_bundle(self.key, s)

@@ -1,0 +1,259 @@
+"""The source of the CPU backend's reducing kernels, generated as text: 2-D max and average
+pooling (a generic loop and one straight-line kernel per :data:`POOL_SPECIAL` window) and
+the matrix-vector product of a layer whose input has one column (a fully connected layer of
+one image, the 1 x 1 convolutions of a squeeze-and-excite block), with the workers' entries
+that read their arguments from an int64 context (:data:`POOL_CTX`, :data:`GEMV_CTX`).
+
+:func:`source` is appended to :func:`tensorlayout.backends.cpu_source.module_source`'s
+module, whose helpers (``padded``, ``split_columns``, ``epilogue_block``) it calls.
+"""
+
+from __future__ import annotations
+
+__all__ = ["POOL_SPECIAL", "POOL_CTX", "GEMV_CTX", "source"]
+
+#: Pooling windows (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
+POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
+#: The pooling entry's context (``div``: (OH, OW) reciprocals of the window counts, for an
+#: average; ``pad``: a (PH, PW) plane per thread, its border already -inf or 0; ``kind``:
+#: 0 the generic kernel, i the kernel of ``POOL_SPECIAL[i - 1]``).
+POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
+            "dw", "is_max", "div", "pad", "PH", "PW", "kind")
+#: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
+#: and ``y`` (N, O); ``chunk``: outputs per unit).
+GEMV_CTX = ("x", "N", "K", "O", "wt", "y", "bias", "has_bias", "res", "has_res", "act",
+            "fparams", "chunk")
+
+
+_KERNELS = '''
+
+@njit(inline="always", error_model="numpy")
+def finite_plane(xp):
+    \"\"\"True when every element of the plane is finite (x * 0 is NaN for NaN and +-inf).\"\"\"
+    H, W = xp.shape
+    acc = np.float32(0)
+    for i in range(H):
+        r = xp[i]
+        for j in range(W):
+            acc += r[j] * np.float32(0)
+    return acc == acc
+
+
+@njit(inline="always", error_model="numpy")
+def fmax(a, v):
+    \"\"\"The larger of a and v (a when v is NaN: the plane was checked finite first).\"\"\"
+    return v if v > a else a
+
+
+@njit(inline="always", error_model="numpy")
+def pool_tap(yr, src, start, OW, mode):
+    # one tap over an output row: mode 0 max, 1 NaN-propagating max, 2 sum
+    s = src[start:start + OW]
+    if mode == 0:
+        for ow in range(OW):
+            v = s[ow]
+            a = yr[ow]
+            yr[ow] = v if v > a else a
+    elif mode == 1:
+        for ow in range(OW):
+            v = s[ow]
+            a = yr[ow]
+            yr[ow] = v if (v > a or v != v) else a
+    else:
+        for ow in range(OW):
+            yr[ow] += s[ow]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, is_max, div, q0, q1, pad):
+    # planes q0..q1 of (image, channel): each copied into the interior of ``pad`` (whose
+    # border holds -inf for a max, 0 for an average), then every window reduced in tap
+    # order; an average is multiplied by ``div`` (OH, OW), the reciprocal of each window's
+    # count.  A NaN in a window gives NaN, as NumPy's maximum does (a plane with a NaN or an
+    # infinity takes the slower loop that checks).  With a column stride of 2 the padded plane
+    # is kept as its even and its odd columns, so that every tap reads consecutive floats.
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2], y.shape[3]
+    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
+    ev = half[0]
+    od = half[1]
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        if sw == 2:
+            split_columns(xp, ev, od, ph, pw)
+        else:
+            padded(xp, pad, ph, pw)
+        mode = 2 if not is_max else (0 if finite_plane(xp) else 1)
+        yp = y[n, c]
+        for oh in range(OH):
+            yr = yp[oh]
+            for ow in range(OW):
+                yr[ow] = np.float32(-np.inf) if is_max else np.float32(0)
+            for kh in range(KH):
+                row = oh * sh + kh * dh
+                for kw in range(KW):
+                    o = kw * dw
+                    if sw == 2:
+                        if o % 2 == 0:
+                            pool_tap(yr, ev[row], o // 2, OW, mode)
+                        else:
+                            pool_tap(yr, od[row], o // 2, OW, mode)
+                    elif sw == 1:
+                        pool_tap(yr, pad[row], o, OW, mode)
+                    else:
+                        pr = pad[row]
+                        for ow in range(OW):
+                            v = pr[ow * sw + o]
+                            a = yr[ow]
+                            if mode == 2:
+                                yr[ow] = a + v
+                            else:
+                                yr[ow] = v if (v > a or v != v) else a
+            if not is_max:
+                dr = div[oh]
+                for ow in range(OW):
+                    yr[ow] *= dr[ow]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gemv_block(wt, x, y, o0, o1):
+    # y[o0:o1] = x @ wt[:, o0:o1] for wt (K, O): rows of wt four at a time, each pass a
+    # vectorised multiply-add into the chunk (which stays in L1); every sum is still taken
+    # in order of k
+    K = wt.shape[0]
+    n = o1 - o0
+    ys = y[o0:o1]
+    for i in range(n):
+        ys[i] = 0
+    k = 0
+    while k + 4 <= K:
+        x0 = x[k]
+        x1 = x[k + 1]
+        x2 = x[k + 2]
+        x3 = x[k + 3]
+        w0 = wt[k, o0:o1]
+        w1 = wt[k + 1, o0:o1]
+        w2 = wt[k + 2, o0:o1]
+        w3 = wt[k + 3, o0:o1]
+        for i in range(n):
+            ys[i] = (((ys[i] + w0[i] * x0) + w1[i] * x1) + w2[i] * x2) + w3[i] * x3
+        k += 4
+    while k < K:
+        xv = x[k]
+        wr = wt[k, o0:o1]
+        for i in range(n):
+            ys[i] += wr[i] * xv
+        k += 1
+'''
+
+
+def _pool_special_source(KH, KW, sh, sw) -> str:
+    """A pooling kernel for one window and stride: each output one straight-line max or sum
+    of its taps (a plane with a NaN or an infinity goes to the generic kernel, which
+    propagates NaN)."""
+    name = f"pool_{KH}x{KW}_s{sh}x{sw}"
+    if sw == 1:
+        copy = "        padded(xp, pad, ph, pw)"
+        load = "\n".join(f"            r{i} = pad[oh * {sh} + {i}]" for i in range(KH))
+        tap = [f"r{i}[ow + {j}]" for i in range(KH) for j in range(KW)]
+    else:
+        copy = "        split_columns(xp, ev, od, ph, pw)"
+        load = "\n".join(f"            r{i}e = ev[oh * {sh} + {i}]\n            r{i}o = od[oh * {sh} + {i}]"
+                         for i in range(KH))
+        tap = [f"r{i}{'eo'[j % 2]}[ow + {j // 2}]" for i in range(KH) for j in range(KW)]
+    mx = tap[0]
+    for t in tap[1:]:
+        mx = f"fmax({mx}, {t})"
+    total = " + ".join(tap)
+    return f"""
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def {name}(x, y, ph, pw, is_max, div, q0, q1, pad):
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2], y.shape[3]
+    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
+    ev = half[0]
+    od = half[1]
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        if is_max and not finite_plane(xp):
+            pool_planes(x, y, {KH}, {KW}, {sh}, {sw}, ph, pw, 1, 1, is_max, div, nc, nc + 1, pad)
+            continue
+{copy}
+        yp = y[n, c]
+        for oh in range(OH):
+{load}
+            yr = yp[oh]
+            if is_max:
+                for ow in range(OW):
+                    yr[ow] = {mx}
+            else:
+                dr = div[oh]
+                for ow in range(OW):
+                    yr[ow] = ({total}) * dr[ow]
+"""
+
+
+def _entries() -> str:
+    branches = "\n".join(
+        f"    elif kind == {i + 1}:\n"
+        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], a[16] != 0, div, q0, q1, pad)"
+        for i, (a, b, c, d) in enumerate(POOL_SPECIAL))
+    return f"""
+
+def pool_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({len(POOL_CTX)},))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    y = carray(ptr_f32(a[5]), (a[1], a[2], a[6], a[7]))
+    div = carray(ptr_f32(a[17]), (a[6], a[7]))
+    pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
+    total = a[1] * a[2]
+    q0 = tid * total // nt
+    q1 = (tid + 1) * total // nt
+    kind = a[21]
+    if kind == 0:
+        pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0, div,
+                    q0, q1, pad)
+{branches}
+
+
+POOL_ENTRY = Entry(pool_entry)
+
+
+def gemv_entry(ctx, tid, nt):
+    # units (image, chunk of outputs); each its product, then its epilogue
+    a = carray(ptr_i64(ctx), ({len(GEMV_CTX)},))
+    f = carray(ptr_f64(a[11]), (2,))
+    N = a[1]
+    K = a[2]
+    O = a[3]
+    x = carray(ptr_f32(a[0]), (N, K))
+    wt = carray(ptr_f32(a[4]), (K, O))
+    y = carray(ptr_f32(a[5]), (N, O))
+    yc = carray(ptr_f32(a[5]), (N * O, 1))
+    rc = carray(ptr_f32(a[8]), (N * O, 1))
+    bias = carray(ptr_f32(a[6]), (O,))
+    chunk = a[12]
+    per = (O + chunk - 1) // chunk
+    units = N * per
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // per
+        o0 = (u - n * per) * chunk
+        o1 = min(O, o0 + chunk)
+        gemv_block(wt, x[n], y[n], o0, o1)
+        if a[7] != 0 or a[9] != 0 or a[10] != 0:
+            epilogue_block(yc, bias, a[7] != 0, rc, a[9] != 0, a[10], f[0], f[1],
+                           n * O + o0, n * O + o1, 0, 1, O)
+
+
+GEMV_ENTRY = Entry(gemv_entry)
+"""
+
+
+def source() -> str:
+    """The kernels' and entries' source (appended to the backend's module)."""
+    return _KERNELS + "".join(_pool_special_source(*s) for s in POOL_SPECIAL) + _entries()
