@@ -221,7 +221,9 @@ def _depthwise_compiled(mod, x, w, bias, y, args, nt):
         kind = SPECIAL.index((KH, KW, sh, sw)) + 1
     OH, OW = y.shape[2:]
     PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
-    PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+    # an unrolled kernel computes rows of whole vectors of 16 (see cpu_source)
+    OWV = -(-OW // 16) * 16 if kind else OW
+    PW = max(W + pw, (OWV - 1) * sw + (KW - 1) * dw + 1)
     PW += PW % 2                   # even: a stride-2 kernel splits it into two halves
     nt = max(1, min(nt, N * K))
     pad = np.zeros((nt, PH, PW), np.float32)
@@ -246,11 +248,11 @@ def depthwise(x, w, bias, y, args, nt=None):
     return y
 
 
-#: Output rows narrower than this many columns leave most of a vector idle in the per-plane
-#: depthwise kernels and their planes cost more to set up than to compute: such layers
-#: (multiplier 1) run vectorised over channels instead (measured faster up to 6 columns;
-#: at 7 and more the planes' kernels win, the channels' transposes costing more).
-CHANNELS_LAST_BELOW = 7
+#: Output rows narrower than this many columns cost the per-plane depthwise kernels more to
+#: set up than to compute: such layers (multiplier 1) run vectorised over channels instead
+#: (measured faster for rows of 3; from 6 columns on the planes' kernels win, the channels'
+#: transposes costing more).
+CHANNELS_LAST_BELOW = 4
 
 
 class DepthwiseChannelsLast:

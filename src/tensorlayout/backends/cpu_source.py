@@ -22,7 +22,7 @@ __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source",
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 4
+VERSION = 5
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -250,9 +250,10 @@ def _act_row_source() -> str:
 
 
 def _special_source(KH, KW, sh, sw) -> str:
-    """A depthwise kernel for one window and stride: its taps one straight-line sum.  With a
-    column stride of 2 the padded plane is kept as its even and its odd columns (two planes
-    of half the width, ``pad`` reshaped), so that every tap reads consecutive floats."""
+    """A depthwise kernel for one window and stride: its taps one straight-line sum, each
+    row over whole vectors of 16 (``pad`` is wide enough).  With a column stride of
+    2 the padded plane is kept as its even and its odd columns (two planes of half the width,
+    ``pad`` reshaped), so that every tap reads consecutive floats."""
     name = f"depthwise_{KH}x{KW}_s{sh}x{sw}"
     loads = "\n".join(f"        w{i}_{j} = wk[{i}, {j}]" for i in range(KH) for j in range(KW))
     if sw == 1:
@@ -276,6 +277,10 @@ def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1, q0, q1, pad, yf):
     N, C, H, W = x.shape
     K = w.shape[0]
     OH, OW = y.shape[2], y.shape[3]
+    # each row computed whole vectors wide into tmp, then its OW outputs copied: the
+    # vectoriser leaves the rest of a loop to scalar code, which would be most of a short row
+    OWV = (OW + 15) // 16 * 16
+    tmp = np.empty(OWV, np.float32)
 {halves}    for nk in range(q0, q1):
         n = nk // K
         k = nk - n * K
@@ -287,9 +292,11 @@ def {name}(x, w, bias, y, ph, pw, mult, act, a0, a1, q0, q1, pad, yf):
         for oh in range(OH):
 {rows}
             yr = yp[oh]
-            for ow in range(OW):
-                yr[ow] = (b
+            for ow in range(OWV):
+                tmp[ow] = (b
 {taps})
+            for ow in range(OW):
+                yr[ow] = tmp[ow]
         act_row(yf, nk * OH * OW, (nk + 1) * OH * OW, act, a0, a1)
 """
 
