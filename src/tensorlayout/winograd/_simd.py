@@ -457,17 +457,63 @@ out2:
   ret i32 %q
 }
 
+; wait_change for a worker's go word: before parking it raises the slot's parked flag (%fl)
+; and looks at go once more, so that a poster, which raises go and then looks at the flag
+; (both sequentially consistent), either sees the flag and wakes it or is seen: a worker
+; still polling costs its poster no system call
+define internal i32 @wait_go(ptr %p, i32 %v, i64 %ticks, ptr %fl) nounwind {
+entry:
+  %t0 = call i64 @llvm.readcyclecounter()
+  br label %poll
+poll:
+  %n = phi i64 [0, %entry], [%n.1, %timed]
+  %s = load atomic i32, ptr %p acquire, align 4
+  %ch = icmp ne i32 %s, %v
+  br i1 %ch, label %out, label %more
+more:
+  %n.1 = add i64 %n, 1
+  %low = and i64 %n.1, 15
+  %yield = icmp eq i64 %low, 0
+  br i1 %yield, label %give, label %pause
+give:
+  %y = call i32 @sched_yield()
+  br label %timed
+pause:
+  call void @relax()
+  br label %timed
+timed:
+  %t = call i64 @llvm.readcyclecounter()
+  %dt = sub i64 %t, %t0
+  %long = icmp ugt i64 %dt, %ticks
+  br i1 %long, label %park, label %poll
+park:
+  store atomic i32 1, ptr %fl seq_cst, align 4
+  %q = load atomic i32, ptr %p seq_cst, align 4
+  %ch2 = icmp ne i32 %q, %v
+  br i1 %ch2, label %out2, label %sleep
+sleep:
+  call void @futex_wait(ptr %p, i32 %v)
+  br label %park
+out:
+  ret i32 %s
+out2:
+  store atomic i32 0, ptr %fl seq_cst, align 4
+  ret i32 %q
+}
+
 ; A worker slot (64-byte aligned, zeroed before its thread starts, so that a first post
 ; made before the thread runs is not missed): +0 go (i32), +4 stop (i32), +8 fn, +16 ctx,
-; +24 tid, +32 nt, +40 pending (ptr to the i32 count of unfinished workers), +48 spin ticks.
+; +24 tid, +32 nt, +40 pending (ptr to the i32 count of unfinished workers), +48 spin ticks,
+; +56 parked (i32: the worker may be asleep in the kernel).
 define ptr @tl_worker(ptr %slot) nounwind {
 entry:
+  %fl = getelementptr inbounds i8, ptr %slot, i64 56
   br label %wait
 wait:
   %seen = phi i32 [0, %entry], [%g, %done]
   %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
   %spin = load i64, ptr %sp.p, align 8
-  %g = call i32 @wait_change(ptr %slot, i32 %seen, i64 %spin)
+  %g = call i32 @wait_go(ptr %slot, i32 %seen, i64 %spin, ptr %fl)
   %st.p = getelementptr inbounds i8, ptr %slot, i64 4
   %stop = load atomic i32, ptr %st.p acquire, align 4
   %quit = icmp ne i32 %stop, 0
@@ -509,7 +555,7 @@ entry:
   %any = icmp sgt i64 %nw, 0
   br i1 %any, label %post, label %mine
 post:
-  %i = phi i64 [0, %entry], [%i.n, %post]
+  %i = phi i64 [0, %entry], [%i.n, %next]
   %off = mul i64 %i, 64
   %slot = getelementptr inbounds i8, ptr %slots, i64 %off
   %fn.p = getelementptr inbounds i8, ptr %slot, i64 8
@@ -525,8 +571,15 @@ post:
   store ptr %pending, ptr %pd.p, align 8
   %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
   store i64 %spin, ptr %sp.p, align 8
-  %old = atomicrmw add ptr %slot, i32 1 release
+  %old = atomicrmw add ptr %slot, i32 1 seq_cst
+  %fl.p = getelementptr inbounds i8, ptr %slot, i64 56
+  %parked = load atomic i32, ptr %fl.p seq_cst, align 4
+  %asleep = icmp ne i32 %parked, 0
+  br i1 %asleep, label %rouse, label %next
+rouse:
   call void @futex_wake(ptr %slot, i32 1)
+  br label %next
+next:
   %i.n = add i64 %i, 1
   %more = icmp slt i64 %i.n, %nw
   br i1 %more, label %post, label %mine
