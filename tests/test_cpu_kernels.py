@@ -488,3 +488,46 @@ def test_channels_last_depthwise_equals_the_definition(case, nt):
     ok = np.isfinite(want)
     assert np.array_equal(y[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
     assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * max(1.0, np.abs(want[ok]).max())
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 5, 7), (2, 20, 9, 9), (1, 40, 1, 1), (3, 5, 17), (1, 3, 4, 4, 3)])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_plane_means_and_scaling_equal_the_definition(shape, nt):
+    """GlobalAveragePool (sixteen running sums a plane, then the rest) and the per-plane
+    scaling against float64 sums written here, NaN and inf kept to their planes."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(sum(shape) + nt)
+    x = rng.standard_normal(shape).astype(np.float32) * 4 + 1
+    x.flat[3] = np.nan
+    x.flat[-1] = np.inf
+    N, C = shape[:2]
+    planes = x.astype(np.float64).reshape(N * C, -1)
+    want = np.array([sum(float(v) for v in row) / row.size for row in planes])
+    got = K.plane_means(x, nt)
+    assert got.shape == (N, C) + (1,) * (len(shape) - 2)
+    got = got.reshape(-1)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    ok = np.isfinite(want)
+    assert np.abs(got[ok] - want[ok]).max() <= 1e-6 * max(1.0, np.abs(want[ok]).max())
+    s = rng.standard_normal((N, C) + (1,) * (len(shape) - 2)).astype(np.float32)
+    y = K.scale_planes(x, s, nt)
+    with np.errstate(invalid="ignore"):
+        want = np.array([[v * float(s.reshape(-1)[r]) for v in row] for r, row in enumerate(planes)])
+    assert np.array_equal(y.reshape(N * C, -1), want.astype(np.float32), equal_nan=True)
+
+
+def test_squeeze_excite_steps_agree_with_onnxruntime():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 24, 7, 6)).astype(np.float32)
+    w1 = rng.standard_normal((8, 24, 1, 1)).astype(np.float32) * 0.3
+    w2 = rng.standard_normal((24, 8, 1, 1)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["b"]),
+             helper.make_node("HardSigmoid", ["b"], ["s"], alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["s", "x"], ["y"])]          # the factor first
+    data = make_model(nodes, {"x": x}, ["y"], {"w1": w1, "w2": w2}).SerializeToString()
+    algs = [s.info.get("algorithm") for s in load(data).cpu().steps]
+    assert algs[0] == "plane loops" and algs[-1] == "plane loops", algs
+    compare(nodes, {"x": x}, ["y"], {"w1": w1, "w2": w2}, tol=1e-6)

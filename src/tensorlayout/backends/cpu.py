@@ -20,6 +20,7 @@ from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
 from ..graph.ops.nn import gemm_weight, pool_divisor
+from ..schedule.cpu import plane_scale_input
 from . import cpu_kernels as kernels
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
@@ -168,6 +169,21 @@ def _pool(node, ctx, fallback):
     return run
 
 
+def _planes(node, graph, kind, fallback):
+    """GlobalAveragePool ("gap") or a Mul by one factor per plane ("scale") of float32 on the
+    native workers; ``fallback`` (the graph's NumPy kernel) while the kernels compile."""
+    big = plane_scale_input(graph, node) if kind == "scale" else 0
+
+    def run(inputs, out=None):
+        if not kernels.ready():
+            return fallback(inputs, out)
+        x = np.ascontiguousarray(inputs[big], np.float32)
+        if kind == "gap":
+            return [kernels.plane_means(x)]
+        return [kernels.scale_planes(x, inputs[1 - big])]
+    return run
+
+
 def _work(kind, node, ctx) -> int:
     """A step's multiply-adds (convolutions, fully connected layers) or output elements."""
     out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
@@ -261,6 +277,9 @@ class CpuProgram:
             elif s.kind == "pool":
                 run = _pool(node, ctx, graph.kernel(node))
                 info.update(algorithm="pool loops")
+            elif s.kind in ("gap", "scale"):
+                run = _planes(node, graph, s.kind, graph.kernel(node))
+                info.update(algorithm="plane loops")
             else:
                 run = graph.kernel(node)
             if node.op == "Conv" and s.kind != "kernel":

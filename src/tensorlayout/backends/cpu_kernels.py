@@ -46,7 +46,8 @@ from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
-           "epilogue", "Pointwise", "Im2col", "Pool2d", "threads", "set_threads",
+           "epilogue", "Pointwise", "Im2col", "Pool2d", "plane_means", "scale_planes", "threads",
+           "set_threads",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 
@@ -78,7 +79,7 @@ def _warm():
     """Compile the kernels (what a background compile runs)."""
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
-              mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY):
+              mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     x = np.ones((1, 2, 5, 5), np.float32)
     b = np.zeros(2, np.float32)
@@ -114,6 +115,7 @@ def ready() -> bool:
     fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.pool_planes,
            mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
+           mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
            mod.DEPTHWISE_CL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
                                    for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
@@ -453,3 +455,30 @@ class Pool2d:
         ctx[0], ctx[5], ctx[18] = _at(x), _at(y), _at(pad)
         _pool().run(_module().POOL_ENTRY.address, _at(ctx), nt)
         return y
+
+
+def _rows(x2, y, s, op, nt):
+    R, P = x2.shape
+    # a thread per 16 KiB of the planes at least: waking one costs more than a smaller share
+    nt = max(1, min(threads() if nt is None else nt, R, x2.size // 4096 or 1))
+    ctx = np.array([_at(x2), R, P, _at(y), 0 if s is None else _at(s), op], np.int64)
+    _pool().run(_module().ROWS_ENTRY.address, _at(ctx), nt)
+    return y
+
+
+def plane_means(x, nt=None):
+    """The mean of each (image, channel) plane of C-contiguous float32 ``x`` (N, C, ...), as
+    (N, C, 1, ...): GlobalAveragePool on the native workers (sixteen running sums a plane)."""
+    N, C = x.shape[:2]
+    y = np.empty((N, C) + (1,) * (x.ndim - 2), np.float32)
+    return _rows(x.reshape(N * C, -1), y, None, 0, nt)
+
+
+def scale_planes(x, s, nt=None):
+    """``x`` (N, C, ...) times ``s`` (N, C, 1, ...), one factor per plane, C-contiguous float32
+    (a squeeze-and-excite block's last step) on the native workers."""
+    N, C = x.shape[:2]
+    y = np.empty(x.shape, np.float32)
+    _rows(x.reshape(N * C, -1), y.reshape(N * C, -1),
+          np.ascontiguousarray(s, np.float32).reshape(-1), 1, nt)
+    return y

@@ -1,8 +1,10 @@
 """The source of the CPU backend's reducing kernels, generated as text: 2-D max and average
-pooling (a generic loop and one straight-line kernel per :data:`POOL_SPECIAL` window) and
-the matrix-vector product of a layer whose input has one column (a fully connected layer of
-one image, the 1 x 1 convolutions of a squeeze-and-excite block), with the workers' entries
-that read their arguments from an int64 context (:data:`POOL_CTX`, :data:`GEMV_CTX`).
+pooling (a generic loop and one straight-line kernel per :data:`POOL_SPECIAL` window), the
+matrix-vector product of a layer whose input has one column (a fully connected layer of
+one image, the 1 x 1 convolutions of a squeeze-and-excite block), and a squeeze-and-excite
+block's two plane-wise steps (each plane's mean, each plane scaled by its factor), with the
+workers' entries that read their arguments from an int64 context (:data:`POOL_CTX`,
+:data:`GEMV_CTX`, :data:`ROWS_CTX`).
 
 :func:`source` is appended to :func:`tensorlayout.backends.cpu_source.module_source`'s
 module, whose helpers (``padded``, ``split_columns``, ``epilogue_block``) it calls.
@@ -10,7 +12,7 @@ module, whose helpers (``padded``, ``split_columns``, ``epilogue_block``) it cal
 
 from __future__ import annotations
 
-__all__ = ["POOL_SPECIAL", "POOL_CTX", "GEMV_CTX", "source"]
+__all__ = ["POOL_SPECIAL", "POOL_CTX", "GEMV_CTX", "ROWS_CTX", "source"]
 
 #: Pooling windows (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
@@ -23,6 +25,9 @@ POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "p
 #: and ``y`` (N, O); ``chunk``: outputs per unit).
 GEMV_CTX = ("x", "N", "K", "O", "wt", "y", "bias", "has_bias", "res", "has_res", "act",
             "fparams", "chunk")
+#: The rows entry's context: ``x`` (R, P); ``y`` (R,) means or (R, P) scaled rows; ``s`` (R,)
+#: the scales; ``op`` 0 means, 1 scaling.
+ROWS_CTX = ("x", "R", "P", "y", "s", "op")
 
 
 _KERNELS = '''
@@ -146,6 +151,42 @@ def gemv_block(wt, x, y, o0, o1):
         for i in range(n):
             ys[i] += wr[i] * xv
         k += 1
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def channel_means(x, y, r0, r1):
+    # y[r] = the mean of row r of x (R, P), rows r0..r1: sixteen running sums per row (a
+    # vector's lanes, each in order), added up at the end, then the rest
+    P = x.shape[1]
+    P16 = P - P % 16
+    lanes = np.zeros(16, np.float32)
+    inv = np.float32(1) / np.float32(P)
+    for r in range(r0, r1):
+        xr = x[r]
+        for j in range(16):
+            lanes[j] = 0
+        for i in range(0, P16, 16):
+            blk = xr[i:i + 16]
+            for j in range(16):
+                lanes[j] += blk[j]
+        acc = np.float32(0)
+        for j in range(16):
+            acc += lanes[j]
+        for i in range(P16, P):
+            acc += xr[i]
+        y[r] = acc * inv
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scale_rows(x, s, y, r0, r1):
+    # y[r, :] = x[r, :] * s[r] for rows r0..r1 of (R, P)
+    P = x.shape[1]
+    for r in range(r0, r1):
+        xr = x[r]
+        yr = y[r]
+        v = s[r]
+        for i in range(P):
+            yr[i] = xr[i] * v
 '''
 
 
@@ -251,6 +292,23 @@ def gemv_entry(ctx, tid, nt):
 
 
 GEMV_ENTRY = Entry(gemv_entry)
+
+
+def rows_entry(ctx, tid, nt):
+    # (R, P) rows split among the threads: their means (op 0) or their scaling (op 1)
+    a = carray(ptr_i64(ctx), ({len(ROWS_CTX)},))
+    R = a[1]
+    P = a[2]
+    x = carray(ptr_f32(a[0]), (R, P))
+    r0 = tid * R // nt
+    r1 = (tid + 1) * R // nt
+    if a[5] == 0:
+        channel_means(x, carray(ptr_f32(a[3]), (R,)), r0, r1)
+    else:
+        scale_rows(x, carray(ptr_f32(a[4]), (R,)), carray(ptr_f32(a[3]), (R, P)), r0, r1)
+
+
+ROWS_ENTRY = Entry(rows_entry)
 """
 
 

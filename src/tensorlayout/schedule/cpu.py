@@ -21,7 +21,7 @@ from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv, Pool
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from .winograd import cpu_conv
 
-__all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING"]
+__all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING", "plane_scale_input"]
 
 #: Ops whose NumPy kernel may return a view of (share memory with) its first input (a
 #: reduction over no axis returns its input).
@@ -34,8 +34,9 @@ _FUSE_ACT = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul"
 class CpuStep:
     """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
     ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
-    "depthwise", "pointwise", "fc" or "pool" (the backend's loops and GEMMs; "pool" a 2-D
-    MaxPool or AveragePool of float32), "conv" (the engine, with ``algorithm`` and ``tile``
+    "depthwise", "pointwise", "fc", "pool", "gap" or "scale" (the backend's loops and GEMMs;
+    "pool" a 2-D MaxPool or AveragePool, "gap" a GlobalAveragePool, "scale" a Mul by one
+    factor per plane, all of float32), "conv" (the engine, with ``algorithm`` and ``tile``
     and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
     it (``free``)."""
@@ -62,6 +63,20 @@ class CpuSchedule:
 
 def _f32(graph, *names) -> bool:
     return all(graph.dtypes.get(n) == np.float32 and n in graph.shapes for n in names)
+
+
+def plane_scale_input(graph, node):
+    """For a Mul of a tensor (N, C, ...) by one factor per plane (N, C, 1, ...), both float32
+    (a squeeze-and-excite block's last step): the index of the tensor's input, else None."""
+    if len(node.inputs) != 2 or not _f32(graph, *node.inputs, node.outputs[0]):
+        return None
+    shapes = [graph.shapes[n] for n in node.inputs]
+    for big in (0, 1):
+        x, s = shapes[big], shapes[1 - big]
+        if (len(x) >= 3 and len(s) == len(x) and tuple(s[:2]) == tuple(x[:2])
+                and all(d == 1 for d in s[2:]) and graph.shapes[node.outputs[0]] == x):
+            return big
+    return None
 
 
 def _conv_kind(node) -> str:
@@ -191,6 +206,11 @@ def schedule_cpu(graph) -> CpuSchedule:
         elif node.op in ("MaxPool", "AveragePool") and isinstance(node.params, Pool) \
                 and _f32(graph, node.inputs[0], node.outputs[0]):
             kind = "pool"
+        elif node.op == "GlobalAveragePool" and _f32(graph, node.inputs[0], node.outputs[0]) \
+                and len(graph.shapes[node.inputs[0]]) >= 3:
+            kind = "gap"
+        elif node.op == "Mul" and not act and not res and plane_scale_input(graph, node) is not None:
+            kind = "scale"
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
         in_place = bool(
