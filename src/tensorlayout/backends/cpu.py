@@ -10,6 +10,7 @@ its tensors to itself, so one prepared program serves concurrent callers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -324,13 +325,16 @@ class CpuProgram:
 
     def _steps(self, values, base, cur, numba, profile, prof, tap):
         graph = self.graph
+        engine = cur                   # numba's setting, which the engine's plans read
         for st in self.steps:
             node = st.node
             want = min(base, st.max_threads)       # a small step takes fewer threads
             if want != cur:
-                numba.set_num_threads(want)
                 kernels.set_threads(want)
                 cur = want
+            if st.conv_plan is not None and want != engine:
+                numba.set_num_threads(want)
+                engine = want
             ins = [values[n] if n else None for n in st.inputs]
             t0 = time.perf_counter() if profile else 0.0
             outs = run_step(node, st, ins, ins[0] if st.in_place else None)
@@ -380,6 +384,14 @@ def available_cpus() -> int:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return max(1, n if quota is None else min(n, quota))
+
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_cpus():
+    """The cgroup's CPU quota in whole CPUs (rounded up), None without one; read once (a
+    container's quota is set when it starts)."""
     for path, parse in (("/sys/fs/cgroup/cpu.max", lambda t: t.split()[:2]),
                         ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", None)):
         try:
@@ -392,11 +404,11 @@ def available_cpus() -> int:
                 with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
                     period = f.read().strip()
             if quota not in ("max", "-1"):
-                n = min(n, max(1, -(-int(quota) // int(period))))
-            break
+                return max(1, -(-int(quota) // int(period)))
+            return None
         except (OSError, ValueError):
             continue
-    return max(1, n)
+    return None
 
 
 @contextlib.contextmanager
