@@ -88,6 +88,13 @@ def split_columns(xp, ev, od, ph, pw):
 
 
 @njit(inline="always", error_model="numpy")
+def halves(pad):
+    \"\"\"``pad`` (PH, PW) seen as two planes of half its width, for :func:`split_columns`.\"\"\"
+    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
+    return half[0], half[1]
+
+
+@njit(inline="always", error_model="numpy")
 def padded(xp, pad, ph, pw):
     \"\"\"The plane ``xp`` copied into ``pad`` at (ph, pw) (the rest of ``pad`` stays zero).\"\"\"
     H, W = xp.shape
@@ -268,8 +275,7 @@ def _special_source(KH, KW, sh, sw) -> str:
         taps = "\n".join(f"                     + w{i}_{j} * r{i}{'eo'[j % 2]}[ow + {j // 2}]"
                          for i in range(KH) for j in range(KW))
     halves = ("" if sw == 1 else
-              "    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))\n"
-              "    ev = half[0]\n    od = half[1]\n")
+              "    ev, od = halves(pad)\n")
     return f"""
 
 @njit(cache=True, nogil=True, error_model="numpy")

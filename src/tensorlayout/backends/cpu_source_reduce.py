@@ -79,9 +79,7 @@ def pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, is_max, div, q0, q1, pad):
     # is kept as its even and its odd columns, so that every tap reads consecutive floats.
     N, C, H, W = x.shape
     OH, OW = y.shape[2], y.shape[3]
-    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
-    ev = half[0]
-    od = half[1]
+    ev, od = halves(pad)
     for nc in range(q0, q1):
         n = nc // C
         c = nc - n * C
@@ -214,9 +212,7 @@ def _pool_special_source(KH, KW, sh, sw) -> str:
 def {name}(x, y, ph, pw, is_max, div, q0, q1, pad):
     N, C, H, W = x.shape
     OH, OW = y.shape[2], y.shape[3]
-    half = pad.reshape((2, pad.shape[0], pad.shape[1] // 2))
-    ev = half[0]
-    od = half[1]
+    ev, od = halves(pad)
     for nc in range(q0, q1):
         n = nc // C
         c = nc - n * C

@@ -418,8 +418,12 @@ define internal void @futex_wake(ptr %p, i32 %n) nounwind {
 }
 
 ; wait until the i32 at %p differs from %v: poll for %ticks time-stamp ticks (pausing, and
-; every 16th poll giving the core to any other runnable thread), then park in the kernel
-define internal i32 @wait_change(ptr %p, i32 %v, i64 %ticks) nounwind {
+; every 16th poll giving the core to any other runnable thread), then park in the kernel.
+; %fl, where not null, is a worker's parked flag: raised before parking, after which go is
+; looked at once more, so that a poster, which raises go and then looks at the flag (both
+; sequentially consistent), either sees the flag and wakes the worker or is seen by it: a
+; worker still polling costs its poster no system call
+define internal i32 @wait_change(ptr %p, i32 %v, i64 %ticks, ptr %fl) nounwind {
 entry:
   %t0 = call i64 @llvm.readcyclecounter()
   br label %poll
@@ -445,49 +449,12 @@ timed:
   %long = icmp ugt i64 %dt, %ticks
   br i1 %long, label %park, label %poll
 park:
-  %q = load atomic i32, ptr %p acquire, align 4
-  %ch2 = icmp ne i32 %q, %v
-  br i1 %ch2, label %out2, label %sleep
-sleep:
-  call void @futex_wait(ptr %p, i32 %v)
-  br label %park
-out:
-  ret i32 %s
-out2:
-  ret i32 %q
-}
-
-; wait_change for a worker's go word: before parking it raises the slot's parked flag (%fl)
-; and looks at go once more, so that a poster, which raises go and then looks at the flag
-; (both sequentially consistent), either sees the flag and wakes it or is seen: a worker
-; still polling costs its poster no system call
-define internal i32 @wait_go(ptr %p, i32 %v, i64 %ticks, ptr %fl) nounwind {
-entry:
-  %t0 = call i64 @llvm.readcyclecounter()
-  br label %poll
-poll:
-  %n = phi i64 [0, %entry], [%n.1, %timed]
-  %s = load atomic i32, ptr %p acquire, align 4
-  %ch = icmp ne i32 %s, %v
-  br i1 %ch, label %out, label %more
-more:
-  %n.1 = add i64 %n, 1
-  %low = and i64 %n.1, 15
-  %yield = icmp eq i64 %low, 0
-  br i1 %yield, label %give, label %pause
-give:
-  %y = call i32 @sched_yield()
-  br label %timed
-pause:
-  call void @relax()
-  br label %timed
-timed:
-  %t = call i64 @llvm.readcyclecounter()
-  %dt = sub i64 %t, %t0
-  %long = icmp ugt i64 %dt, %ticks
-  br i1 %long, label %park, label %poll
-park:
+  %flagged = icmp ne ptr %fl, null
+  br i1 %flagged, label %raise, label %look
+raise:
   store atomic i32 1, ptr %fl seq_cst, align 4
+  br label %look
+look:
   %q = load atomic i32, ptr %p seq_cst, align 4
   %ch2 = icmp ne i32 %q, %v
   br i1 %ch2, label %out2, label %sleep
@@ -497,7 +464,11 @@ sleep:
 out:
   ret i32 %s
 out2:
+  br i1 %flagged, label %lower, label %done2
+lower:
   store atomic i32 0, ptr %fl seq_cst, align 4
+  br label %done2
+done2:
   ret i32 %q
 }
 
@@ -513,7 +484,7 @@ wait:
   %seen = phi i32 [0, %entry], [%g, %done]
   %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
   %spin = load i64, ptr %sp.p, align 8
-  %g = call i32 @wait_go(ptr %slot, i32 %seen, i64 %spin, ptr %fl)
+  %g = call i32 @wait_change(ptr %slot, i32 %seen, i64 %spin, ptr %fl)
   %st.p = getelementptr inbounds i8, ptr %slot, i64 4
   %stop = load atomic i32, ptr %st.p acquire, align 4
   %quit = icmp ne i32 %stop, 0
@@ -591,7 +562,7 @@ check:
   %zero = icmp eq i32 %left, 0
   br i1 %zero, label %exit, label %wait
 wait:
-  %x = call i32 @wait_change(ptr %pending, i32 %left, i64 %spin)
+  %x = call i32 @wait_change(ptr %pending, i32 %left, i64 %spin, ptr null)
   br label %check
 exit:
   ret void
@@ -614,7 +585,7 @@ release:
   call void @futex_wake(ptr %gen.p, i32 2147483647)
   ret void
 wait:
-  %x = call i32 @wait_change(ptr %gen.p, i32 %gen, i64 %spin)
+  %x = call i32 @wait_change(ptr %gen.p, i32 %gen, i64 %spin, ptr null)
   ret void
 }
 
