@@ -490,10 +490,11 @@ def test_generated_kernels_written_once_per_exact_transform(tmp_path, monkeypatc
     """Kernels are generated at first use into the cache folder, one file per exact F(m, r)
     (custom points included), and the generated module's exact matrices are the plan's."""
     pytest.importorskip("numba")
+    from tensorlayout import _jit
     from tensorlayout.winograd import _codegen
 
     monkeypatch.setenv("TENSORLAYOUT_CACHE", str(tmp_path))
-    monkeypatch.setattr(_codegen, "_LOADED", {})
+    monkeypatch.setattr(_jit, "_MODULES", {})
     w = np.random.default_rng(1).standard_normal((8, 8, 3, 3)).astype(np.float32)
     x = np.random.default_rng(2).standard_normal((1, 8, 9, 9)).astype(np.float32)
     for kwargs in (dict(algorithm="winograd:2"), dict(algorithm="winograd:2", points=[0, 2, -2])):

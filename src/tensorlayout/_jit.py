@@ -102,6 +102,12 @@ def cache_dir() -> str:
     return root
 
 
+def loaded_module(name: str):
+    """The generated module ``name`` if this process has loaded it, else None (no lock: a
+    module, once there, stays)."""
+    return _MODULES.get(name)
+
+
 def generated_module(name: str, source: str):
     """The module of generated kernels ``source``, written once into :func:`cache_dir`'s
     ``kernels`` folder as ``name``.py (``name`` must say everything the source depends on)

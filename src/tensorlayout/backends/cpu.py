@@ -315,17 +315,18 @@ class CpuProgram:
         numba = _backend.numba()
         with threads_limit(threads), np.errstate(over="ignore", invalid="ignore",
                                                  divide="ignore", under="ignore"):
-            base = cur = numba.get_num_threads() if numba is not None else 1
+            base = numba.get_num_threads() if numba is not None else 1
             kernels.set_threads(base)
             try:
-                self._steps(values, base, cur, numba, profile, prof, tap)
+                self._steps(values, base, numba, profile, prof, tap)
             finally:
                 kernels.set_threads(0)
         return [values[n] for n in graph.outputs], prof
 
-    def _steps(self, values, base, cur, numba, profile, prof, tap):
+    def _steps(self, values, base, numba, profile, prof, tap):
         graph = self.graph
-        engine = cur                   # numba's setting, which the engine's plans read
+        cur = base                     # the backend's kernels' setting (kernels.set_threads)
+        engine = base                  # numba's setting, which the engine's plans read
         for st in self.steps:
             node = st.node
             want = min(base, st.max_threads)       # a small step takes fewer threads

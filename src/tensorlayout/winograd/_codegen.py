@@ -14,8 +14,9 @@ Wide images use a row layout (see ``wino_input``): a block is whole rows of tile
 input rows are split into m column phases, and the two passes of the input transform run
 as long unit-stride loops (vertical per row of tiles, horizontal over the whole block).
 
-The source of each F(m, r) is written once into the per-user :func:`cache_dir`, named by
-a hash of its exact matrices, and imported from there; numba's ``cache=True`` keeps the
+The source of each F(m, r) is written once into the per-user cache
+(:func:`tensorlayout._jit.cache_dir`), named by a hash of its exact matrices, and imported
+from there; numba's ``cache=True`` keeps the
 compiled code beside it, so later processes (and reinstalls) load it without compiling.
 ``python -m tensorlayout.winograd._codegen 6 3`` prints the kernels of F(6,3).
 """
@@ -23,14 +24,12 @@ compiled code beside it, so later processes (and reinstalls) load it without com
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
 import re
 import sys
-import threading
 
 import numpy as np
 
+from .. import _jit
 from .transforms import transforms
 
 
@@ -610,20 +609,6 @@ def module_source(t) -> str:
     return "\n".join(out)
 
 
-def cache_dir() -> str:
-    """Where generated kernels and numba's compiled code are kept between processes:
-    ``$TENSORLAYOUT_CACHE``, else ``$XDG_CACHE_HOME/tensorlayout`` (``~/.cache/tensorlayout``)."""
-    root = os.environ.get("TENSORLAYOUT_CACHE")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "tensorlayout")
-    return root
-
-
-_LOADED = {}
-_LOCK = threading.Lock()
-
-
 _KEYS = {}                    # id(Transforms) -> (the transforms, key): computed once each
 
 
@@ -638,27 +623,12 @@ def _key(t) -> str:
 
 
 def load_module(t):
-    """The module of kernels for ``t``, written into :func:`cache_dir` at first use."""
+    """The module of kernels for ``t``, written into :func:`tensorlayout._jit.cache_dir` at
+    first use (:func:`tensorlayout._jit.generated_module`)."""
     key = _key(t)
-    with _LOCK:
-        mod = _LOADED.get(key)
-        if mod is not None:
-            return mod
-        folder = os.path.join(cache_dir(), "kernels")
-        path = os.path.join(folder, f"wino_{t.m}_{t.r}_{key}.py")
-        if not os.path.exists(path):
-            os.makedirs(folder, exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as fh:
-                fh.write(module_source(t))
-            os.replace(tmp, path)
-        name = f"tensorlayout_kernels_wino_{t.m}_{t.r}_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        _LOADED[key] = mod
-        return mod
+    name = f"wino_{t.m}_{t.r}_{key}"
+    mod = _jit.loaded_module(name)
+    return mod if mod is not None else _jit.generated_module(name, module_source(t))
 
 
 def _coefficients(mod, dtype) -> np.ndarray:

@@ -31,23 +31,27 @@ def _check(addr, args):
     return all(isinstance(t, types.Integer) for t in args)
 
 
+def _call_codegen(n, returns_i64):
+    """Code that calls the address of the first argument with the ``n`` integers of the
+    second (each widened to i64), returning its i64 result or nothing."""
+    def codegen(context, builder, sig, llargs):
+        i64 = ir.IntType(64)
+        vals = [builder.sext(v, i64) if v.type.width < 64 else v
+                for v in _args(builder, sig.args[1], llargs[1])]
+        fnty = ir.FunctionType(i64 if returns_i64 else ir.VoidType(), [i64] * n)
+        a = llargs[0] if llargs[0].type.width == 64 else builder.sext(llargs[0], i64)
+        got = builder.call(builder.inttoptr(a, fnty.as_pointer()), vals)
+        return got if returns_i64 else context.get_dummy_value()
+
+    return codegen
+
+
 @intrinsic
 def call_void(typingctx, addr, args):
     """Call the function at ``addr`` with the integers of ``args`` (as i64); no result."""
     if not _check(addr, args):
         return None
-    n = len(args)
-
-    def codegen(context, builder, sig, llargs):
-        i64 = ir.IntType(64)
-        vals = [builder.sext(v, i64) if v.type.width < 64 else v
-                for v in _args(builder, sig.args[1], llargs[1])]
-        fnty = ir.FunctionType(ir.VoidType(), [i64] * n)
-        a = llargs[0] if llargs[0].type.width == 64 else builder.sext(llargs[0], i64)
-        builder.call(builder.inttoptr(a, fnty.as_pointer()), vals)
-        return context.get_dummy_value()
-
-    return types.void(addr, args), codegen
+    return types.void(addr, args), _call_codegen(len(args), False)
 
 
 @intrinsic
@@ -55,17 +59,7 @@ def call_i64(typingctx, addr, args):
     """Call the function at ``addr`` with the integers of ``args`` (as i64); its i64 result."""
     if not _check(addr, args):
         return None
-    n = len(args)
-
-    def codegen(context, builder, sig, llargs):
-        i64 = ir.IntType(64)
-        vals = [builder.sext(v, i64) if v.type.width < 64 else v
-                for v in _args(builder, sig.args[1], llargs[1])]
-        fnty = ir.FunctionType(i64, [i64] * n)
-        a = llargs[0] if llargs[0].type.width == 64 else builder.sext(llargs[0], i64)
-        return builder.call(builder.inttoptr(a, fnty.as_pointer()), vals)
-
-    return types.int64(addr, args), codegen
+    return types.int64(addr, args), _call_codegen(len(args), True)
 
 
 def _ptr(dtype):
