@@ -47,7 +47,7 @@ from .cpu_source_reduce import POOL_SPECIAL
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
            "epilogue", "Pointwise", "Im2col", "Pool2d", "plane_means", "scale_planes", "threads",
-           "set_threads",
+           "set_threads", "run_calls", "rows_calls", "depthwise_calls",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 
@@ -81,6 +81,8 @@ def _warm():
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
+    w = _pool()
+    mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
     x = np.ones((1, 2, 5, 5), np.float32)
     b = np.zeros(2, np.float32)
     for KH, KW, sh, sw in SPECIAL:
@@ -116,7 +118,7 @@ def ready() -> bool:
            mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
-           mod.DEPTHWISE_CL_ENTRY] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
+           mod.DEPTHWISE_CL_ENTRY, mod.run_table] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
                                    for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -214,7 +216,24 @@ def _f32(*arrays) -> bool:
     return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
 
 
+def run_calls(calls) -> None:
+    """Run ``calls`` (``(entry address, int64 context, threads, arrays kept alive)`` each, as
+    the kernels' ``calls`` methods give them) on the native workers, one after the other."""
+    pool = _pool()
+    for fn, ctx, nt, _ in calls:
+        pool.run(fn, _at(ctx), nt)
+
+
 def _depthwise_compiled(mod, x, w, bias, y, args, nt):
+    run_calls(_depthwise_calls(mod, x, w, bias, y, args, nt))
+
+
+def depthwise_calls(x, w, bias, y, args, nt):
+    """The native call of :func:`depthwise` (compiled kernels ready; C-contiguous float32)."""
+    return _depthwise_calls(_module(), x, w, bias, y, args, nt)
+
+
+def _depthwise_calls(mod, x, w, bias, y, args, nt):
     sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
     N, C, H, W = x.shape
     K, _, KH, KW = w.shape
@@ -233,7 +252,7 @@ def _depthwise_compiled(mod, x, w, bias, y, args, nt):
     ctx = np.array([_at(x), N, C, H, W, _at(w), K, KH, KW, _at(bias),
                     _at(y), OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
                     _at(f), kind, _at(pad), PH, PW], np.int64)
-    _pool().run(mod.DEPTHWISE_ENTRY.address, _at(ctx), nt)
+    return [(mod.DEPTHWISE_ENTRY.address, ctx, nt, (x, w, bias, y, pad, f))]
 
 
 def depthwise(x, w, bias, y, args, nt=None):
@@ -282,15 +301,18 @@ class DepthwiseChannelsLast:
              ph, pw, self.f.ctypes.data, dh, dw, 0, PH, PW, 0, act], np.int64)
 
     def __call__(self, x, nt=None):
-        nt = threads() if nt is None else nt
-        nt = max(1, min(nt, -(-self.C // 16)))
         y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, nt):
+        """The native calls that write ``y`` from ``x`` on ``nt`` threads at most."""
+        nt = max(1, min(nt, -(-self.C // 16)))
         buf = np.empty(self.buf, np.float32)           # xt, then acc: C floats
         ctx = self.template.copy()
         ctx[0], ctx[9], ctx[19] = _at(x), _at(y), _at(buf)
         ctx[22] = ctx[19] + (self.buf - self.C) * 4
-        _pool().run(_module().DEPTHWISE_CL_ENTRY.address, _at(ctx), nt)
-        return y
+        return [(_module().DEPTHWISE_CL_ENTRY.address, ctx, nt, (x, y, buf))]
 
 
 def epilogue(y3, bias, res3, act, nt=None):
@@ -356,8 +378,7 @@ class Pointwise:
              POINTWISE_COLUMNS, npan, ncb, 1], np.int64)
         self.npan, self.ncb = npan, ncb
 
-    def _gemv(self, x, res, nt):
-        y = np.empty(self.shape, np.float32)
+    def _gemv(self, x, y, res, nt):
         ctx = self.template.copy()
         ctx[0], ctx[5] = _at(x), _at(y)
         if res is not None:
@@ -368,15 +389,19 @@ class Pointwise:
         chunk = max(256, -(-O // nt))
         ctx[12] = chunk = -(-chunk // 16) * 16
         units = self.N * -(-O // chunk)
-        _pool().run(_module().GEMV_ENTRY.address, _at(ctx), max(1, min(nt, units)))
-        return y
+        return [(_module().GEMV_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""
-        nt = threads() if nt is None else nt
-        if self.gemv:
-            return self._gemv(x, res, nt)
         y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, res, nt):
+        """The native calls that write ``y`` (N, O, H, W) from ``x`` and ``res`` (or None),
+        C-contiguous float32, on ``nt`` threads at most."""
+        if self.gemv:
+            return self._gemv(x, y, res, nt)
         ctx = self.template.copy()
         ctx[0], ctx[7] = _at(x), _at(y)
         if res is not None:
@@ -385,11 +410,10 @@ class Pointwise:
         # columns alone give too few
         units = self.N * self.ncb
         groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
-        ctx[17] = -(-self.npan // groups)
-        ctx[19] = -(-self.npan // ctx[17])
-        _pool().run(_module().POINTWISE_ENTRY.address, _at(ctx),
-                    max(1, min(nt, units * int(ctx[19]))))
-        return y
+        rp = -(-self.npan // groups)
+        ctx[17], ctx[19] = rp, -(-self.npan // rp)
+        return [(_module().POINTWISE_ENTRY.address, ctx,
+                 max(1, min(nt, units * -(-self.npan // rp))), (x, y, res))]
 
 
 class Im2col:
@@ -411,12 +435,18 @@ class Im2col:
         self.planes = N * C
 
     def __call__(self, x, res=None, nt=None):
-        nt = threads() if nt is None else nt
+        y = np.empty(self.pw.shape, np.float32)
+        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, res, nt):
+        """The native calls (the unfolding, then the GEMM) that write ``y`` from ``x`` and
+        ``res`` (or None) on ``nt`` threads at most."""
         cols = np.empty(self.cols_shape, np.float32)
         ctx = self.template.copy()
         ctx[0], ctx[5] = _at(x), _at(cols)
-        _pool().run(_module().IM2COL_ENTRY.address, _at(ctx), max(1, min(nt, self.planes)))
-        return self.pw(cols, res, nt)
+        return ([(_module().IM2COL_ENTRY.address, ctx, max(1, min(nt, self.planes)), (x, cols))]
+                + self.pw.calls(cols, y, res, nt))
 
 
 class Pool2d:
@@ -448,21 +478,31 @@ class Pool2d:
 
     def __call__(self, x, nt=None):
         """``y`` for C-contiguous float32 ``x`` of the shape given at construction."""
-        nt = max(1, min(threads() if nt is None else nt, self.planes))
         y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, nt):
+        """The native call that writes ``y`` from ``x`` on ``nt`` threads at most."""
+        nt = max(1, min(nt, self.planes))
         pad = np.full((nt, self.PH, self.PW), self.fill, np.float32)
         ctx = self.template.copy()
         ctx[0], ctx[5], ctx[18] = _at(x), _at(y), _at(pad)
-        _pool().run(_module().POOL_ENTRY.address, _at(ctx), nt)
-        return y
+        return [(_module().POOL_ENTRY.address, ctx, nt, (x, y, pad))]
+
+
+def rows_calls(x2, y, s, op, nt):
+    """The native call of the rows entry: the means of the rows of ``x2`` (R, P) into ``y``
+    (op 0), or the rows scaled by ``s`` (R,) into ``y`` (R, P) (op 1)."""
+    R, P = x2.shape
+    # a thread per 16 KiB of the planes at least: waking one costs more than a smaller share
+    nt = max(1, min(nt, R, x2.size // 4096 or 1))
+    ctx = np.array([_at(x2), R, P, _at(y), 0 if s is None else _at(s), op], np.int64)
+    return [(_module().ROWS_ENTRY.address, ctx, nt, (x2, y, s))]
 
 
 def _rows(x2, y, s, op, nt):
-    R, P = x2.shape
-    # a thread per 16 KiB of the planes at least: waking one costs more than a smaller share
-    nt = max(1, min(threads() if nt is None else nt, R, x2.size // 4096 or 1))
-    ctx = np.array([_at(x2), R, P, _at(y), 0 if s is None else _at(s), op], np.int64)
-    _pool().run(_module().ROWS_ENTRY.address, _at(ctx), nt)
+    run_calls(rows_calls(x2, y, s, op, threads() if nt is None else nt))
     return y
 
 

@@ -22,7 +22,7 @@ __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source",
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 6
+VERSION = 7
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -414,6 +414,14 @@ def pointwise_entry(ctx, tid, nt):
 
 
 POINTWISE_ENTRY = Entry(pointwise_entry)
+
+
+@njit(cache=True, nogil=True)
+def run_table(table, i0, i1, run, base, pending, spin):
+    # rows i0..i1 of table (entry, context, threads), each handed to the workers by tl_run
+    # (address run) in turn: a bound run's steps with no Python between them
+    for i in range(i0, i1):
+        call_void(run, (base, pending, table[i, 0], table[i, 1], table[i, 2], spin))
 
 
 def im2col_entry(ctx, tid, nt):

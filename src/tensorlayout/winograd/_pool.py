@@ -200,6 +200,33 @@ class Workers:
         self._libc.syscall.restype = ctypes.c_long
 
     @property
+    def base(self) -> int:
+        """The address of the workers' slots (``tl_run``'s first argument)."""
+        return self._base
+
+    @property
+    def pending(self) -> int:
+        """The address of the pending-work words (``tl_run``'s second argument)."""
+        return self._pending_at
+
+    @property
+    def run_address(self) -> int:
+        """The address of ``tl_run(base, pending, fn, ctx, threads, spin)``, for compiled
+        callers that hand several calls to the workers in a row (holding :attr:`lock` and
+        having called :meth:`reserve`)."""
+        return self._mod.addr["tl_run"]
+
+    @property
+    def lock(self):
+        """Held while the workers run a caller's work (one caller at a time)."""
+        return self._lock
+
+    def reserve(self, n: int) -> None:
+        """Start workers until ``n`` threads (the caller's own included) can run."""
+        with self._lock:
+            self._grow(max(0, min(int(n), MAX_WORKERS + 1) - 1))
+
+    @property
     def started(self) -> int:
         """Worker threads started so far (they are kept for the life of the process)."""
         return len(self._threads)
