@@ -2,9 +2,13 @@
 
 Each node's kernel is built once from its parameters (convolutions through
 :func:`tensorlayout.winograd.plan_conv2d` with the algorithm and tile the schedule chose,
-weights transformed once); a run then calls the kernels, writes the steps the schedule marks
-in place over their dying input, and drops every tensor after its last reader.  A run keeps
-its tensors to itself, so one prepared program serves concurrent callers.
+weights transformed once).  A run goes through :class:`~.cpu_bound.BoundRun` once the
+compiled kernels are ready: the compiled steps bound to one arena laid out from liveness,
+each run of consecutive compiled steps handed to the native workers by one compiled loop.
+The per-step loop (:meth:`CpuProgram._steps`: a profile, a tap, the NumPy twins while the
+kernels compile, a second caller while the binding is busy) calls the kernels one by one,
+writes the steps the schedule marks in place over their dying input, and drops every tensor
+after its last reader, keeping its tensors to itself.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +28,7 @@ from ..graph.ops import conv_kernel
 from ..graph.ops.nn import gemm_weight, pool_divisor
 from ..schedule.cpu import plane_scale_input
 from . import cpu_kernels as kernels
+from .cpu_bound import BoundRun
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
 
@@ -50,6 +56,9 @@ class Step:
     outputs: tuple = ()
     fused: tuple = ()
     max_threads: int = MAX_THREADS
+    #: ``calls(inputs, output, threads)`` -> the native calls that compute the step into
+    #: ``output`` (see :mod:`.cpu_bound`); None for a step that runs in Python.
+    calls: object = field(default=None, repr=False)
 
 
 def _first_line(exc) -> str:
@@ -88,6 +97,15 @@ def _depthwise(node, ctx, act):
             return [cl[0](x)]
         y = np.empty(out_shape, np.float32)
         return [kernels.depthwise(x, w, b, y, args)]
+
+    def calls(ins, y, nt):
+        if cl is not None:
+            if not cl:
+                cl.append(kernels.DepthwiseChannelsLast(w, b, args, ctx.in_shapes[0],
+                                                        out_shape[2:]))
+            return cl[0].calls(ins[0], y, nt)
+        return kernels.depthwise_calls(ins[0], w, b, y, args, nt)
+    run.calls = calls
     return run
 
 
@@ -117,6 +135,13 @@ def _pointwise(node, ctx, bias, act, residual):
         np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
         kernels.epilogue(y3, bias, None if res is None else res.reshape(y3.shape), act)
         return [y]
+
+    def calls(ins, y, nt):
+        if not made:
+            made.append(kernels.Pointwise(w, bias, act, ctx.in_shapes[0]))
+        return made[0].calls(ins[0], y, ins[-1] if residual is not None else None, nt)
+    if (sh, sw) == (1, 1):
+        run.calls = calls
     return run
 
 
@@ -149,6 +174,13 @@ def _fc(node, ctx, act):
         xt = x.reshape(-1, 1) if M == 1 else np.ascontiguousarray(x.T)
         y = made[0](xt)                                      # (1, N, M, 1)
         return [y.reshape(1, N) if M == 1 else np.ascontiguousarray(y.reshape(N, M).T)]
+
+    def calls(ins, y, nt):
+        if not made:
+            made.append(kernels.Pointwise(w, bias, act, (1, w.shape[1], M, 1)))
+        return made[0].calls(ins[0].reshape(-1, 1), y.reshape(1, N, 1, 1), None, nt)
+    if M == 1 and len(ctx.in_shapes[0]) == 2:
+        run.calls = calls
     return run
 
 
@@ -167,6 +199,12 @@ def _pool(node, ctx, fallback):
         if not made:
             made.append(kernels.Pool2d(node.params, x_shape, div))
         return [made[0](np.ascontiguousarray(x))]
+
+    def calls(ins, y, nt):
+        if not made:
+            made.append(kernels.Pool2d(node.params, x_shape, div))
+        return made[0].calls(ins[0], y, nt)
+    run.calls = calls
     return run
 
 
@@ -182,6 +220,17 @@ def _planes(node, graph, kind, fallback):
         if kind == "gap":
             return [kernels.plane_means(x)]
         return [kernels.scale_planes(x, inputs[1 - big])]
+
+    def calls(ins, y, nt):
+        x = ins[big]
+        rows = x.shape[0] * x.shape[1]
+        if kind == "gap":
+            return kernels.rows_calls(x.reshape(rows, -1), y, None, 0, nt)
+        s = ins[1 - big]
+        if s.size != rows or y.shape != x.shape:
+            return None                                  # a broadcast the rows entry lacks
+        return kernels.rows_calls(x.reshape(rows, -1), y.reshape(rows, -1), s.reshape(-1), 1, nt)
+    run.calls = calls
     return run
 
 
@@ -216,6 +265,13 @@ def _im2col(node, ctx, engine, act, residual):
                                        p.dilations, ctx.out_shapes[0][2:]))
         res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
         return [made[0](np.ascontiguousarray(inputs[0], np.float32), res)]
+
+    def calls(ins, y, nt):
+        if not made:
+            made.append(kernels.Im2col(w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
+                                       p.dilations, ctx.out_shapes[0][2:]))
+        return made[0].calls(ins[0], y, ins[-1] if residual is not None else None, nt)
+    run.calls = calls
     return run
 
 
@@ -244,6 +300,7 @@ class CpuProgram:
     def __init__(self, schedule):
         graph = self.graph = schedule.graph
         self.steps = []
+        self._bound_runs, self._bind_lock = {}, threading.Lock()
         for s in schedule.steps:
             node = s.node
             ctx = graph.ctx(node)
@@ -300,7 +357,8 @@ class CpuProgram:
             out_shapes = [graph.shapes.get(o) if o else None for o in outputs]
             self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
                                    s.free, inputs, outputs, s.fused,
-                                   max(1, _work(s.kind, node, ctx) // WORK_PER_THREAD)))
+                                   max(1, _work(s.kind, node, ctx) // WORK_PER_THREAD),
+                                   getattr(run, "calls", None)))
 
     def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
@@ -318,10 +376,63 @@ class CpuProgram:
             base = numba.get_num_threads() if numba is not None else 1
             kernels.set_threads(base)
             try:
-                self._steps(values, base, numba, profile, prof, tap)
+                bound = None if profile or tap is not None else self._bound(base)
+                if bound is None or not bound.try_run(values, self._python_step(values, base,
+                                                                                 numba)):
+                    self._steps(values, base, numba, profile, prof, tap)
             finally:
                 kernels.set_threads(0)
         return [values[n] for n in graph.outputs], prof
+
+    def _bound(self, base):
+        """The :class:`~.cpu_bound.BoundRun` for ``base`` threads (built on first use), or
+        None while the compiled kernels are not ready or where no step is compiled."""
+        if not kernels.ready():
+            return None
+        got = self._bound_runs.get(base, False)
+        if got is False:
+            with self._bind_lock:
+                got = self._bound_runs.get(base, False)
+                if got is False:
+                    got = BoundRun(self, base)
+                    got = got if got.bound_steps else None
+                    self._bound_runs[base] = got
+        return got
+
+    def _python_step(self, values, base, numba):
+        """``run(i, inputs)``: step i as :meth:`_steps` runs it (never in place: its input
+        may be a slot of a bound run's arena), its outputs checked."""
+        state = {"engine": base}
+
+        def run(i, ins):
+            st = self.steps[i]
+            want = min(base, st.max_threads)
+            kernels.set_threads(want)
+            if st.conv_plan is not None and want != state["engine"]:
+                numba.set_num_threads(want)
+                state["engine"] = want
+            outs = run_step(st.node, st, ins)
+            return [self._checked(st, name, value, shape)
+                    for name, value, shape in zip(st.outputs, outs, st.out_shapes)]
+        return run
+
+    def _checked(self, st, name, value, shape):
+        """``value`` (an array) as step ``st`` computed ``name``, its shape and dtype checked
+        against the graph's."""
+        node = st.node
+        if not name:
+            return value
+        if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
+            value = np.asarray(value)
+        if shape is not None and tuple(value.shape) != shape:
+            raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
+                             f"{tuple(value.shape)} where the model's shapes say "
+                             f"{shape} (inferred, or declared in the model)")
+        dtype = self.graph.dtypes.get(name)
+        if dtype is not None and value.dtype != dtype:
+            raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
+                             f"{value.dtype} where the model's types say {dtype}")
+        return value
 
     def _steps(self, values, base, numba, profile, prof, tap):
         graph = self.graph
@@ -343,19 +454,8 @@ class CpuProgram:
                 prof.append((node.name, node.op, time.perf_counter() - t0,
                              st.info.get("algorithm")))
             for name, value, shape in zip(st.outputs, outs, st.out_shapes):
-                if not name:
-                    continue
-                if not isinstance(value, np.ndarray):    # NumPy gives scalars for 0-d
-                    value = np.asarray(value)
-                if shape is not None and tuple(value.shape) != shape:
-                    raise ModelError(f"node {node.name!r} ({node.op}) computed shape "
-                                     f"{tuple(value.shape)} where the model's shapes say "
-                                     f"{shape} (inferred, or declared in the model)")
-                dtype = graph.dtypes.get(name)
-                if dtype is not None and value.dtype != dtype:
-                    raise ModelError(f"node {node.name!r} ({node.op}) computed {name!r} as "
-                                     f"{value.dtype} where the model's types say {dtype}")
-                values[name] = value
+                if name:
+                    values[name] = self._checked(st, name, value, shape)
             if tap is not None:
                 tap(st, outs)
             for n in st.free:

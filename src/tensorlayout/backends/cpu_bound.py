@@ -1,0 +1,196 @@
+"""A CPU program's run bound once to fixed memory: the compiled steps' contexts written at
+bind time, their tensors in one arena laid out from the schedule's liveness.
+
+:class:`BoundRun` takes a :class:`~tensorlayout.backends.cpu.CpuProgram` and a thread
+count.  Every step whose kernel is compiled (``Step.calls`` is set: the pointwise, im2col,
+depthwise, pooling, fully connected and plane steps) gets its native calls built once,
+with the addresses of its input and output in the arena; consecutive such steps form a
+segment that one compiled loop hands to the native workers (``run_table``), with no Python
+between them.  The other steps (the Winograd engine's plans, NumPy kernels) run as the
+program's own loop runs them, reading the arena's tensors as arrays; a tensor they give a
+compiled step is copied into its place in the arena.
+
+Arena slots: a tensor gets a slot from the step that writes it (the start, for a graph
+input) to its last reader (the end, for a graph output), first fit, 64-byte aligned; a
+slot is reused only after its last reader has run.  A graph output the compiled steps
+write is copied out of the arena, so a run's results outlive the next run.
+
+A bound run serves one caller at a time (:meth:`BoundRun.try_run` says no while another
+thread is inside it, and the program then takes its per-step path).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import cpu_kernels as kernels
+
+__all__ = ["BoundRun", "ALIGN"]
+
+#: Bytes each arena slot is aligned to (a cache line; a whole vector of 16 floats).
+ALIGN = 64
+
+
+def _static_f32(graph, name) -> bool:
+    shape = graph.shapes.get(name)
+    return (shape is not None and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape)
+            and graph.dtypes.get(name) == np.float32)
+
+
+class _Arena:
+    """First-fit offsets of slots in one buffer (sizes rounded up to :data:`ALIGN`)."""
+
+    def __init__(self):
+        self.free = []              # (offset, size), sorted by offset
+        self.end = 0
+
+    def take(self, nbytes: int) -> int:
+        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        for i, (off, n) in enumerate(self.free):
+            if n >= size:
+                self.free[i:i + 1] = [(off + size, n - size)] if n > size else []
+                return off
+        off, self.end = self.end, self.end + size
+        return off
+
+    def give(self, off: int, nbytes: int) -> None:
+        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        self.free.append((off, size))
+        self.free.sort()
+        merged = []
+        for o, n in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == o:
+                merged[-1] = (merged[-1][0], merged[-1][1] + n)
+            else:
+                merged.append((o, n))
+        self.free = merged
+
+
+class BoundRun:
+    """``program``'s run on ``threads`` threads with its compiled steps bound to one arena.
+    ``segments``: ``("native", i0, i1)`` (steps i0..i1 in one compiled loop) or
+    ``("python", i)``; ``arena_bytes``: the arena's size."""
+
+    def __init__(self, program, threads: int):
+        graph, steps = program.graph, program.steps
+        self.program, self.threads = program, threads
+        consts = graph.consts
+        bound = []
+        for st in steps:
+            outs = [n for n in st.outputs if n]
+            ins = [n for n in st.inputs if n and n not in consts]
+            bound.append(st.calls is not None and len(outs) == 1 and len(st.outputs) == 1
+                         and all(_static_f32(graph, n) for n in outs + ins))
+        last, made_by = {}, {}
+        for i, st in enumerate(steps):
+            for n in st.inputs:
+                if n and n not in consts:
+                    last[n] = i
+            for n in st.outputs:
+                if n:
+                    made_by[n] = i
+        for n in graph.outputs:
+            last[n] = len(steps)
+        # tensors in the arena: what the compiled steps write and read
+        slot_names = set()
+        for i, st in enumerate(steps):
+            if bound[i]:
+                slot_names.update(n for n in st.inputs if n and n not in consts)
+                slot_names.add(st.outputs[0])
+        starts = {}
+        for n in slot_names:
+            starts.setdefault(made_by.get(n, -1), []).append(n)
+        ends = {}
+        for n in slot_names:
+            ends.setdefault(last.get(n, made_by.get(n, -1)), []).append(n)
+        arena, offsets = _Arena(), {}
+        for i in range(-1, len(steps) + 1):
+            for n in sorted(starts.get(i, ())):
+                offsets[n] = arena.take(int(np.prod(graph.shapes[n], dtype=np.int64)) * 4)
+            for n in sorted(ends.get(i, ())):
+                arena.give(offsets[n], int(np.prod(graph.shapes[n], dtype=np.int64)) * 4)
+        self.arena_bytes = arena.end
+        self.arena = np.empty(max(1, arena.end // 4 + ALIGN // 4), np.float32)
+        shift = (-self.arena.ctypes.data % ALIGN) // 4
+        base = self.arena[shift:]
+        self.views = {n: base[o // 4: o // 4 + int(np.prod(graph.shapes[n], dtype=np.int64))]
+                      .reshape(graph.shapes[n]) for n, o in offsets.items()}
+        self.feeds = [n for n in slot_names if n not in made_by]
+        # the compiled steps' calls, and the segments they form
+        rows, keep, self.segments, self.row_of = [], [], [], {}
+        want = []
+        for i, st in enumerate(steps):
+            calls = None
+            if bound[i]:
+                nt = max(1, min(threads, st.max_threads))
+                ins = [None if not n else (consts[n] if n in consts else self.views[n])
+                       for n in st.inputs]
+                calls = st.calls(ins, self.views[st.outputs[0]], nt)
+            if calls is None:
+                self.segments.append(("python", i))
+                continue
+            keep.append(calls)
+            first = len(rows)
+            for fn, ctx, nt, _ in calls:
+                rows.append((fn, ctx.ctypes.data, nt))
+                want.append(nt)
+            if self.segments and self.segments[-1][0] == "native":
+                self.segments[-1] = ("native", self.segments[-1][1], len(rows))
+            else:
+                self.segments.append(("native", first, len(rows)))
+        self.table = np.array(rows or [(0, 0, 0)], np.int64).reshape(-1, 3)
+        self._keep = keep
+        self.bound_steps = sum(bound)
+        self.max_threads = max(want, default=1)
+        # tensors a Python step writes that a compiled step reads: copied into the arena
+        self.copy_in = {n for n in slot_names if n in made_by and not bound[made_by[n]]}
+        self.copy_out = [n for n in graph.outputs if n in self.views
+                         and n in made_by and bound[made_by[n]]]
+        self._lock = threading.Lock()
+
+    def try_run(self, values, run_python) -> bool:
+        """Run into ``values`` (constants and feeds in, every graph output out); False, having
+        done nothing, while another thread is inside this bound run.  ``run_python(i, ins)``
+        runs step i in Python and returns its outputs, checked."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._run(values, run_python)
+        finally:
+            self._lock.release()
+        return True
+
+    def _run(self, values, run_python):
+        steps, views = self.program.steps, self.views
+        for n in self.feeds:
+            np.copyto(views[n], values[n])
+        pool = kernels._pool()
+        mod = kernels._module()
+        pool.reserve(self.max_threads)
+        run, base, pending = pool.run_address, pool.base, pool.pending
+        kernels.set_threads(self.threads)
+        for seg in self.segments:
+            if seg[0] == "native":
+                with pool.lock:
+                    mod.run_table(self.table, seg[1], seg[2], run, base, pending,
+                                  kernels._workers.SPIN_TICKS)
+                continue
+            i = seg[1]
+            st = steps[i]
+            ins = [None if not n else (views[n] if n in views else values[n]) for n in st.inputs]
+            outs = run_python(i, ins)
+            for n, v in zip(st.outputs, outs):
+                if not n:
+                    continue
+                if isinstance(v, np.ndarray) and np.may_share_memory(v, self.arena):
+                    v = v.copy()                    # a view of a slot that will be reused
+                if n in self.copy_in:
+                    np.copyto(views[n], v)
+                values[n] = v
+            for n in st.free:
+                if n not in views:
+                    values.pop(n, None)
+        for n in self.copy_out:
+            values[n] = views[n].copy()

@@ -1,0 +1,112 @@
+"""The CPU runtime's bound run: compiled steps bound once to one arena laid out from
+liveness, run in segments with no Python between them.  Checked against onnxruntime, against
+the liveness the program's steps imply (computed here from the steps' reads and writes), and
+for results that outlive the next run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("torch")
+
+from _model_util import ort_session, rel_l2  # noqa: E402
+
+from tensorlayout.backends import cpu_kernels  # noqa: E402
+from tensorlayout.backends.cpu_bound import ALIGN, BoundRun  # noqa: E402
+from tensorlayout.model import load, zoo  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.ready(), reason="compiled kernels not ready")
+
+NETS = [("mobilenet_v3_small", 40), ("shufflenet_v2", 32), ("squeezenet1_1", 35),
+        ("resnet18", 32), ("efficientnet_b0", 32)]
+
+
+@pytest.fixture(scope="module", params=NETS, ids=lambda c: f"{c[0]}-{c[1]}")
+def net(request):
+    name, size = request.param
+    data, _ = zoo.export(name, size=size, classes=50)
+    return name, size, data, load(data)
+
+
+def _bound(model, threads=2):
+    model.run(np.zeros((1, 3) + model.cpu().graph.inputs["input"][2:], np.float32),
+              threads=threads)
+    return model.cpu()._bound_runs[threads]
+
+
+def test_bound_run_agrees_with_onnxruntime(net):
+    name, size, data, model = net
+    sess = ort_session(data, threads=2)
+    bound = _bound(model)
+    assert bound is not None and bound.bound_steps >= len(model.cpu().steps) // 3
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal((1, 3, size, size)).astype(np.float32)
+        y = model.run(x, threads=2)
+        ref = sess.run(None, {"input": x})[0]
+        assert rel_l2(y, ref) <= 1e-4
+        assert int(np.argmax(y)) == int(np.argmax(ref))
+
+
+def test_results_outlive_the_next_run(net):
+    name, size, data, model = net
+    rng = np.random.default_rng(7)
+    x1, x2 = (rng.standard_normal((1, 3, size, size)).astype(np.float32) for _ in range(2))
+    y1 = model.run(x1, threads=2)
+    keep = y1.copy()
+    y2 = model.run(x2, threads=2)
+    np.testing.assert_array_equal(y1, keep)
+    assert not np.array_equal(y1, y2)
+    np.testing.assert_array_equal(model.run(x1, threads=2), keep)
+
+
+def test_no_two_live_tensors_share_arena_bytes(net):
+    name, size, data, model = net
+    prog = model.cpu()
+    bound = _bound(model)
+    graph, steps = prog.graph, prog.steps
+    # each tensor's live steps, from the steps' own inputs and outputs
+    born, dies = {}, {}
+    for i, st in enumerate(steps):
+        for n in st.outputs:
+            if n:
+                born.setdefault(n, i)
+        for n in st.inputs:
+            if n and n not in graph.consts:
+                dies[n] = i
+    for n in graph.outputs:
+        dies[n] = len(steps)
+    base = bound.views and min(v.ctypes.data for v in bound.views.values())
+    spans = []
+    for n, v in bound.views.items():
+        lo = v.ctypes.data - base
+        assert v.ctypes.data % ALIGN == 0, n
+        spans.append((n, born.get(n, -1), dies.get(n, born.get(n, -1)), lo, lo + v.nbytes))
+    assert len(spans) > 3
+    for i, (a, a0, a1, alo, ahi) in enumerate(spans):
+        for b, b0, b1, blo, bhi in spans[i + 1:]:
+            if a0 <= b1 and b0 <= a1:                      # live at a common step
+                assert ahi <= blo or bhi <= alo, (a, b)
+
+
+def test_each_thread_count_has_its_own_binding():
+    data, _ = zoo.export("mobilenet_v3_small", size=32, classes=10)
+    model = load(data)
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    ys = [model.run(x, threads=t) for t in (1, 2, 1)]
+    assert set(model.cpu()._bound_runs) >= {1, 2}
+    ref = ort_session(data, threads=1).run(None, {"input": x})[0]
+    for y in ys:
+        assert rel_l2(y, ref) <= 1e-4
+
+
+def test_a_busy_binding_sends_the_caller_to_the_step_loop():
+    data, _ = zoo.export("squeezenet1_1", size=35, classes=10)
+    model = load(data)
+    x = np.random.default_rng(2).standard_normal((1, 3, 35, 35)).astype(np.float32)
+    alone = model.run(x, threads=2)
+    bound = model.cpu()._bound_runs[2]
+    assert isinstance(bound, BoundRun)
+    with bound._lock:                       # as if another thread were inside it
+        np.testing.assert_allclose(model.run(x, threads=2), alone, rtol=1e-5, atol=1e-6)
