@@ -234,6 +234,10 @@ def _planes(node, graph, kind, fallback):
     return run
 
 
+def _concat_calls(axis, ins, y, nt):
+    return kernels.concat_calls(ins, y, axis, nt)
+
+
 def _work(kind, node, ctx) -> int:
     """A step's multiply-adds (convolutions, fully connected layers) or output elements."""
     out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
@@ -340,6 +344,8 @@ class CpuProgram:
                 info.update(algorithm="plane loops")
             else:
                 run = graph.kernel(node)
+                if node.op == "Concat" and None not in node.inputs:      # copies, compiled
+                    run.calls = functools.partial(_concat_calls, node.params.axis)
             if node.op == "Conv" and s.kind != "kernel":
                 p = node.params
                 info.update(groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))

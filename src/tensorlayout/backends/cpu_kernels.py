@@ -47,7 +47,7 @@ from .cpu_source_reduce import POOL_SPECIAL
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
            "epilogue", "Pointwise", "Im2col", "Pool2d", "plane_means", "scale_planes", "threads",
-           "set_threads", "run_calls", "rows_calls", "depthwise_calls",
+           "set_threads", "run_calls", "rows_calls", "depthwise_calls", "concat_calls",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
 
 
@@ -79,7 +79,8 @@ def _warm():
     """Compile the kernels (what a background compile runs)."""
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
-              mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY):
+              mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
+              mod.COPY_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -118,8 +119,8 @@ def ready() -> bool:
            mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
-           mod.DEPTHWISE_CL_ENTRY, mod.run_table] + [getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}")
-                                   for a, b, c, d in SPECIAL] + [
+           mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY] + [
+        getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
         _READY.append(True)
@@ -499,6 +500,21 @@ def rows_calls(x2, y, s, op, nt):
     nt = max(1, min(nt, R, x2.size // 4096 or 1))
     ctx = np.array([_at(x2), R, P, _at(y), 0 if s is None else _at(s), op], np.int64)
     return [(_module().ROWS_ENTRY.address, ctx, nt, (x2, y, s))]
+
+
+def concat_calls(ins, y, axis, nt):
+    """The native calls that write ``y``, the C-contiguous float32 ``ins`` concatenated along
+    ``axis`` (one copy per input; a thread per 64 KiB of it at most)."""
+    outer = int(np.prod(y.shape[:axis], dtype=np.int64))
+    total = int(np.prod(y.shape[axis:], dtype=np.int64))
+    calls, off = [], 0
+    for x in ins:
+        inner = int(np.prod(x.shape[axis:], dtype=np.int64))
+        ctx = np.array([_at(y), outer, total, _at(x), inner, off], np.int64)
+        calls.append((_module().COPY_ENTRY.address, ctx,
+                      max(1, min(nt, outer * inner // 16384 or 1)), (x, y)))
+        off += inner
+    return calls
 
 
 def _rows(x2, y, s, op, nt):

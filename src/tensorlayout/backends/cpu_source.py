@@ -22,7 +22,7 @@ __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source",
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 7
+VERSION = 8
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -422,6 +422,33 @@ def run_table(table, i0, i1, run, base, pending, spin):
     # (address run) in turn: a bound run's steps with no Python between them
     for i in range(i0, i1):
         call_void(run, (base, pending, table[i, 0], table[i, 1], table[i, 2], spin))
+
+
+def copy_entry(ctx, tid, nt):
+    # one input of a Concat: src (outer, inner) into columns off..off+inner of dst
+    # (outer, total), the threads splitting the outer * inner floats
+    a = carray(ptr_i64(ctx), (6,))
+    outer = a[1]
+    total = a[2]
+    inner = a[4]
+    off = a[5]
+    dst = carray(ptr_f32(a[0]), (outer * total,))
+    src = carray(ptr_f32(a[3]), (outer * inner,))
+    n = outer * inner
+    i = tid * n // nt
+    i1 = (tid + 1) * n // nt
+    while i < i1:
+        o = i // inner
+        j = i - o * inner
+        m = min(inner - j, i1 - i)
+        d = dst[o * total + off + j:o * total + off + j + m]
+        s = src[i:i + m]
+        for q in range(m):
+            d[q] = s[q]
+        i += m
+
+
+COPY_ENTRY = Entry(copy_entry)
 
 
 def im2col_entry(ctx, tid, nt):
