@@ -324,6 +324,10 @@ def test_sigmoid_and_silu_over_float32s_whole_range(act):
     (1, 4, 11, 12, 5, 3, 2, (1, 3), (0, 2), (2, 0), (2, 1)),
     (1, 16, 3, 3, 20, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
     (1, 2, 4, 5, 3, 5, 5, (1, 1), (4, 4), (4, 4), (1, 1)),   # windows mostly outside
+    (1, 3, 40, 37, 10, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),  # blocks cutting output rows
+    (2, 2, 45, 45, 4, 7, 7, (2, 2), (3, 3), (3, 3), (1, 1)),   # blocks, column phases
+    (1, 30, 12, 12, 7, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),  # deep: unfolded whole
+    (2, 3, 3, 3, 5, 3, 3, (1, 1), (0, 0), (0, 0), (1, 1)),     # one position: GEMV
 ])
 @pytest.mark.parametrize("nt", [1, 3])
 def test_im2col_gemm_equals_the_definition(case, nt):

@@ -115,7 +115,8 @@ def ready() -> bool:
         mod = _module()
     except (OSError, ImportError):      # no writable cache or no llvmlite: the twins serve
         return False
-    fns = [mod.depthwise_planes, mod.epilogue_block, mod.im2col_planes, mod.pool_planes,
+    fns = [mod.depthwise_planes, mod.epilogue_block, mod.unfold_block, mod.im2col_planes,
+           mod.pool_planes,
            mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
@@ -376,7 +377,7 @@ class Pointwise:
         self.template = np.array(
             [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
-             POINTWISE_COLUMNS, npan, ncb, 1], np.int64)
+             POINTWISE_COLUMNS, npan, ncb, 1, 0], np.int64)
         self.npan, self.ncb = npan, ncb
 
     def _gemv(self, x, y, res, nt):
@@ -417,20 +418,44 @@ class Pointwise:
                  max(1, min(nt, units * -(-self.npan // rp))), (x, y, res))]
 
 
+def _simd_isa():
+    from ..winograd import _simd
+
+    return _simd.module().isa
+
+
+#: Unfolded rows (C·KH·KW) up to which an im2col convolution unfolds block by block into
+#: the GEMM's packed columns: a shallow layer on a large map (a network's first) would
+#: otherwise write out and read back a matrix far larger than the cache; deeper layers, on
+#: smaller maps, unfold whole, their matrix cached, each row once.
+UNFOLD_BLOCKS_BELOW = 256
+
+
 class Im2col:
-    """A convolution (one group, any window, stride, dilation and padding) as the input
-    unfolded into columns (rows (c, kh, kw), one column per output position) on the native
-    workers, then :class:`Pointwise`'s GEMM of the packed weights by them with the epilogue.
-    ``weights``: (O, C, KH, KW) float32; ``begin``: the top and left padding (the bottom
-    and right padding is what ``out_hw`` leaves)."""
+    """A convolution (one group, any window, stride, dilation and padding) as
+    :class:`Pointwise`'s GEMM of the packed weights by the input's unfolded columns (rows
+    (c, kh, kw), one column per output position), with the epilogue.  Under
+    :data:`UNFOLD_BLOCKS_BELOW` rows each worker unfolds one block of
+    :data:`POINTWISE_COLUMNS` columns at a time straight into the micro-kernel's column
+    strips in a buffer of its own and multiplies it while it is in the cache; deeper
+    layers unfold whole on the workers first.  An output of one position unfolds into one
+    column and takes the matrix-vector product.  ``weights``: (O, C, KH, KW) float32;
+    ``begin``: the top and left padding (the bottom and right padding is what ``out_hw``
+    leaves)."""
 
     def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
         O, C, KH, KW = weights.shape
         N, _, H, W = x_shape
         OH, OW = out_hw
+        K = C * KH * KW
         self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
-                            (N, C * KH * KW, OH, OW))
-        self.cols_shape = (N, C * KH * KW, OH * OW)
+                            (N, K, OH, OW))
+        self.K = K
+        self.conv = (strides, begin, dilations, (KH, KW), out_hw)
+        self.blocks = K < UNFOLD_BLOCKS_BELOW and not self.pw.gemv
+        self.geo = np.array([C, H, W, KH, KW, *strides, *begin, *dilations, OW, 0,
+                             _simd_isa().nr], np.int64)
+        self.cols_shape = (N, K, OH * OW)
         self.template = np.array([0, N, C, H, W, 0, KH, KW, *strides, *begin, *dilations, OH, OW],
                                  np.int64)
         self.planes = N * C
@@ -441,13 +466,38 @@ class Im2col:
         return y
 
     def calls(self, x, y, res, nt):
-        """The native calls (the unfolding, then the GEMM) that write ``y`` from ``x`` and
-        ``res`` (or None) on ``nt`` threads at most."""
-        cols = np.empty(self.cols_shape, np.float32)
-        ctx = self.template.copy()
-        ctx[0], ctx[5] = _at(x), _at(cols)
-        return ([(_module().IM2COL_ENTRY.address, ctx, max(1, min(nt, self.planes)), (x, cols))]
-                + self.pw.calls(cols, y, res, nt))
+        """The native calls that write ``y`` from ``x`` and ``res`` (or None) on ``nt``
+        threads at most."""
+        if self.pw.gemv:                    # one output position: its one column, then GEMV
+            return self.pw.calls(_unfold(x, *self.conv), y, res, nt)
+        if not self.blocks:
+            cols = np.empty(self.cols_shape, np.float32)
+            ctx = self.template.copy()
+            ctx[0], ctx[5] = _at(x), _at(cols)
+            return ([(_module().IM2COL_ENTRY.address, ctx, max(1, min(nt, self.planes)),
+                      (x, cols))] + self.pw.calls(cols, y, res, nt))
+        calls = self.pw.calls(x, y, res, nt)
+        fn, ctx, n, keep = calls[0]
+        geo = self.geo.copy()
+        scratch = np.empty(n * self.K * POINTWISE_COLUMNS, np.float32)
+        geo[12] = _at(scratch)
+        ctx[20] = _at(geo)
+        return [(fn, ctx, n, keep + (geo, scratch))]
+
+
+def _unfold(x, strides, begin, dilations, kernel, out_hw):
+    """The columns (N, C·KH·KW, OH·OW) of ``x`` (NumPy: for outputs of one position)."""
+    N, C, H, W = x.shape
+    (sh, sw), (ph, pw), (dh, dw), (KH, KW), (OH, OW) = strides, begin, dilations, kernel, out_hw
+    xp = np.zeros((N, C, max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1),
+                   max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)), np.float32)
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    cols = np.empty((N, C, KH, KW, OH, OW), np.float32)
+    for kh in range(KH):
+        for kw in range(KW):
+            cols[:, :, kh, kw] = xp[:, :, kh * dh:kh * dh + (OH - 1) * sh + 1:sh,
+                                    kw * dw:kw * dw + (OW - 1) * sw + 1:sw]
+    return cols.reshape(N, C * KH * KW, OH * OW)
 
 
 class Pool2d:

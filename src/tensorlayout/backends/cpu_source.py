@@ -4,8 +4,10 @@
 vectorisable loop per activation, with a float32 ``e ** x`` of plain arithmetic), the
 epilogue, the depthwise kernels (a generic one and one per :data:`SPECIAL` window, its taps
 one straight-line sum; one vectorised over channels for small planes), the im2col
-unfolding, and the native workers' entries that read their arguments from an int64 context
-(:data:`DW_CTX`, :data:`DWCL_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`, :data:`IM2COL_CTX`);
+unfolding (whole, or block by block into the GEMM's packed columns), and the native
+workers' entries that read their arguments from an int64 context
+(:data:`DW_CTX`, :data:`DWCL_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`, :data:`IM2COL_CTX`,
+:data:`UNFOLD_CTX`);
 then :mod:`.cpu_source_reduce`'s pooling and matrix-vector kernels.
 :mod:`tensorlayout.backends.cpu_kernels` compiles and calls it.
 """
@@ -15,14 +17,14 @@ from __future__ import annotations
 from .cpu_source_reduce import source as reduce_source
 
 __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source", "DW_CTX",
-           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "DWCL_CTX"]
+           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "UNFOLD_CTX", "DWCL_CTX"]
 
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 8
+VERSION = 9
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -222,6 +224,70 @@ def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
                         seg[ow] = src[ow * sw - off]
                     for ow in range(hi, OW):
                         seg[ow] = 0
+
+
+@njit(inline="always", error_model="numpy")
+def put_span(buf, k, t, m, src, base, zero):
+    # block columns t..t+m of row k of buf (strips, K, nr): zeros, or src[base:base + m]
+    nr = buf.shape[2]
+    i = 0
+    while i < m:
+        s = (t + i) // nr
+        l0 = t + i - s * nr
+        w = min(nr - l0, m - i)
+        d = buf[s, k, l0:l0 + w]
+        if zero:
+            for q in range(w):
+                d[q] = 0
+        else:
+            b = base + i
+            for q in range(w):
+                d[q] = src[b + q]
+        i += w
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def unfold_block(xn, buf, c0, c1, KH, KW, sh, sw, ph, pw, dh, dw, OW):
+    # output positions c0..c1 of image xn (C, H, W) unfolded into buf (strips, K, nr), the
+    # GEMM's packed columns: row (c, kh, kw), block column p - c0; taps outside read zero.
+    # With a column stride sw > 1 each input row is first dealt into its sw phases
+    # (columns r, r + sw, ...), so that every tap copies consecutive floats.
+    C, H, W = xn.shape
+    phases = np.empty((sw, (W + sw - 1) // sw), np.float32)
+    for c in range(C):
+        xp = xn[c]
+        for kh in range(KH):
+            p = c0
+            while p < c1:
+                oh = p // OW
+                owa = p - oh * OW
+                owb = min(OW, owa + c1 - p)
+                ih = oh * sh - ph + kh * dh
+                t = p - c0
+                inside = ih >= 0 and ih < H
+                if inside and sw > 1:
+                    row = xp[ih]
+                    for q in range(sw):
+                        dst = phases[q]
+                        for j in range((W - q + sw - 1) // sw):
+                            dst[j] = row[q + j * sw]
+                for kw in range(KW):
+                    k = (c * KH + kh) * KW + kw
+                    if not inside:
+                        put_span(buf, k, t, owb - owa, xp[0], 0, True)
+                        continue
+                    off = pw - kw * dw              # input column = ow * sw - off
+                    lo = min(OW, max(0, -((-off) // sw)))
+                    hi = max(lo, min(OW, (W - 1 + off) // sw + 1))
+                    r = (-off) % sw                 # its phase; index ow - shift there
+                    shift = (off + r) // sw
+                    src = phases[r] if sw > 1 else xp[ih]
+                    a = min(owb, max(owa, lo))
+                    b = min(owb, max(a, hi))
+                    put_span(buf, k, t, a - owa, src, 0, True)
+                    put_span(buf, k, t + a - owa, b - a, src, a - shift, False)
+                    put_span(buf, k, t + b - owa, owb - b, src, 0, True)
+                p += owb - owa
 """
 
 
@@ -405,9 +471,21 @@ def pointwise_entry(ctx, tid, nt):
         r1 = min(O, p1 * mr)
         c0 = cb * cbw
         c1 = min(P, c0 + cbw)
-        call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4,
-                          a[0] + (n * Ci * P + c0) * 4, P,
-                          a[7] + ((n * O + r0) * P + c0) * 4, P, 0))
+        if a[20] != 0:
+            # an im2col convolution: the block's columns unfolded from the image into this
+            # thread's buffer, packed in strips of nr, then the GEMM by them
+            g = carray(ptr_i64(a[20]), (14,))
+            at = g[12] + tid * Ci * cbw * 4
+            buf = carray(ptr_f32(at), (cbw // g[13], Ci, g[13]))
+            xi = carray(ptr_f32(a[0]), (N, g[0], g[1], g[2]))
+            unfold_block(xi[n], buf, c0, c1, g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
+                         g[11])
+            call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, at, g[13],
+                              a[7] + ((n * O + r0) * P + c0) * 4, P, 2))
+        else:
+            call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4,
+                              a[0] + (n * Ci * P + c0) * 4, P,
+                              a[7] + ((n * O + r0) * P + c0) * 4, P, 0))
         if a[10] != 0 or a[12] != 0 or a[13] != 0:
             epilogue_block(y, bias, a[10] != 0, res, a[12] != 0, a[13], f[0], f[1],
                            n * O + r0, n * O + r1, c0, c1, O)
@@ -422,6 +500,18 @@ def run_table(table, i0, i1, run, base, pending, spin):
     # (address run) in turn: a bound run's steps with no Python between them
     for i in range(i0, i1):
         call_void(run, (base, pending, table[i, 0], table[i, 1], table[i, 2], spin))
+
+
+def im2col_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({len(IM2COL_CTX)},))
+    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
+    cols = carray(ptr_f32(a[5]), (a[1], a[2] * a[6] * a[7], a[14] * a[15]))
+    total = a[1] * a[2]
+    im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
+                  tid * total // nt, (tid + 1) * total // nt)
+
+
+IM2COL_ENTRY = Entry(im2col_entry)
 
 
 def copy_entry(ctx, tid, nt):
@@ -449,18 +539,6 @@ def copy_entry(ctx, tid, nt):
 
 
 COPY_ENTRY = Entry(copy_entry)
-
-
-def im2col_entry(ctx, tid, nt):
-    a = carray(ptr_i64(ctx), ({len(IM2COL_CTX)},))
-    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
-    cols = carray(ptr_f32(a[5]), (a[1], a[2] * a[6] * a[7], a[14] * a[15]))
-    total = a[1] * a[2]
-    im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
-                  tid * total // nt, (tid + 1) * total // nt)
-
-
-IM2COL_ENTRY = Entry(im2col_entry)
 """
 
 
@@ -475,11 +553,15 @@ DWCL_CTX = ("x", "N", "C", "H", "W", "wt", "KH", "KW", "bias", "y", "OH", "OW", 
 EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act", "fparams")
 #: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
 PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
-          "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb")
-#: The im2col entry's context.
+          "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "im2col")
+#: The im2col entry's context (the whole unfolded matrix written out).
 IM2COL_CTX = ("x", "N", "C", "H", "W", "cols", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw",
               "OH", "OW")
-
+#: A shallow im2col convolution's geometry, which the pointwise entry's ``im2col`` field
+#: points to (``x`` is then the image, ``Cin`` the unfolded rows C·KH·KW, ``P`` the output
+#: positions; ``scratch``: Cin · cbw floats per thread; ``nr``: the micro-kernel's columns).
+UNFOLD_CTX = ("C", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OW", "scratch",
+              "nr")
 
 
 def module_source() -> str:

@@ -304,6 +304,9 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         "  %g = and i1 %go, %gn",
         f"  %pstride = mul i64 %kp, {mr}",
         f"  %cstride = mul i64 %ldc, {mr}",
+        "  %pkbit = and i64 %flags, 2",           # B packed: strip j0 starts at b + j0·k
+        "  %packed = icmp ne i64 %pkbit, 0",
+        "  %bcs = select i1 %packed, i64 %kp, i64 1",
         "  br i1 %g, label %rows, label %exit",
         "rows:",
         "  %i0 = phi i64 [0, %entry], [%i0.n, %rows.end]",
@@ -326,7 +329,8 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         "cols:",
         "  %j0 = phi i64 [0, %rows], [%j0.n, %cols.end]",
         "  %rest = sub i64 %n, %j0",
-        "  %bp = getelementptr inbounds float, ptr %b, i64 %j0",
+        "  %bj = mul i64 %j0, %bcs",
+        "  %bp = getelementptr inbounds float, ptr %b, i64 %bj",
         "  %cq0 = getelementptr inbounds float, ptr %cp0, i64 %j0",
         "  %cq1 = getelementptr inbounds float, ptr %cp1, i64 %j0",
         f"  %full = icmp sge i64 %rest, {nr}",
@@ -726,7 +730,8 @@ def gemm(a_packed, b, m: int, c=None, accumulate: bool = False, isa_name: str | 
     (any row stride); ``c``: (m, n) float32 with contiguous rows, or None for a new array.
     This is the Python face of ``tl_sgemm``; compiled callers pass the same pointers to
     the address ``module().addr["tl_sgemm"]`` (arguments: m, n, k, a, b, ldb, c, ldc,
-    flags, all 64-bit integers; flags bit 0 = accumulate).
+    flags, all 64-bit integers; flags bit 0 = accumulate; bit 1 = ``b`` packed in strips
+    of ``nr`` columns, each strip's k rows of nr floats one after another, ``ldb`` = nr).
     """
     mod = module(isa_name)
     mr = mod.isa.mr
