@@ -129,6 +129,7 @@ class BoundRun:
                        for n in st.inputs]
                 calls = st.calls(ins, self.views[st.outputs[0]], nt)
             if calls is None:
+                bound[i] = False                # its kernel declined (runs in Python)
                 self.segments.append(("python", i))
                 continue
             keep.append(calls)

@@ -44,6 +44,7 @@ from ..winograd import _pool as _workers
 from ..winograd._pool import address as _at
 from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
+from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, unfold_numpy
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
            "epilogue", "Pointwise", "Im2col", "Pool2d", "plane_means", "scale_planes", "threads",
@@ -147,70 +148,6 @@ def threads() -> int:
         return n
     nb = _backend.numba()
     return 1 if nb is None else max(1, int(nb.get_num_threads()))
-
-
-# ---------------------------------------------------------------------------- NumPy twins
-def activate_numpy(y, act, a0, a1):
-    """The activation of code ``act`` in place on ``y``, in NumPy."""
-    t = y.dtype.type
-    if act == 1:
-        np.clip(y, t(0), t(np.inf), out=y)
-    elif act == 2:
-        np.clip(y, t(a0), t(a1), out=y)
-    elif act == 3:
-        np.copyto(y, np.where(y >= 0, y, y * t(a0)))
-    elif act == 4:
-        with np.errstate(over="ignore"):
-            np.negative(y, out=y)
-            np.exp(y, out=y)
-            y += 1
-            np.reciprocal(y, out=y)
-    elif act == 5:
-        g = y * t(a0)
-        g += t(a1)
-        np.clip(g, 0, 1, out=g)
-        y *= g
-    elif act == 6:
-        y *= t(a0)
-        y += t(a1)
-        np.clip(y, 0, 1, out=y)
-    elif act == 7:
-        np.tanh(y, out=y)
-    elif act == 8:
-        with np.errstate(over="ignore"):
-            g = np.exp(-y)
-            g += 1
-            np.reciprocal(g, out=g)
-            y *= g
-    return y
-
-
-def epilogue_numpy(y, bias, has_bias, res, has_res, act, a0, a1):
-    """:func:`epilogue` in NumPy (``y`` (N, C, P), in place)."""
-    if has_bias:
-        y += bias[None, :, None]
-    if has_res:
-        y += res
-    activate_numpy(y, act, a0, a1)
-
-
-def depthwise_numpy(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
-    """:func:`depthwise` in NumPy: each tap's strided window of the padded input."""
-    N, C, H, W = x.shape
-    K, _, KH, KW = w.shape
-    OH, OW = y.shape[2:]
-    # zeros before (the begin padding) and after, as far as the last window reaches
-    xp = np.zeros((N, C, max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1),
-                   max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)), x.dtype)
-    xp[:, :, ph:ph + H, pw:pw + W] = x
-    xk = np.repeat(xp, mult, axis=1) if mult > 1 else xp
-    y[...] = bias[None, :, None, None]
-    for kh in range(KH):
-        for kw in range(KW):
-            win = xk[:, :, kh * dh: kh * dh + sh * (OH - 1) + 1: sh,
-                     kw * dw: kw * dw + sw * (OW - 1) + 1: sw]
-            y += w[None, :, 0, kh, kw, None, None] * win
-    activate_numpy(y, act, a0, a1)
 
 
 def _f32(*arrays) -> bool:
@@ -461,15 +398,19 @@ class Im2col:
         self.planes = N * C
 
     def __call__(self, x, res=None, nt=None):
+        nt = threads() if nt is None else nt
+        if self.pw.gemv:                    # one output position: its one column, then GEMV
+            return self.pw(unfold_numpy(x, *self.conv), res, nt)
         y = np.empty(self.pw.shape, np.float32)
-        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
+        run_calls(self.calls(x, y, res, nt))
         return y
 
     def calls(self, x, y, res, nt):
         """The native calls that write ``y`` from ``x`` and ``res`` (or None) on ``nt``
-        threads at most."""
-        if self.pw.gemv:                    # one output position: its one column, then GEMV
-            return self.pw.calls(_unfold(x, *self.conv), y, res, nt)
+        threads at most; None for an output of one position (its column is unfolded by
+        NumPy on each call)."""
+        if self.pw.gemv:
+            return None
         if not self.blocks:
             cols = np.empty(self.cols_shape, np.float32)
             ctx = self.template.copy()
@@ -483,21 +424,6 @@ class Im2col:
         geo[12] = _at(scratch)
         ctx[20] = _at(geo)
         return [(fn, ctx, n, keep + (geo, scratch))]
-
-
-def _unfold(x, strides, begin, dilations, kernel, out_hw):
-    """The columns (N, C·KH·KW, OH·OW) of ``x`` (NumPy: for outputs of one position)."""
-    N, C, H, W = x.shape
-    (sh, sw), (ph, pw), (dh, dw), (KH, KW), (OH, OW) = strides, begin, dilations, kernel, out_hw
-    xp = np.zeros((N, C, max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1),
-                   max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)), np.float32)
-    xp[:, :, ph:ph + H, pw:pw + W] = x
-    cols = np.empty((N, C, KH, KW, OH, OW), np.float32)
-    for kh in range(KH):
-        for kw in range(KW):
-            cols[:, :, kh, kw] = xp[:, :, kh * dh:kh * dh + (OH - 1) * sh + 1:sh,
-                                    kw * dw:kw * dw + (OW - 1) * sw + 1:sw]
-    return cols.reshape(N, C * KH * KW, OH * OW)
 
 
 class Pool2d:
