@@ -14,11 +14,15 @@ the median ratios per size.  Every output is checked: relative L2 error against
 onnxruntime's (at most 1e-4) and the same top-1 class; a network that fails the check is
 marked FAIL.
 
+``--ort-spin off`` turns off the spinning of onnxruntime's worker threads after each of its
+calls (on by default, as onnxruntime ships): spinning, they keep cores busy that the
+next runtime's threads need.
+
 ``--alone`` times each runtime in a process of its own (no other library's thread pool
 beside it), one network after the other, and compares those medians instead.
 
     python benchmarks/bench_model.py [--threads 2] [--rounds 7] [--sizes 224,96]
-                                     [--nets resnet18,vgg11] [--alone]
+                                     [--nets resnet18,vgg11] [--alone] [--ort-spin off]
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "
         "shufflenet_v2", "squeezenet1_1")
 
 
+#: onnxruntime's worker threads spin after each call (its default); --ort-spin off sets its
+#: ``session.intra_op.allow_spinning`` to 0 (set by main)
+ORT_SPIN = ["on"]
+
+
 def _sessions(name, size, threads, which=("ours", "ort")):
     import onnxruntime as ort
 
@@ -56,6 +65,8 @@ def _sessions(name, size, threads, which=("ours", "ort")):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        if ORT_SPIN[0] == "off":
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x}
         fns["ort"] = lambda: sess.run(None, feed)[0]
@@ -84,7 +95,7 @@ def _alone(name, size, threads, rounds, which):
 
 def _child(name, size, threads, rounds, which):
     cmd = [sys.executable, __file__, "--child", f"{name},{size},{which}", "--threads", str(threads),
-           "--rounds", str(rounds)]
+           "--rounds", str(rounds), "--ort-spin", ORT_SPIN[0]]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -97,8 +108,11 @@ def main() -> int:
     ap.add_argument("--nets", default=",".join(NETS))
     ap.add_argument("--alone", action="store_true",
                     help="time each runtime in a process of its own")
+    ap.add_argument("--ort-spin", choices=("on", "off"), default="on",
+                    help="onnxruntime's threads spin after each call (on: its default) or not")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    ORT_SPIN[0] = args.ort_spin
     if args.child:
         name, size, which = args.child.split(",")
         print(json.dumps(_alone(name, int(size), args.threads, args.rounds, which)))
@@ -110,7 +124,8 @@ def main() -> int:
 
     print(f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs usable, "
           f"threads: {args.threads}, onnxruntime {ort.__version__}, numpy {np.__version__}, "
-          f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}")
+          f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}"
+          f"{', onnxruntime threads not spinning' if args.ort_spin == 'off' else ''}")
     head = (f"{'network':19s} {'size':>4s} {'ort ms':>8s} {'spread':>13s} {'ours ms':>8s} {'spread':>13s} "
             f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}")
     print(head)
