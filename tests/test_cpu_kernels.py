@@ -112,7 +112,9 @@ def _compiled_or_skip():
     # batch; a single column is the matrix-vector product (outputs in chunks past 256, the
     # rows of the weights four at a time and the rest)
     (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31),
-    (1, 103, 1000, 1, 1), (2, 64, 600, 1, 1)])
+    (1, 103, 1000, 1, 1), (2, 64, 600, 1, 1),
+    # few columns: the GEMM turned over (positions as rows, channels in strips)
+    (1, 1030, 70, 3, 3), (2, 1100, 33, 2, 5), (1, 1024, 5, 1, 2)])
 @pytest.mark.parametrize("nt", [1, 2, 5])
 def test_pointwise_blocks_equal_the_definition(shape, nt):
     """Every (panel group, column block) unit of the pointwise GEMM, with its bias, residual

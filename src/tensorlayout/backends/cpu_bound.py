@@ -25,6 +25,7 @@ import threading
 
 import numpy as np
 
+from ..winograd._pool import SPIN_TICKS
 from . import cpu_kernels as kernels
 
 __all__ = ["BoundRun", "ALIGN"]
@@ -176,7 +177,7 @@ class BoundRun:
             if seg[0] == "native":
                 with pool.lock:
                     mod.run_table(self.table, seg[1], seg[2], run, base, pending,
-                                  kernels._workers.SPIN_TICKS)
+                                  SPIN_TICKS)
                 continue
             i = seg[1]
             st = steps[i]

@@ -6,10 +6,13 @@ activation, residual).
 They run on the native workers of :mod:`tensorlayout.winograd._pool` (the Winograd engine's
 threads, no OpenMP: other libraries' thread pools in the process neither share nor disturb
 them), each thread taking its share of (batch, channel) planes, rows, channels or blocks from
-an int64 context (:mod:`.cpu_source` and :mod:`.cpu_source_reduce` name its fields).  The
-pointwise convolution is the SIMD GEMM of :mod:`tensorlayout.winograd._simd` on packed
-weights, cut into blocks of :data:`POINTWISE_COLUMNS` columns, each block's epilogue applied
-while it is in the cache.
+an int64 context (:mod:`.cpu_source` and :mod:`.cpu_source_reduce` name its fields;
+:mod:`.cpu_native` holds the module and the workers).  The pointwise and im2col
+convolutions are the SIMD GEMM of :mod:`tensorlayout.winograd._simd` on packed weights
+(:mod:`.cpu_gemm`, whose :class:`Pointwise` and :class:`Im2col` this module re-exports).
+Each kernel gives its native calls (``calls``) before running them, so that a bound run
+(:mod:`.cpu_bound`) can keep them; Concat's copies and the plane loops give theirs through
+:func:`concat_calls` and :func:`rows_calls`.
 
 The kernels are generated source (:mod:`.cpu_source`), written once into the user cache
 and compiled by numba there (:func:`tensorlayout._jit.generated_module`), so that compiled
@@ -34,46 +37,24 @@ against a float64 direct convolution.
 
 from __future__ import annotations
 
-import hashlib
-import threading
-
 import numpy as np
 
 from .. import _backend, _jit
-from ..winograd import _pool as _workers
 from ..winograd._pool import address as _at
+from .cpu_gemm import (POINTWISE_COLUMNS, THIN_COLUMNS, THIN_DEPTH, UNFOLD_BLOCKS_BELOW, Im2col,
+                       Pointwise)
+from .cpu_native import module as _module
+from .cpu_native import pool as _pool
+from .cpu_native import run_calls, set_threads, threads
 from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
-from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, unfold_numpy
+from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
            "epilogue", "Pointwise", "Im2col", "Pool2d", "plane_means", "scale_planes", "threads",
            "set_threads", "run_calls", "rows_calls", "depthwise_calls", "concat_calls",
-           "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready"]
-
-
-_MODULE: list = []
-
-
-def _module():
-    if not _MODULE:
-        src = module_source()
-        digest = hashlib.sha1(src.encode()).hexdigest()[:12]     # a changed source: a new file
-        _MODULE.append(_jit.generated_module(f"cpu_backend_{digest}", src))
-    return _MODULE[0]
-
-
-_WORKERS: list = []
-
-
-def _pool():
-    """The native workers (None where the platform or llvmlite has none)."""
-    if _WORKERS:
-        return _WORKERS[0]
-    w = _workers.workers()
-    if w is not None:
-        _WORKERS.append(w)
-    return w
+           "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready",
+           "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
 
 
 def _warm():
@@ -81,7 +62,7 @@ def _warm():
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
-              mod.COPY_ENTRY):
+              mod.COPY_ENTRY, mod.THIN_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -121,7 +102,7 @@ def ready() -> bool:
            mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
-           mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY] + [
+           mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -130,37 +111,9 @@ def ready() -> bool:
     return False
 
 
-_LOCAL = threading.local()
-
-
-def set_threads(n: int) -> None:
-    """Threads this thread's kernel calls take from now on (0: numba's setting again); a
-    network's run sets it for each step, so that no call asks numba."""
-    _LOCAL.n = n
-
-
-def threads() -> int:
-    """Threads a kernel call may use: what :func:`set_threads` set on this thread, else
-    numba's setting for this thread (what :func:`tensorlayout.backends.cpu.threads_limit`
-    sets), else 1."""
-    n = getattr(_LOCAL, "n", 0)
-    if n:
-        return n
-    nb = _backend.numba()
-    return 1 if nb is None else max(1, int(nb.get_num_threads()))
-
-
 def _f32(*arrays) -> bool:
     """True when every array is C-contiguous float32 (what the compiled entries read)."""
     return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
-
-
-def run_calls(calls) -> None:
-    """Run ``calls`` (``(entry address, int64 context, threads, arrays kept alive)`` each, as
-    the kernels' ``calls`` methods give them) on the native workers, one after the other."""
-    pool = _pool()
-    for fn, ctx, nt, _ in calls:
-        pool.run(fn, _at(ctx), nt)
 
 
 def _depthwise_compiled(mod, x, w, bias, y, args, nt):
@@ -272,158 +225,6 @@ def epilogue(y3, bias, res3, act, nt=None):
     nt = max(1, min(nt, N * C, y3.size // 1024 or 1))
     _pool().run(_module().EPILOGUE_ENTRY.address, _at(ctx), nt)
     return y3
-
-
-#: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
-#: slice) stay in the L2 cache while every panel of weights passes over them.
-POINTWISE_COLUMNS = 256
-
-
-class Pointwise:
-    """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
-    (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) applied
-    to each block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
-    column (H·W = 1: a fully connected layer of one image, a squeeze-and-excite block's
-    convolutions) is a matrix-vector product instead, over the weights transposed (C, O),
-    each thread taking a chunk of the outputs."""
-
-    def __init__(self, weights, bias, act, x_shape):
-        O, C = weights.shape
-        N, _, H, W = x_shape
-        P = H * W
-        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
-                                                                                     np.float32)
-        self.f = np.array(act[1:], np.float64)
-        self.shape = (N, O, H, W)
-        self.N = N
-        if P == 1:
-            self.wt = np.ascontiguousarray(weights.T, np.float32)
-            self.template = np.array(
-                [0, N, C, O, self.wt.ctypes.data, 0, self.bias.ctypes.data, bias is not None,
-                 0, 0, act[0], self.f.ctypes.data, O], np.int64)
-            self.gemv = True
-            return
-        from ..winograd import _simd
-
-        mod = _simd.module()
-        self.mr = mr = mod.isa.mr
-        self.gemv = False
-        self.a = _simd.pack_rows(weights, mr)
-        npan = -(-O // mr)
-        ncb = -(-P // POINTWISE_COLUMNS)
-        self.template = np.array(
-            [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
-             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
-             POINTWISE_COLUMNS, npan, ncb, 1, 0], np.int64)
-        self.npan, self.ncb = npan, ncb
-
-    def _gemv(self, x, y, res, nt):
-        ctx = self.template.copy()
-        ctx[0], ctx[5] = _at(x), _at(y)
-        if res is not None:
-            ctx[8], ctx[9] = _at(res), 1
-        O = self.shape[1]
-        # chunks of whole vectors (16 floats), at least 256 outputs each: a smaller share
-        # costs more to hand out than it saves
-        chunk = max(256, -(-O // nt))
-        ctx[12] = chunk = -(-chunk // 16) * 16
-        units = self.N * -(-O // chunk)
-        return [(_module().GEMV_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
-
-    def __call__(self, x, res=None, nt=None):
-        """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""
-        y = np.empty(self.shape, np.float32)
-        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
-        return y
-
-    def calls(self, x, y, res, nt):
-        """The native calls that write ``y`` (N, O, H, W) from ``x`` and ``res`` (or None),
-        C-contiguous float32, on ``nt`` threads at most."""
-        if self.gemv:
-            return self._gemv(x, y, res, nt)
-        ctx = self.template.copy()
-        ctx[0], ctx[7] = _at(x), _at(y)
-        if res is not None:
-            ctx[11], ctx[12] = _at(res), 1
-        # enough (panel group, column block) units for every thread: panels split when the
-        # columns alone give too few
-        units = self.N * self.ncb
-        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
-        rp = -(-self.npan // groups)
-        ctx[17], ctx[19] = rp, -(-self.npan // rp)
-        return [(_module().POINTWISE_ENTRY.address, ctx,
-                 max(1, min(nt, units * -(-self.npan // rp))), (x, y, res))]
-
-
-def _simd_isa():
-    from ..winograd import _simd
-
-    return _simd.module().isa
-
-
-#: Unfolded rows (C·KH·KW) up to which an im2col convolution unfolds block by block into
-#: the GEMM's packed columns: a shallow layer on a large map (a network's first) would
-#: otherwise write out and read back a matrix far larger than the cache; deeper layers, on
-#: smaller maps, unfold whole, their matrix cached, each row once.
-UNFOLD_BLOCKS_BELOW = 256
-
-
-class Im2col:
-    """A convolution (one group, any window, stride, dilation and padding) as
-    :class:`Pointwise`'s GEMM of the packed weights by the input's unfolded columns (rows
-    (c, kh, kw), one column per output position), with the epilogue.  Under
-    :data:`UNFOLD_BLOCKS_BELOW` rows each worker unfolds one block of
-    :data:`POINTWISE_COLUMNS` columns at a time straight into the micro-kernel's column
-    strips in a buffer of its own and multiplies it while it is in the cache; deeper
-    layers unfold whole on the workers first.  An output of one position unfolds into one
-    column and takes the matrix-vector product.  ``weights``: (O, C, KH, KW) float32;
-    ``begin``: the top and left padding (the bottom and right padding is what ``out_hw``
-    leaves)."""
-
-    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
-        O, C, KH, KW = weights.shape
-        N, _, H, W = x_shape
-        OH, OW = out_hw
-        K = C * KH * KW
-        self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
-                            (N, K, OH, OW))
-        self.K = K
-        self.conv = (strides, begin, dilations, (KH, KW), out_hw)
-        self.blocks = K < UNFOLD_BLOCKS_BELOW and not self.pw.gemv
-        self.geo = np.array([C, H, W, KH, KW, *strides, *begin, *dilations, OW, 0,
-                             _simd_isa().nr], np.int64)
-        self.cols_shape = (N, K, OH * OW)
-        self.template = np.array([0, N, C, H, W, 0, KH, KW, *strides, *begin, *dilations, OH, OW],
-                                 np.int64)
-        self.planes = N * C
-
-    def __call__(self, x, res=None, nt=None):
-        nt = threads() if nt is None else nt
-        if self.pw.gemv:                    # one output position: its one column, then GEMV
-            return self.pw(unfold_numpy(x, *self.conv), res, nt)
-        y = np.empty(self.pw.shape, np.float32)
-        run_calls(self.calls(x, y, res, nt))
-        return y
-
-    def calls(self, x, y, res, nt):
-        """The native calls that write ``y`` from ``x`` and ``res`` (or None) on ``nt``
-        threads at most; None for an output of one position (its column is unfolded by
-        NumPy on each call)."""
-        if self.pw.gemv:
-            return None
-        if not self.blocks:
-            cols = np.empty(self.cols_shape, np.float32)
-            ctx = self.template.copy()
-            ctx[0], ctx[5] = _at(x), _at(cols)
-            return ([(_module().IM2COL_ENTRY.address, ctx, max(1, min(nt, self.planes)),
-                      (x, cols))] + self.pw.calls(cols, y, res, nt))
-        calls = self.pw.calls(x, y, res, nt)
-        fn, ctx, n, keep = calls[0]
-        geo = self.geo.copy()
-        scratch = np.empty(n * self.K * POINTWISE_COLUMNS, np.float32)
-        geo[12] = _at(scratch)
-        ctx[20] = _at(geo)
-        return [(fn, ctx, n, keep + (geo, scratch))]
 
 
 class Pool2d:

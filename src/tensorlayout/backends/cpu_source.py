@@ -18,14 +18,14 @@ from .cpu_source_reduce import source as reduce_source
 from .cpu_source_unfold import source as unfold_source
 
 __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source", "DW_CTX",
-           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "UNFOLD_CTX", "DWCL_CTX"]
+           "EPI_CTX", "PW_CTX", "IM2COL_CTX", "UNFOLD_CTX", "DWCL_CTX", "THIN_CTX"]
 
 
 #: Activation codes of the kernels.
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 9
+VERSION = 10
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -400,6 +400,58 @@ def pointwise_entry(ctx, tid, nt):
 POINTWISE_ENTRY = Entry(pointwise_entry)
 
 
+def thin_entry(ctx, tid, nt):
+    # a GEMM of few columns turned over: Y^T (P, O) = X^T (P, C) . W^T (C, O), the input's
+    # P columns the micro-kernel's rows and the weights (packed once in strips of nr) its
+    # columns.  Phase 0 packs X^T into panels of mr rows (threads split the channels);
+    # phase 1 runs the units (image, strip), each block of Y^T transposed into y with the
+    # epilogue.
+    a = carray(ptr_i64(ctx), ({len(THIN_CTX)},))
+    f = carray(ptr_f64(a[14]), (2,))
+    N = a[1]
+    C = a[2]
+    P = a[3]
+    O = a[4]
+    mr = a[5]
+    nr = a[6]
+    npan = (P + mr - 1) // mr
+    ns = (O + nr - 1) // nr
+    x = carray(ptr_f32(a[0]), (N, C, P))
+    ap = carray(ptr_f32(a[8]), (N, npan, C, mr))
+    if a[16] == 0:
+        for n in range(N):
+            for pi in range(npan):
+                for c in range(tid * C // nt, (tid + 1) * C // nt):
+                    d = ap[n, pi, c]
+                    xr = x[n, c]
+                    for r in range(mr):
+                        q = pi * mr + r
+                        d[r] = xr[q] if q < P else np.float32(0)
+        return
+    t = carray(ptr_f32(a[9]), (N, P, O))
+    y = carray(ptr_f32(a[10]), (N * O, P))
+    bias = carray(ptr_f32(a[11]), (O,))
+    res = carray(ptr_f32(a[12]), (N * O, P))
+    units = N * ns
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // ns
+        st = u - n * ns
+        o0 = st * nr
+        o1 = min(O, o0 + nr)
+        call_void(a[15], (P, o1 - o0, C, a[8] + n * npan * C * mr * 4,
+                          a[7] + st * C * nr * 4, nr, a[9] + (n * P * O + o0) * 4, O, 2))
+        tn = t[n]
+        for o in range(o0, o1):
+            yr = y[n * O + o]
+            for p in range(P):
+                yr[p] = tn[p, o]
+        epilogue_block(y, bias, a[17] != 0, res, a[13] != 0, a[18], f[0], f[1],
+                       n * O + o0, n * O + o1, 0, P, O)
+
+
+THIN_ENTRY = Entry(thin_entry)
+
+
 @njit(cache=True, nogil=True)
 def run_table(table, i0, i1, run, base, pending, spin):
     # rows i0..i1 of table (entry, context, threads), each handed to the workers by tl_run
@@ -460,6 +512,10 @@ EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act"
 #: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
 PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
           "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "im2col")
+#: The turned-over GEMM's context (``wb``: the weights transposed, in strips of nr; ``ap``
+#: (N, panels, C, mr) and ``t`` (N, P, O): scratch; ``phase`` 0 packs, 1 multiplies).
+THIN_CTX = ("x", "N", "C", "P", "O", "mr", "nr", "wb", "ap", "t", "y", "bias", "res",
+            "has_res", "fparams", "sgemm", "phase", "has_bias", "act")
 #: The im2col entry's context (the whole unfolded matrix written out).
 IM2COL_CTX = ("x", "N", "C", "H", "W", "cols", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw",
               "OH", "OW")

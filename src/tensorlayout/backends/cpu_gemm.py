@@ -1,0 +1,221 @@
+"""The CPU backend's GEMM-based layers on the SIMD micro-kernel of
+:mod:`tensorlayout.winograd._simd`: the 1 x 1 convolution (:class:`Pointwise`: blocks of
+columns with their epilogue; a matrix-vector product for one column; the GEMM turned over
+for a few columns) and the im2col convolution (:class:`Im2col`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..winograd._pool import address as _at
+from .cpu_native import module as _module
+from .cpu_native import run_calls, threads
+from .cpu_twins import unfold_numpy
+
+__all__ = ["Pointwise", "Im2col", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH",
+           "UNFOLD_BLOCKS_BELOW"]
+
+
+#: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
+#: slice) stay in the L2 cache while every panel of weights passes over them.
+POINTWISE_COLUMNS = 256
+
+
+class Pointwise:
+    """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
+    (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) applied
+    to each block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
+    column (H·W = 1: a fully connected layer of one image, a squeeze-and-excite block's
+    convolutions) is a matrix-vector product instead, over the weights transposed (C, O),
+    each thread taking a chunk of the outputs."""
+
+    def __init__(self, weights, bias, act, x_shape):
+        O, C = weights.shape
+        N, _, H, W = x_shape
+        P = H * W
+        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
+                                                                                     np.float32)
+        self.f = np.array(act[1:], np.float64)
+        self.shape = (N, O, H, W)
+        self.N = N
+        if P == 1:
+            self.wt = np.ascontiguousarray(weights.T, np.float32)
+            self.template = np.array(
+                [0, N, C, O, self.wt.ctypes.data, 0, self.bias.ctypes.data, bias is not None,
+                 0, 0, act[0], self.f.ctypes.data, O], np.int64)
+            self.gemv = True
+            return
+        from ..winograd import _simd
+
+        mod = _simd.module()
+        self.mr = mr = mod.isa.mr
+        self.gemv = False
+        self.thin = None
+        if P <= THIN_COLUMNS and C >= THIN_DEPTH:
+            self.thin = _Thin(weights, self.bias, bias is not None, self.f, act, x_shape, mod)
+            return
+        self.a = _simd.pack_rows(weights, mr)
+        npan = -(-O // mr)
+        ncb = -(-P // POINTWISE_COLUMNS)
+        self.template = np.array(
+            [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
+             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
+             POINTWISE_COLUMNS, npan, ncb, 1, 0], np.int64)
+        self.npan, self.ncb = npan, ncb
+
+    def _gemv(self, x, y, res, nt):
+        ctx = self.template.copy()
+        ctx[0], ctx[5] = _at(x), _at(y)
+        if res is not None:
+            ctx[8], ctx[9] = _at(res), 1
+        O = self.shape[1]
+        # chunks of whole vectors (16 floats), at least 256 outputs each: a smaller share
+        # costs more to hand out than it saves
+        chunk = max(256, -(-O // nt))
+        ctx[12] = chunk = -(-chunk // 16) * 16
+        units = self.N * -(-O // chunk)
+        return [(_module().GEMV_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
+
+    def __call__(self, x, res=None, nt=None):
+        """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""
+        y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, res, nt):
+        """The native calls that write ``y`` (N, O, H, W) from ``x`` and ``res`` (or None),
+        C-contiguous float32, on ``nt`` threads at most."""
+        if self.gemv:
+            return self._gemv(x, y, res, nt)
+        if self.thin is not None:
+            return self.thin.calls(x, y, res, nt)
+        ctx = self.template.copy()
+        ctx[0], ctx[7] = _at(x), _at(y)
+        if res is not None:
+            ctx[11], ctx[12] = _at(res), 1
+        # enough (panel group, column block) units for every thread: panels split when the
+        # columns alone give too few
+        units = self.N * self.ncb
+        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
+        rp = -(-self.npan // groups)
+        ctx[17], ctx[19] = rp, -(-self.npan // rp)
+        return [(_module().POINTWISE_ENTRY.address, ctx,
+                 max(1, min(nt, units * -(-self.npan // rp))), (x, y, res))]
+
+
+def _simd_isa():
+    from ..winograd import _simd
+
+    return _simd.module().isa
+
+
+#: Columns (output positions) up to which :class:`Pointwise` turns its GEMM over: the
+#: positions become the micro-kernel's rows (a panel of mr) and the output channels its
+#: columns, where as columns a few positions would leave most of each vector empty.  Only
+#: from :data:`THIN_DEPTH` input rows on: the packing and the transpose cost more than they
+#: save on a shallower product (measured on 2 threads: 512 channels 3 x 3 on a 3 x 3 map
+#: 469 -> 330 us; on a 4 x 4 map, 16 columns, slower; a 1 x 1 layer of 576 channels slower).
+THIN_COLUMNS = 12
+THIN_DEPTH = 1024
+
+
+class _Thin:
+    """:class:`Pointwise`'s GEMM turned over for an input of few columns (see
+    :data:`THIN_COLUMNS`): the weights transposed and packed once in strips of nr columns;
+    per call the input's columns packed as panels of mr rows (threads split the channels),
+    then each thread's strips of output channels multiplied, transposed into ``y`` and given
+    their epilogue."""
+
+    def __init__(self, weights, bias, has_bias, f, act, x_shape, mod):
+        O, C = weights.shape
+        N, _, H, W = x_shape
+        mr, nr = mod.isa.mr, mod.isa.nr
+        ns = -(-O // nr)
+        wt = np.zeros((C, ns * nr), np.float32)
+        wt[:, :O] = weights.T
+        self.wb = np.ascontiguousarray(wt.reshape(C, ns, nr).transpose(1, 0, 2))
+        self.bias, self.f = bias, f
+        self.P, self.npan, self.ns, self.N, self.C, self.O = H * W, -(-H * W // mr), ns, N, C, O
+        self.mr = mr
+        self.template = np.array(
+            [0, N, C, H * W, O, mr, nr, self.wb.ctypes.data, 0, 0, 0, bias.ctypes.data, 0, 0,
+             f.ctypes.data, mod.addr["tl_sgemm"], 0, has_bias, act[0]], np.int64)
+
+    def calls(self, x, y, res, nt):
+        ap = np.empty(self.N * self.npan * self.C * self.mr, np.float32)
+        t = np.empty(self.N * self.P * self.O, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[8], ctx[9], ctx[10] = _at(x), _at(ap), _at(t), _at(y)
+        if res is not None:
+            ctx[12], ctx[13] = _at(res), 1
+        mul = ctx.copy()
+        mul[16] = 1
+        fn = _module().THIN_ENTRY.address
+        keep = (x, y, res, ap, t)
+        return [(fn, ctx, max(1, min(nt, self.C // 64 or 1)), keep),
+                (fn, mul, max(1, min(nt, self.N * self.ns)), keep)]
+
+
+#: Unfolded rows (C·KH·KW) up to which an im2col convolution unfolds block by block into
+#: the GEMM's packed columns: a shallow layer on a large map (a network's first) would
+#: otherwise write out and read back a matrix far larger than the cache; deeper layers, on
+#: smaller maps, unfold whole, their matrix cached, each row once.
+UNFOLD_BLOCKS_BELOW = 256
+
+
+class Im2col:
+    """A convolution (one group, any window, stride, dilation and padding) as
+    :class:`Pointwise`'s GEMM of the packed weights by the input's unfolded columns (rows
+    (c, kh, kw), one column per output position), with the epilogue.  Under
+    :data:`UNFOLD_BLOCKS_BELOW` rows each worker unfolds one block of
+    :data:`POINTWISE_COLUMNS` columns at a time straight into the micro-kernel's column
+    strips in a buffer of its own and multiplies it while it is in the cache; deeper
+    layers unfold whole on the workers first.  An output of one position unfolds into one
+    column and takes the matrix-vector product.  ``weights``: (O, C, KH, KW) float32;
+    ``begin``: the top and left padding (the bottom and right padding is what ``out_hw``
+    leaves)."""
+
+    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
+        O, C, KH, KW = weights.shape
+        N, _, H, W = x_shape
+        OH, OW = out_hw
+        K = C * KH * KW
+        self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
+                            (N, K, OH, OW))
+        self.K = K
+        self.conv = (strides, begin, dilations, (KH, KW), out_hw)
+        self.blocks = K < UNFOLD_BLOCKS_BELOW and not self.pw.gemv and self.pw.thin is None
+        self.geo = np.array([C, H, W, KH, KW, *strides, *begin, *dilations, OW, 0,
+                             _simd_isa().nr], np.int64)
+        self.cols_shape = (N, K, OH * OW)
+        self.template = np.array([0, N, C, H, W, 0, KH, KW, *strides, *begin, *dilations, OH, OW],
+                                 np.int64)
+        self.planes = N * C
+
+    def __call__(self, x, res=None, nt=None):
+        nt = threads() if nt is None else nt
+        if self.pw.gemv:                    # one output position: its one column, then GEMV
+            return self.pw(unfold_numpy(x, *self.conv), res, nt)
+        y = np.empty(self.pw.shape, np.float32)
+        run_calls(self.calls(x, y, res, nt))
+        return y
+
+    def calls(self, x, y, res, nt):
+        """The native calls that write ``y`` from ``x`` and ``res`` (or None) on ``nt``
+        threads at most; None for an output of one position (its column is unfolded by
+        NumPy on each call)."""
+        if self.pw.gemv:
+            return None
+        if not self.blocks:
+            cols = np.empty(self.cols_shape, np.float32)
+            ctx = self.template.copy()
+            ctx[0], ctx[5] = _at(x), _at(cols)
+            return ([(_module().IM2COL_ENTRY.address, ctx, max(1, min(nt, self.planes)),
+                      (x, cols))] + self.pw.calls(cols, y, res, nt))
+        calls = self.pw.calls(x, y, res, nt)
+        fn, ctx, n, keep = calls[0]
+        geo = self.geo.copy()
+        scratch = np.empty(n * self.K * POINTWISE_COLUMNS, np.float32)
+        geo[12] = _at(scratch)
+        ctx[20] = _at(geo)
+        return [(fn, ctx, n, keep + (geo, scratch))]
