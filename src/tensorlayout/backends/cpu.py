@@ -77,6 +77,12 @@ def run_step(node, step, inputs, out=None, where: str = ""):
         raise ModelError(f"node {node.name!r} ({node.op}) failed{where}: {_first_line(exc)}") from None
 
 
+def _once(make, *args):
+    """``get()``: ``make(*args)``, built on the first call (a compiled kernel's object is made
+    once the kernels are ready, by whichever of a step's run or its binding comes first)."""
+    return functools.lru_cache(maxsize=None)(lambda: make(*args))
+
+
 def _depthwise(node, ctx, act):
     """The backend's depthwise loops (bias and activation in the same pass)."""
     p = node.params
@@ -86,24 +92,19 @@ def _depthwise(node, ctx, act):
     out_shape = ctx.out_shapes[0]
     args = (*p.strides, *p.begin, *p.dilations, p.multiplier, *act)
     # rows narrower than a vector: the kernel vectorised over channels
-    cl = [] if p.multiplier == 1 and out_shape[3] < kernels.CHANNELS_LAST_BELOW else None
+    cl = (_once(kernels.DepthwiseChannelsLast, w, b, args, ctx.in_shapes[0], out_shape[2:])
+          if p.multiplier == 1 and out_shape[3] < kernels.CHANNELS_LAST_BELOW else None)
 
     def run(inputs, out=None):
         x = np.ascontiguousarray(inputs[0])
         if cl is not None and x.dtype == np.float32 and kernels.ready():
-            if not cl:
-                cl.append(kernels.DepthwiseChannelsLast(w, b, args, ctx.in_shapes[0],
-                                                        out_shape[2:]))
-            return [cl[0](x)]
+            return [cl()(x)]
         y = np.empty(out_shape, np.float32)
         return [kernels.depthwise(x, w, b, y, args)]
 
     def calls(ins, y, nt):
         if cl is not None:
-            if not cl:
-                cl.append(kernels.DepthwiseChannelsLast(w, b, args, ctx.in_shapes[0],
-                                                        out_shape[2:]))
-            return cl[0].calls(ins[0], y, nt)
+            return cl().calls(ins[0], y, nt)
         return kernels.depthwise_calls(ins[0], w, b, y, args, nt)
     run.calls = calls
     return run
@@ -118,7 +119,7 @@ def _pointwise(node, ctx, bias, act, residual):
     w = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32).reshape(p.out_channels, -1))
     sh, sw = p.strides
     N, O, OH, OW = ctx.out_shapes[0]
-    made = []
+    gemm = _once(kernels.Pointwise, w, bias, act, (N, w.shape[1], OH, OW))
 
     def run(inputs, out=None):
         x = inputs[0]
@@ -127,9 +128,7 @@ def _pointwise(node, ctx, bias, act, residual):
         x = np.ascontiguousarray(x, np.float32)
         res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
         if kernels.ready():
-            if not made:
-                made.append(kernels.Pointwise(w, bias, act, x.shape))
-            return [made[0](x, res)]
+            return [gemm()(x, res)]
         y = np.empty((N, O, OH, OW), np.float32)
         y3 = y.reshape(N, O, OH * OW)
         np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
@@ -137,9 +136,7 @@ def _pointwise(node, ctx, bias, act, residual):
         return [y]
 
     def calls(ins, y, nt):
-        if not made:
-            made.append(kernels.Pointwise(w, bias, act, ctx.in_shapes[0]))
-        return made[0].calls(ins[0], y, ins[-1] if residual is not None else None, nt)
+        return gemm().calls(ins[0], y, ins[-1] if residual is not None else None, nt)
     if (sh, sw) == (1, 1):
         run.calls = calls
     return run
@@ -159,7 +156,7 @@ def _fc(node, ctx, act):
     if c is not None:
         bias = np.ascontiguousarray(np.broadcast_to(np.asarray(c, np.float32).reshape(-1)
                                                     * np.float32(p.beta), (N,)), np.float32)
-    made = []
+    gemm = _once(kernels.Pointwise, w, bias, act, (1, w.shape[1], M, 1))
 
     def run(inputs, out=None):
         x = np.ascontiguousarray(inputs[0], np.float32)
@@ -169,16 +166,12 @@ def _fc(node, ctx, act):
                 y += bias
             kernels.activate_numpy(y, *act)
             return [y]
-        if not made:
-            made.append(kernels.Pointwise(w, bias, act, (1, w.shape[1], M, 1)))
         xt = x.reshape(-1, 1) if M == 1 else np.ascontiguousarray(x.T)
-        y = made[0](xt)                                      # (1, N, M, 1)
+        y = gemm()(xt)                                      # (1, N, M, 1)
         return [y.reshape(1, N) if M == 1 else np.ascontiguousarray(y.reshape(N, M).T)]
 
     def calls(ins, y, nt):
-        if not made:
-            made.append(kernels.Pointwise(w, bias, act, (1, w.shape[1], M, 1)))
-        return made[0].calls(ins[0].reshape(-1, 1), y.reshape(1, N, 1, 1), None, nt)
+        return gemm().calls(ins[0].reshape(-1, 1), y.reshape(1, N, 1, 1), None, nt)
     if M == 1 and len(ctx.in_shapes[0]) == 2:
         run.calls = calls
     return run
@@ -189,21 +182,16 @@ def _pool(node, ctx, fallback):
     (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`); ``fallback`` (the graph's NumPy
     kernel) while the kernels compile."""
     x_shape = ctx.in_shapes[0]
-    div = pool_divisor(node.params, x_shape[2:])
-    made = []
+    pool = _once(kernels.Pool2d, node.params, x_shape, pool_divisor(node.params, x_shape[2:]))
 
     def run(inputs, out=None):
         x = inputs[0]
         if not (kernels.ready() and x.dtype == np.float32):
             return fallback(inputs, out)
-        if not made:
-            made.append(kernels.Pool2d(node.params, x_shape, div))
-        return [made[0](np.ascontiguousarray(x))]
+        return [pool()(np.ascontiguousarray(x))]
 
     def calls(ins, y, nt):
-        if not made:
-            made.append(kernels.Pool2d(node.params, x_shape, div))
-        return made[0].calls(ins[0], y, nt)
+        return pool().calls(ins[0], y, nt)
     run.calls = calls
     return run
 
@@ -226,16 +214,10 @@ def _planes(node, graph, kind, fallback):
         rows = x.shape[0] * x.shape[1]
         if kind == "gap":
             return kernels.rows_calls(x.reshape(rows, -1), y, None, 0, nt)
-        s = ins[1 - big]
-        if s.size != rows or y.shape != x.shape:
-            return None                                  # a broadcast the rows entry lacks
-        return kernels.rows_calls(x.reshape(rows, -1), y.reshape(rows, -1), s.reshape(-1), 1, nt)
+        return kernels.rows_calls(x.reshape(rows, -1), y.reshape(rows, -1),
+                                  ins[1 - big].reshape(-1), 1, nt)
     run.calls = calls
     return run
-
-
-def _concat_calls(axis, ins, y, nt):
-    return kernels.concat_calls(ins, y, axis, nt)
 
 
 def _work(kind, node, ctx) -> int:
@@ -259,22 +241,17 @@ def _im2col(node, ctx, engine, act, residual):
     w = np.asarray(ctx.consts[1], np.float32)
     bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
             else None)
-    made = []
+    conv = _once(kernels.Im2col, w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
+                 p.dilations, ctx.out_shapes[0][2:])
 
     def run(inputs, out=None):
         if not kernels.ready():
             return engine(inputs, out)
-        if not made:
-            made.append(kernels.Im2col(w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
-                                       p.dilations, ctx.out_shapes[0][2:]))
         res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
-        return [made[0](np.ascontiguousarray(inputs[0], np.float32), res)]
+        return [conv()(np.ascontiguousarray(inputs[0], np.float32), res)]
 
     def calls(ins, y, nt):
-        if not made:
-            made.append(kernels.Im2col(w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
-                                       p.dilations, ctx.out_shapes[0][2:]))
-        return made[0].calls(ins[0], y, ins[-1] if residual is not None else None, nt)
+        return conv().calls(ins[0], y, ins[-1] if residual is not None else None, nt)
     run.calls = calls
     return run
 
@@ -345,7 +322,7 @@ class CpuProgram:
             else:
                 run = graph.kernel(node)
                 if node.op == "Concat" and None not in node.inputs:      # copies, compiled
-                    run.calls = functools.partial(_concat_calls, node.params.axis)
+                    run.calls = functools.partial(kernels.concat_calls, node.params.axis)
             if node.op == "Conv" and s.kind != "kernel":
                 p = node.params
                 info.update(groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))
@@ -382,10 +359,10 @@ class CpuProgram:
             base = numba.get_num_threads() if numba is not None else 1
             kernels.set_threads(base)
             try:
+                step = self._runner(base, numba)
                 bound = None if profile or tap is not None else self._bound(base)
-                if bound is None or not bound.try_run(values, self._python_step(values, base,
-                                                                                 numba)):
-                    self._steps(values, base, numba, profile, prof, tap)
+                if bound is None or not bound.try_run(values, step):
+                    self._steps(values, step, profile, prof, tap)
             finally:
                 kernels.set_threads(0)
         return [values[n] for n in graph.outputs], prof
@@ -405,19 +382,20 @@ class CpuProgram:
                     self._bound_runs[base] = got
         return got
 
-    def _python_step(self, values, base, numba):
-        """``run(i, inputs)``: step i as :meth:`_steps` runs it (never in place: its input
-        may be a slot of a bound run's arena), its outputs checked."""
-        state = {"engine": base}
+    def _runner(self, base, numba):
+        """``run(i, inputs, out=None)``: step i on its threads (a small step takes fewer than
+        ``base``; numba's setting, which the engine's plans read, changed only when it must),
+        its outputs checked."""
+        engine = [base]
 
-        def run(i, ins):
+        def run(i, ins, out=None):
             st = self.steps[i]
             want = min(base, st.max_threads)
             kernels.set_threads(want)
-            if st.conv_plan is not None and want != state["engine"]:
+            if st.conv_plan is not None and want != engine[0]:
                 numba.set_num_threads(want)
-                state["engine"] = want
-            outs = run_step(st.node, st, ins)
+                engine[0] = want
+            outs = run_step(st.node, st, ins, out)
             return [self._checked(st, name, value, shape)
                     for name, value, shape in zip(st.outputs, outs, st.out_shapes)]
         return run
@@ -440,28 +418,19 @@ class CpuProgram:
                              f"{value.dtype} where the model's types say {dtype}")
         return value
 
-    def _steps(self, values, base, numba, profile, prof, tap):
-        graph = self.graph
-        cur = base                     # the backend's kernels' setting (kernels.set_threads)
-        engine = base                  # numba's setting, which the engine's plans read
-        for st in self.steps:
-            node = st.node
-            want = min(base, st.max_threads)       # a small step takes fewer threads
-            if want != cur:
-                kernels.set_threads(want)
-                cur = want
-            if st.conv_plan is not None and want != engine:
-                numba.set_num_threads(want)
-                engine = want
+    def _steps(self, values, step, profile, prof, tap):
+        """Every step in order through ``step`` (:meth:`_runner`), in place where the schedule
+        says, each tensor dropped after its last reader."""
+        for i, st in enumerate(self.steps):
             ins = [values[n] if n else None for n in st.inputs]
             t0 = time.perf_counter() if profile else 0.0
-            outs = run_step(node, st, ins, ins[0] if st.in_place else None)
+            outs = step(i, ins, ins[0] if st.in_place else None)
             if profile:
-                prof.append((node.name, node.op, time.perf_counter() - t0,
+                prof.append((st.node.name, st.node.op, time.perf_counter() - t0,
                              st.info.get("algorithm")))
-            for name, value, shape in zip(st.outputs, outs, st.out_shapes):
+            for name, value in zip(st.outputs, outs):
                 if name:
-                    values[name] = self._checked(st, name, value, shape)
+                    values[name] = value
             if tap is not None:
                 tap(st, outs)
             for n in st.free:

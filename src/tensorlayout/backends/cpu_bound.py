@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from ..winograd._pool import SPIN_TICKS
-from . import cpu_kernels as kernels
+from . import cpu_native as native
 
 __all__ = ["BoundRun", "ALIGN"]
 
@@ -71,12 +71,13 @@ class _Arena:
 
 class BoundRun:
     """``program``'s run on ``threads`` threads with its compiled steps bound to one arena.
-    ``segments``: ``("native", i0, i1)`` (steps i0..i1 in one compiled loop) or
-    ``("python", i)``; ``arena_bytes``: the arena's size."""
+    ``segments``: ``("native", r0, r1)`` (rows r0..r1 of ``table``, the calls of
+    consecutive compiled steps, in one compiled loop) or ``("python", i)`` (step i);
+    ``arena_bytes``: the arena's size."""
 
     def __init__(self, program, threads: int):
         graph, steps = program.graph, program.steps
-        self.program, self.threads = program, threads
+        self.program = program
         consts = graph.consts
         bound = []
         for st in steps:
@@ -120,19 +121,15 @@ class BoundRun:
                       .reshape(graph.shapes[n]) for n, o in offsets.items()}
         self.feeds = [n for n in slot_names if n not in made_by]
         # the compiled steps' calls, and the segments they form
-        rows, keep, self.segments, self.row_of = [], [], [], {}
-        want = []
+        rows, keep, self.segments, want = [], [], [], []
         for i, st in enumerate(steps):
-            calls = None
-            if bound[i]:
-                nt = max(1, min(threads, st.max_threads))
-                ins = [None if not n else (consts[n] if n in consts else self.views[n])
-                       for n in st.inputs]
-                calls = st.calls(ins, self.views[st.outputs[0]], nt)
-            if calls is None:
-                bound[i] = False                # its kernel declined (runs in Python)
+            if not bound[i]:
                 self.segments.append(("python", i))
                 continue
+            ins = [None if not n else (consts[n] if n in consts else self.views[n])
+                   for n in st.inputs]
+            calls = st.calls(ins, self.views[st.outputs[0]],
+                             max(1, min(threads, st.max_threads)))
             keep.append(calls)
             first = len(rows)
             for fn, ctx, nt, _ in calls:
@@ -145,7 +142,7 @@ class BoundRun:
         self.table = np.array(rows or [(0, 0, 0)], np.int64).reshape(-1, 3)
         self._keep = keep
         self.bound_steps = sum(bound)
-        self.max_threads = max(want, default=1)
+        native.pool().reserve(max(want, default=1))
         # tensors a Python step writes that a compiled step reads: copied into the arena
         self.copy_in = {n for n in slot_names if n in made_by and not bound[made_by[n]]}
         self.copy_out = [n for n in graph.outputs if n in self.views
@@ -168,11 +165,8 @@ class BoundRun:
         steps, views = self.program.steps, self.views
         for n in self.feeds:
             np.copyto(views[n], values[n])
-        pool = kernels._pool()
-        mod = kernels._module()
-        pool.reserve(self.max_threads)
+        pool, mod = native.pool(), native.module()
         run, base, pending = pool.run_address, pool.base, pool.pending
-        kernels.set_threads(self.threads)
         for seg in self.segments:
             if seg[0] == "native":
                 with pool.lock:

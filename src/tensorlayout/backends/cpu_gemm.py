@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..winograd import _simd
 from ..winograd._pool import address as _at
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
-from .cpu_twins import unfold_numpy
 
 __all__ = ["Pointwise", "Im2col", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH",
            "UNFOLD_BLOCKS_BELOW"]
@@ -45,8 +45,6 @@ class Pointwise:
                  0, 0, act[0], self.f.ctypes.data, O], np.int64)
             self.gemv = True
             return
-        from ..winograd import _simd
-
         mod = _simd.module()
         self.mr = mr = mod.isa.mr
         self.gemv = False
@@ -103,12 +101,6 @@ class Pointwise:
                  max(1, min(nt, units * -(-self.npan // rp))), (x, y, res))]
 
 
-def _simd_isa():
-    from ..winograd import _simd
-
-    return _simd.module().isa
-
-
 #: Columns (output positions) up to which :class:`Pointwise` turns its GEMM over: the
 #: positions become the micro-kernel's rows (a panel of mr) and the output channels its
 #: columns, where as columns a few positions would leave most of each vector empty.  Only
@@ -131,9 +123,7 @@ class _Thin:
         N, _, H, W = x_shape
         mr, nr = mod.isa.mr, mod.isa.nr
         ns = -(-O // nr)
-        wt = np.zeros((C, ns * nr), np.float32)
-        wt[:, :O] = weights.T
-        self.wb = np.ascontiguousarray(wt.reshape(C, ns, nr).transpose(1, 0, 2))
+        self.wb = _simd.pack_rows(weights, nr)      # W^T (C, O) as strips of nr columns
         self.bias, self.f = bias, f
         self.P, self.npan, self.ns, self.N, self.C, self.O = H * W, -(-H * W // mr), ns, N, C, O
         self.mr = mr
@@ -170,8 +160,8 @@ class Im2col:
     :data:`UNFOLD_BLOCKS_BELOW` rows each worker unfolds one block of
     :data:`POINTWISE_COLUMNS` columns at a time straight into the micro-kernel's column
     strips in a buffer of its own and multiplies it while it is in the cache; deeper
-    layers unfold whole on the workers first.  An output of one position unfolds into one
-    column and takes the matrix-vector product.  ``weights``: (O, C, KH, KW) float32;
+    layers (and an output of one position, whose one column takes the matrix-vector
+    product) unfold whole on the workers first.  ``weights``: (O, C, KH, KW) float32;
     ``begin``: the top and left padding (the bottom and right padding is what ``out_hw``
     leaves)."""
 
@@ -183,29 +173,22 @@ class Im2col:
         self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
                             (N, K, OH, OW))
         self.K = K
-        self.conv = (strides, begin, dilations, (KH, KW), out_hw)
         self.blocks = K < UNFOLD_BLOCKS_BELOW and not self.pw.gemv and self.pw.thin is None
         self.geo = np.array([C, H, W, KH, KW, *strides, *begin, *dilations, OW, 0,
-                             _simd_isa().nr], np.int64)
+                             _simd.module().isa.nr], np.int64)
         self.cols_shape = (N, K, OH * OW)
         self.template = np.array([0, N, C, H, W, 0, KH, KW, *strides, *begin, *dilations, OH, OW],
                                  np.int64)
         self.planes = N * C
 
     def __call__(self, x, res=None, nt=None):
-        nt = threads() if nt is None else nt
-        if self.pw.gemv:                    # one output position: its one column, then GEMV
-            return self.pw(unfold_numpy(x, *self.conv), res, nt)
         y = np.empty(self.pw.shape, np.float32)
-        run_calls(self.calls(x, y, res, nt))
+        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
         return y
 
     def calls(self, x, y, res, nt):
         """The native calls that write ``y`` from ``x`` and ``res`` (or None) on ``nt``
-        threads at most; None for an output of one position (its column is unfolded by
-        NumPy on each call)."""
-        if self.pw.gemv:
-            return None
+        threads at most."""
         if not self.blocks:
             cols = np.empty(self.cols_shape, np.float32)
             ctx = self.template.copy()

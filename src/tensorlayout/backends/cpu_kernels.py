@@ -70,8 +70,8 @@ def _warm():
     b = np.zeros(2, np.float32)
     for KH, KW, sh, sw in SPECIAL:
         out = np.empty((1, 2, (5 - 1) // sh + 1, (5 - 1) // sw + 1), np.float32)
-        _depthwise_compiled(mod, x, np.ones((2, 1, KH, KW), np.float32), b, out,
-                            (sh, sw, KH // 2, KW // 2, 1, 1, 1, 1, 0.0, 0.0), 1)
+        run_calls(depthwise_calls(x, np.ones((2, 1, KH, KW), np.float32), b, out,
+                                  (sh, sw, KH // 2, KW // 2, 1, 1, 1, 1, 0.0, 0.0), 1))
     from ..graph.ops import Pool
 
     for KH, KW, sh, sw in POOL_SPECIAL:
@@ -116,16 +116,8 @@ def _f32(*arrays) -> bool:
     return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
 
 
-def _depthwise_compiled(mod, x, w, bias, y, args, nt):
-    run_calls(_depthwise_calls(mod, x, w, bias, y, args, nt))
-
-
 def depthwise_calls(x, w, bias, y, args, nt):
     """The native call of :func:`depthwise` (compiled kernels ready; C-contiguous float32)."""
-    return _depthwise_calls(_module(), x, w, bias, y, args, nt)
-
-
-def _depthwise_calls(mod, x, w, bias, y, args, nt):
     sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
     N, C, H, W = x.shape
     K, _, KH, KW = w.shape
@@ -144,7 +136,7 @@ def _depthwise_calls(mod, x, w, bias, y, args, nt):
     ctx = np.array([_at(x), N, C, H, W, _at(w), K, KH, KW, _at(bias),
                     _at(y), OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
                     _at(f), kind, _at(pad), PH, PW], np.int64)
-    return [(mod.DEPTHWISE_ENTRY.address, ctx, nt, (x, w, bias, y, pad, f))]
+    return [(_module().DEPTHWISE_ENTRY.address, ctx, nt, (x, w, bias, y, pad, f))]
 
 
 def depthwise(x, w, bias, y, args, nt=None):
@@ -157,7 +149,7 @@ def depthwise(x, w, bias, y, args, nt=None):
     if not (_f32(x, w, bias, y) and ready()):
         depthwise_numpy(x, w, bias, y, *args)
         return y
-    _depthwise_compiled(_module(), x, w, bias, y, args, threads() if nt is None else nt)
+    run_calls(depthwise_calls(x, w, bias, y, args, threads() if nt is None else nt))
     return y
 
 
@@ -279,7 +271,7 @@ def rows_calls(x2, y, s, op, nt):
     return [(_module().ROWS_ENTRY.address, ctx, nt, (x2, y, s))]
 
 
-def concat_calls(ins, y, axis, nt):
+def concat_calls(axis, ins, y, nt):
     """The native calls that write ``y``, the C-contiguous float32 ``ins`` concatenated along
     ``axis`` (one copy per input; a thread per 64 KiB of it at most)."""
     outer = int(np.prod(y.shape[:axis], dtype=np.int64))

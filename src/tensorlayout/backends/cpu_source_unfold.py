@@ -11,6 +11,13 @@ __all__ = ["source"]
 
 _SOURCE = '''
 
+@njit(inline="always", error_model="numpy")
+def tap_columns(off, sw, W, OW):
+    # the outputs [lo, hi) whose input column ow * sw - off lies in [0, W)
+    lo = min(OW, max(0, -((-off) // sw)))
+    return lo, max(lo, min(OW, (W - 1 + off) // sw + 1))
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
     # planes q0..q1 of (image, channel) of x unfolded into the rows (c, kh, kw) of
@@ -24,8 +31,7 @@ def im2col_planes(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, q0, q1):
             for kw in range(KW):
                 row = cols[n, (c * KH + kh) * KW + kw]
                 off = pw - kw * dw                  # input column = ow * sw - off
-                lo = min(OW, max(0, -((-off) // sw)))
-                hi = max(lo, min(OW, (W - 1 + off) // sw + 1))
+                lo, hi = tap_columns(off, sw, W, OW)
                 for oh in range(OH):
                     ih = oh * sh - ph + kh * dh
                     seg = row[oh * OW:(oh + 1) * OW]
@@ -93,8 +99,7 @@ def unfold_block(xn, buf, c0, c1, KH, KW, sh, sw, ph, pw, dh, dw, OW):
                         put_span(buf, k, t, owb - owa, xp[0], 0, True)
                         continue
                     off = pw - kw * dw              # input column = ow * sw - off
-                    lo = min(OW, max(0, -((-off) // sw)))
-                    hi = max(lo, min(OW, (W - 1 + off) // sw + 1))
+                    lo, hi = tap_columns(off, sw, W, OW)
                     r = (-off) % sw                 # its phase; index ow - shift there
                     shift = (off + r) // sw
                     src = phases[r] if sw > 1 else xp[ih]

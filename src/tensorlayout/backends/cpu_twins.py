@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["activate_numpy", "epilogue_numpy", "depthwise_numpy", "unfold_numpy"]
+__all__ = ["activate_numpy", "epilogue_numpy", "depthwise_numpy"]
 
 
 def activate_numpy(y, act, a0, a1):
@@ -71,18 +71,3 @@ def depthwise_numpy(x, w, bias, y, sh, sw, ph, pw, dh, dw, mult, act, a0, a1):
                      kw * dw: kw * dw + sw * (OW - 1) + 1: sw]
             y += w[None, :, 0, kh, kw, None, None] * win
     activate_numpy(y, act, a0, a1)
-
-
-def unfold_numpy(x, strides, begin, dilations, kernel, out_hw):
-    """The columns (N, C·KH·KW, OH·OW) of ``x`` (NumPy: for outputs of one position)."""
-    N, C, H, W = x.shape
-    (sh, sw), (ph, pw), (dh, dw), (KH, KW), (OH, OW) = strides, begin, dilations, kernel, out_hw
-    xp = np.zeros((N, C, max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1),
-                   max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)), np.float32)
-    xp[:, :, ph:ph + H, pw:pw + W] = x
-    cols = np.empty((N, C, KH, KW, OH, OW), np.float32)
-    for kh in range(KH):
-        for kw in range(KW):
-            cols[:, :, kh, kw] = xp[:, :, kh * dh:kh * dh + (OH - 1) * sh + 1:sh,
-                                    kw * dw:kw * dw + (OW - 1) * sw + 1:sw]
-    return cols.reshape(N, C * KH * KW, OH * OW)
