@@ -330,11 +330,21 @@ def test_sigmoid_and_silu_over_float32s_whole_range(act):
     (2, 2, 45, 45, 4, 7, 7, (2, 2), (3, 3), (3, 3), (1, 1)),   # blocks, column phases
     (1, 30, 12, 12, 7, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),  # deep: unfolded whole
     (2, 3, 3, 3, 5, 3, 3, (1, 1), (0, 0), (0, 0), (1, 1)),     # one position: GEMV
+    # the shifted GEMM's paths: taps in two register groups (9 x 64 rows), one sliced GEMM
+    # per tap (600 channels), a stride-2 window reading four phases, a stride of 3, dilation
+    (1, 64, 9, 8, 30, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+    (1, 600, 4, 5, 17, 3, 3, (1, 1), (1, 0), (1, 2), (1, 1)),
+    (2, 6, 13, 11, 33, 3, 3, (2, 2), (1, 1), (0, 1), (1, 1)),
+    (1, 5, 14, 16, 9, 4, 2, (3, 2), (2, 1), (1, 0), (1, 2)),
+    (3, 4, 10, 9, 40, 3, 3, (1, 1), (2, 2), (2, 2), (2, 2)),
 ])
 @pytest.mark.parametrize("nt", [1, 3])
-def test_im2col_gemm_equals_the_definition(case, nt):
-    """Columns unfolded on the workers and the packed GEMM with bias, residual and ReLU against
-    a float64 direct convolution written from the definition."""
+@pytest.mark.parametrize("kind", ["Im2col", "Shifted"])
+def test_conv_gemms_equal_the_definition(case, nt, kind):
+    """Columns unfolded on the workers and the packed GEMM (``Im2col``), one GEMM per tap over
+    the stride phases (``Shifted``): with bias, residual and ReLU, with a bias and a clip but
+    no residual (the shifted GEMM's other store), and bare, against a float64 direct convolution written
+    from the definition."""
     _compiled_or_skip()
     N, C, H, W, O, KH, KW, stride, begin, end, dil = case
     rng = np.random.default_rng(sum(case[:7]) + nt)
@@ -344,7 +354,10 @@ def test_im2col_gemm_equals_the_definition(case, nt):
     OH = (H + begin[0] + end[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
     OW = (W + begin[1] + end[1] - (KW - 1) * dil[1] - 1) // stride[1] + 1
     res = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
-    y = K.Im2col(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, res, nt=nt)
+    conv = getattr(K, kind)
+    y = conv(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, res, nt=nt)
+    y2 = conv(w, b, (2, -0.5, 0.75), x.shape, stride, begin, dil, (OH, OW))(x, nt=nt)
+    y3 = conv(w, None, (0, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, nt=nt)
     want = np.zeros((N, O, OH, OW))
     for oh in range(OH):
         for ow in range(OW):
@@ -356,9 +369,11 @@ def test_im2col_gemm_equals_the_definition(case, nt):
                         want[:, :, oh, ow] += x[:, :, iy, ix].astype(np.float64) @ \
                             w[:, :, i, j].astype(np.float64).T
     pre = want + b[None, :, None, None] + res
-    want = np.maximum(pre, 0)
-    assert y.shape == want.shape
-    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(pre).max())
+    tol = 1e-5 * max(1.0, np.abs(pre).max(), np.sqrt(C * KH * KW))
+    assert y.shape == want.shape and y2.shape == want.shape
+    assert np.abs(y - np.maximum(pre, 0)).max() <= tol
+    assert np.abs(y2 - np.clip(want + b[None, :, None, None], -0.5, 0.75)).max() <= tol
+    assert np.abs(y3 - want).max() <= tol
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -537,3 +552,36 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
     algs = [s.info.get("algorithm") for s in load(data).cpu().steps]
     assert algs[0] == "plane loops" and algs[-1] == "plane loops", algs
     compare(nodes, {"x": x}, ["y"], {"w1": w1, "w2": w2}, tol=1e-6)
+
+
+@pytest.mark.parametrize("case", [
+    # (C, H, W, O, kernel, stride, pads, dilation, group, residual, algorithm of the step)
+    (16, 23, 23, 64, 3, 1, (1, 1, 1, 1), 1, 1, False, "shifted GEMM"),     # 4.9M multiply-adds
+    (64, 40, 40, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),   # 59M: Winograd
+    (3, 20, 40, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "shifted GEMM"),        # im2col's, stride 1
+    (3, 20, 17, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "im2col"),              # 8 of 13 dropped
+    (48, 5, 5, 192, 3, 1, (1, 1, 1, 1), 1, 1, False, "im2col"),            # 2 of 5 dropped
+    (16, 21, 21, 24, 3, 2, (1, 1, 1, 1), 1, 1, False, "im2col"),           # stride 2
+    (32, 12, 12, 32, 3, 1, (1, 1, 1, 1), 1, 2, False, "winograd F(4,3)"),  # two groups
+])
+def test_stride_one_layers_take_the_shifted_gemm_where_the_rule_says(case):
+    """The schedule's rule for the CPU backend (``SHIFT_MAX_MACS``) and the layer it picks
+    against onnxruntime, in a network of a Conv (with a residual Add) and a ReLU."""
+    _compiled_or_skip()
+    C, H, W, O, k, s, pads, d, g, residual, algorithm = case
+    rng = np.random.default_rng(C + H + O)
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    inits = {"w": (rng.standard_normal((O, C // g, k, k)) / np.sqrt(k * k * C // g)
+                   ).astype(np.float32), "b": rng.standard_normal(O).astype(np.float32)}
+    OH = (H + pads[0] + pads[2] - d * (k - 1) - 1) // s + 1
+    OW = (W + pads[1] + pads[3] - d * (k - 1) - 1) // s + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s],
+                              pads=list(pads), dilations=[d, d], group=g)]
+    inputs = {"x": x}
+    if residual:
+        inputs["r"] = rng.standard_normal((1, O, OH, OW)).astype(np.float32)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
+    nodes.append(helper.make_node("Relu", ["a" if residual else "c"], ["y"]))
+    compare(nodes, inputs, ["y"], inits)
+    m = load(make_model(nodes, inputs, ["y"], inits).SerializeToString())
+    assert [st.info["algorithm"] for st in m.steps if st.node.op == "Conv"] == [algorithm]

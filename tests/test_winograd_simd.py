@@ -280,3 +280,33 @@ def test_one_shot_transforms_each_panel_where_it_is_used(m):
         y = tl.conv2d(x, w, b, **kw)
         np.testing.assert_array_equal(y, plan_conv2d(x.shape, w, b, **kw)(x))
         assert rel_err(y, reference_conv(x, w, b, 1, 1, 1, groups)) < 3e-5
+
+
+def test_tap_gemm_sums_every_tap_in_the_registers(isa):
+    """``tl_sgemm_taps``: the depth as runs of k rows of B, each run from its own offset, A's
+    panels ntaps·k deep: equal to the float64 sum over the taps of A_t · B_t, around the
+    micro-kernel's edges (a lone panel, a narrow last block, odd depths), overwriting C or
+    adding to it, nothing outside C's block written."""
+    mod = _simd.module(isa)
+    t = mod.isa
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 11)(mod.addr["tl_sgemm_taps"])
+    rng = np.random.default_rng(11)
+    for m, n, k, ntaps in [(1, 1, 1, 1), (t.mr, t.nr, 3, 9), (2 * t.mr + 1, t.lanes - 1, 4, 2),
+                           (t.mr + 3, t.nr + 5, 1, 5), (3 * t.mr, 2 * t.nr + 1, 6, 3)]:
+        ldb = n + 13
+        offs = np.array([(7 * i) % 11 for i in range(ntaps)], np.int64)
+        flat = rng.standard_normal(int(offs.max()) + k * ldb + n).astype(np.float32)
+        a = [rng.standard_normal((m, k)).astype(np.float32) for _ in range(ntaps)]
+        packed = _simd.pack_rows(np.concatenate(a, axis=1), t.mr)
+        want = sum(oracle_gemm(a[i], np.stack([flat[offs[i] + r * ldb:offs[i] + r * ldb + n]
+                                               for r in range(k)])) for i in range(ntaps))
+        for acc in (0, 1):
+            c_full = np.full((m + 2, n + 9), 7.5, np.float32)
+            c = c_full[1:m + 1, 3:n + 3]
+            fn(m, n, k, packed.ctypes.data, flat.ctypes.data, ldb, c.ctypes.data, n + 9, acc,
+               ntaps, offs.ctypes.data)
+            np.testing.assert_allclose(c, want + 7.5 * acc, rtol=0, atol=1e-5 * k * ntaps,
+                                       err_msg=f"{isa} {m} {n} {k} {ntaps} acc={acc}")
+            mask = np.ones(c_full.shape, bool)
+            mask[1:m + 1, 3:n + 3] = False
+            assert (c_full[mask] == 7.5).all(), f"{isa} {m} {n} {k} {ntaps}: wrote outside C"

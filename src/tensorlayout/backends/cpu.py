@@ -233,15 +233,17 @@ def _work(kind, node, ctx) -> int:
     return out
 
 
-def _im2col(node, ctx, engine, act, residual):
-    """A convolution as columns and the packed GEMM with its epilogue
-    (:class:`~tensorlayout.backends.cpu_kernels.Im2col`) when the backend's kernels are
-    ready, else ``engine`` (the engine's plan with the epilogue after it)."""
+def _im2col(node, ctx, engine, act, residual, kind):
+    """A convolution as the packed GEMM with its epilogue, ``kind``
+    :class:`~tensorlayout.backends.cpu_kernels.Im2col` (by unfolded columns) or
+    :class:`~tensorlayout.backends.cpu_kernels.Shifted` (one GEMM per tap), when the
+    backend's kernels are ready, else ``engine`` (the engine's im2col plan with the epilogue
+    after it)."""
     p = node.params
     w = np.asarray(ctx.consts[1], np.float32)
     bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
             else None)
-    conv = _once(kernels.Im2col, w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
+    conv = _once(kind, w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
                  p.dilations, ctx.out_shapes[0][2:])
 
     def run(inputs, out=None):
@@ -290,12 +292,15 @@ class CpuProgram:
             residual = s.residual or None
             bias, own_epilogue = None, False
             if s.kind == "conv":
-                run, plan = conv_kernel(node, ctx, s.algorithm, s.tile)
-                info.update(algorithm=plan.info.name, tile=plan.info.tile, reason=s.reason)
+                shifted = s.algorithm == "shifted"
+                run, plan = conv_kernel(node, ctx, "im2col" if shifted else s.algorithm, s.tile)
+                info.update(algorithm="shifted GEMM" if shifted else plan.info.name,
+                            tile=plan.info.tile, reason=s.reason)
                 if plan.info.name == "im2col" and node.params.group == 1:
                     engine = (_with_epilogue(run, None, act, residual)
                               if residual or act[0] else run)
-                    run = _im2col(node, ctx, engine, act, residual)
+                    run = _im2col(node, ctx, engine, act, residual,
+                                  kernels.Shifted if shifted else kernels.Im2col)
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first

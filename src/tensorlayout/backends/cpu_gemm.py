@@ -12,7 +12,7 @@ from ..winograd._pool import address as _at
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 
-__all__ = ["Pointwise", "Im2col", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH",
+__all__ = ["Pointwise", "Im2col", "Shifted", "SHIFT_COLUMNS", "SHIFT_DEPTH", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH",
            "UNFOLD_BLOCKS_BELOW"]
 
 
@@ -202,3 +202,88 @@ class Im2col:
         geo[12] = _at(scratch)
         ctx[20] = _at(geo)
         return [(fn, ctx, n, keep + (geo, scratch))]
+
+
+#: Grid columns of one shifted-GEMM block (its sums stay in the cache through every tap).
+SHIFT_COLUMNS = 256
+#: Rows (taps · channels) of one run of :class:`Shifted`'s sums kept in the registers: the
+#: taps are grouped evenly under it (longer float32 sums lose accuracy); channels deeper than
+#: this take one sliced GEMM per tap.
+SHIFT_DEPTH = 512
+
+
+class Shifted:
+    """A convolution (one group, any window, stride, dilation and padding) as one GEMM per
+    kernel tap over the input dealt into its stride phases (see
+    :mod:`.cpu_source_shift`): no unfolded matrix; each block's sums are summed over the taps
+    in the thread's buffer and written to ``y`` with the epilogue.  ``weights``: (O, C, KH,
+    KW) float32; ``begin``: the top and left padding (the rest is what ``out_hw`` leaves)."""
+
+    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
+        O, C, KH, KW = weights.shape
+        N, _, H, W = x_shape
+        OH, OW = out_hw
+        (sh, sw), (dh, dw) = strides, dilations
+        mod = _simd.module()
+        self.mr = mr = mod.isa.mr
+        self.Hq, self.Wq = Hq, Wq = OH + (KH - 1) * dh // sh, OW + (KW - 1) * dw // sw
+        taps = KH * KW
+        wt = np.asarray(weights, np.float32).reshape(O, C, taps).transpose(2, 0, 1)
+        # taps summed in registers in groups of at most SHIFT_DEPTH rows, evenly; deeper
+        # channels one tap per sliced tl_sgemm
+        groups = -(-taps * C // SHIFT_DEPTH)
+        g = 0 if C > SHIFT_DEPTH else -(-taps // groups)
+        self.a = np.concatenate([
+            _simd.pack_rows(np.concatenate(list(wt[t:t + max(g, 1)]), axis=1), mr).ravel()
+            for t in range(0, taps, max(g, 1))])
+        self.offs = np.array([(((kh * dh % sh) * sw + kw * dw % sw) * Hq + kh * dh // sh) * Wq
+                              + kw * dw // sw for kh in range(KH) for kw in range(KW)], np.int64)
+        self.bias = (np.zeros(1, np.float32) if bias is None
+                     else np.ascontiguousarray(bias, np.float32))
+        self.f = np.array(act[1:], np.float64)
+        self.shape, self.xq_shape = (N, O, OH, OW), (N, C, sh, sw, Hq, Wq)
+        self.npan = npan = -(-O // mr)
+        self.Q = Q = (OH - 1) * Wq + OW
+        self.N, self.planes = N, N * C
+        nr = mod.isa.nr
+        self.template = np.array(
+            [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
+             mr, KH * KW, self.offs.ctypes.data, self.bias.ctypes.data, bias is not None, 0, 0,
+             act[0], self.f.ctypes.data, mod.addr["tl_sgemm"], 0, npan, 0, 1, 0, 0, Q, g,
+             mod.addr["tl_sgemm_taps"]], np.int64)
+        self.nr = nr
+
+    def __call__(self, x, res=None, nt=None):
+        """``y`` (N, O, OH, OW) for C-contiguous float32 ``x`` (and residual ``res``)."""
+        y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, res, nt):
+        """The native calls that write ``y`` from ``x`` and ``res`` (or None) on ``nt``
+        threads at most: the phases dealt, then the blocks multiplied."""
+        xq = np.zeros(self.xq_shape, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[5], ctx[12] = _at(x), _at(xq), _at(y)
+        if res is not None:
+            ctx[23], ctx[24] = _at(res), 1
+        # blocks of whole strips of nr, at most SHIFT_COLUMNS wide, as many per image as
+        # the threads (or a multiple) so that no thread waits on another's extra block
+        nr, Q = self.nr, self.Q
+        nb = -(-Q // SHIFT_COLUMNS)
+        if self.N * nb < 4 * nt:
+            nb = -(-max(nb, -(-nt // self.N)) // nt) * nt if self.N < nt else nb
+        cbw = min(-(-Q // nr) * nr, -(-(-(-Q // nb)) // nr) * nr)
+        ncb = -(-Q // cbw)
+        units = self.N * ncb
+        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
+        rp = -(-self.npan // groups)
+        ctx[28], ctx[29], ctx[30], ctx[31] = cbw, rp, ncb, -(-self.npan // rp)
+        n = max(1, min(nt, units * ctx[31]))
+        scratch = np.empty(n * rp * self.mr * cbw, np.float32)
+        ctx[32], ctx[33] = _at(scratch), 1
+        deal = ctx.copy()
+        deal[33] = 0
+        fn = _module().SHIFT_ENTRY.address
+        keep = (x, y, res, xq, scratch)
+        return [(fn, deal, max(1, min(nt, self.planes)), keep), (fn, ctx, n, keep)]

@@ -42,7 +42,7 @@ import numpy as np
 from .. import _backend, _jit
 from ..winograd._pool import address as _at
 from .cpu_gemm import (POINTWISE_COLUMNS, THIN_COLUMNS, THIN_DEPTH, UNFOLD_BLOCKS_BELOW, Im2col,
-                       Pointwise)
+                       Pointwise, Shifted)
 from .cpu_native import module as _module
 from .cpu_native import pool as _pool
 from .cpu_native import run_calls, set_threads, threads
@@ -51,7 +51,7 @@ from .cpu_source_reduce import POOL_SPECIAL
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
-           "epilogue", "Pointwise", "Im2col", "Pool2d", "plane_means", "scale_planes", "threads",
+           "epilogue", "Pointwise", "Im2col", "Shifted", "Pool2d", "plane_means", "scale_planes", "threads",
            "set_threads", "run_calls", "rows_calls", "depthwise_calls", "concat_calls",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready",
            "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
@@ -62,7 +62,7 @@ def _warm():
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
-              mod.COPY_ENTRY, mod.THIN_ENTRY):
+              mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -102,7 +102,8 @@ def ready() -> bool:
            mod.gemv_block, mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY,
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
-           mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY] + [
+           mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY,
+           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):

@@ -1,14 +1,15 @@
 """The CPU schedule: which nodes run as one step (a convolution with the residual Add and the
 activation after it; a fully connected, element-wise or BatchNormalization node with its
-activation), each convolution's kernel (depthwise and pointwise loops of the backend, or the
-Winograd / im2col engine with the algorithm and tile its cost model picks), which element-wise
+activation), each convolution's kernel (depthwise and pointwise loops of the backend, the
+Winograd / im2col engine with the algorithm and tile its cost model picks, or the backend's
+shifted GEMM for stride-1 layers im2col or a small Winograd would take), which element-wise
 steps write over their dying input, and when each tensor is freed.
 
 >>> from tensorlayout.graph import load_graph
 >>> from tensorlayout.model import zoo
 >>> s = schedule_cpu(load_graph(zoo.tiny_onnx()))
 >>> [(st.node.name, st.kind, st.algorithm, st.tile, st.fused) for st in s.steps][:4]
-[('conv1', 'conv', 'im2col', None, ('relu1',)), ('pool1', 'pool', None, None, ()), ('conv2', 'conv', 'winograd', 2, ('relu2',)), ('conv3', 'conv', 'im2col', None, ('relu3',))]
+[('conv1', 'conv', 'shifted', None, ('relu1',)), ('pool1', 'pool', None, None, ()), ('conv2', 'conv', 'shifted', None, ('relu2',)), ('conv3', 'conv', 'im2col', None, ('relu3',))]
 """
 
 from __future__ import annotations

@@ -23,6 +23,10 @@ portable  4      4     2     anything else (SSE2 on x86-64, NEON, ...):
 comparison; a wider one than the CPU has is refused.  Arithmetic is IEEE (no fast-math): NaN
 and Inf propagate as in any other order of the same sums; a multiply-add is rounded once.
 
+``tl_sgemm_taps`` is the same GEMM over a depth made of runs of B's rows from several
+offsets (the taps of a convolution over a shifted input: the CPU backend's shifted GEMM),
+all summed in the registers before C is touched.
+
 The same module holds what :mod:`tensorlayout.winograd._pool` needs for its native
 workers (futex parking, a barrier) and ``tl_peak``, a loop of independent multiply-adds
 that measures the core's peak rate with the same vector width (``benchmarks/bench_gemm.py``).
@@ -142,16 +146,19 @@ def _splat(L, name, scalar, w):
              f"<{w} x i32> zeroinitializer")
 
 
-def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = False) -> list:
+def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = False,
+             taps: bool = False) -> list:
     """IR of one micro-kernel: C[0:rows, 0:cols] (+)= A-panel (k, mr) · B[0:k, 0:cols].
-    With ``pair`` it covers two panels at once (``a`` and ``a2``, 2·mr rows of C)."""
+    With ``pair`` it covers two panels at once (``a`` and ``a2``, 2·mr rows of C).  With
+    ``taps`` the depth is ``ntaps`` runs of ``k`` rows of B, run t starting at
+    ``b + offs[t]`` (the panel's ``ntaps·k`` steps in order), summed in the registers."""
     vt = _vt(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     rows = 2 * mr if pair else mr
     acc = [(r, v) for r in range(rows) for v in range(nv)]
     L = [f"define internal void @{name}(ptr noalias %a, ptr noalias %a2, ptr noalias %b, "
-         f"i64 %ldb, ptr noalias %c, i64 %ldc, i64 %k, i64 %rows, i64 %cols, i64 %flags) "
-         f"nounwind {{", "entry:"]
+         f"i64 %ldb, ptr noalias %c, i64 %ldc, i64 %k, i64 %rows, i64 %cols, i64 %flags"
+         + (", i64 %ntaps, ptr noalias %offs" if taps else "") + ") nounwind {", "entry:"]
     masks = {}
     if masked:
         lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
@@ -185,17 +192,33 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
                 L.append(f"  {dst(r, v)} = call {vt} {fma}({vt} %av{tag}_{r}, "
                          f"{vt} %b{tag}_{v}, {vt} {src(r, v)})")
 
-    # main loop, two depth steps per iteration
+    # main loop, two depth steps per iteration (inside a loop over the taps: the panel's
+    # pointers run on, B restarts at each tap's offset, the sums stay in the registers)
     L.append("  %k2 = ashr i64 %k, 1")
     L.append("  %any2 = icmp sgt i64 %k2, 0")
+    pre, a0, c0, b0 = "entry", "%a", "%a2", "%b"
+    init = {ra: "zeroinitializer" for ra in acc}
+    if taps:
+        L.append("  br label %tap")
+        L.append("tap:")
+        L.append("  %t = phi i64 [0, %entry], [%t.n, %tapend]")
+        L.append("  %ta = phi ptr [%a, %entry], [%ta.n, %tapend]")
+        L.append("  %tc = phi ptr [%a2, %entry], [%tc.n, %tapend]")
+        for r, v in acc:
+            L.append(f"  %u{r}_{v} = phi {vt} [zeroinitializer, %entry], [%f{r}_{v}, %tapend]")
+        L.append("  %toffp = getelementptr inbounds i64, ptr %offs, i64 %t")
+        L.append("  %toff = load i64, ptr %toffp, align 8")
+        L.append("  %tb = getelementptr inbounds float, ptr %b, i64 %toff")
+        pre, a0, c0, b0 = "tap", "%ta", "%tc", "%tb"
+        init = {(r, v): f"%u{r}_{v}" for r, v in acc}
     L.append("  br i1 %any2, label %loop, label %mid")
     L.append("loop:")
-    L.append("  %i = phi i64 [0, %entry], [%i.n, %loop]")
-    L.append("  %pa = phi ptr [%a, %entry], [%pa.n, %loop]")
-    L.append("  %pc = phi ptr [%a2, %entry], [%pc.n, %loop]")
-    L.append("  %pb = phi ptr [%b, %entry], [%pb.n, %loop]")
+    L.append(f"  %i = phi i64 [0, %{pre}], [%i.n, %loop]")
+    L.append(f"  %pa = phi ptr [{a0}, %{pre}], [%pa.n, %loop]")
+    L.append(f"  %pc = phi ptr [{c0}, %{pre}], [%pc.n, %loop]")
+    L.append(f"  %pb = phi ptr [{b0}, %{pre}], [%pb.n, %loop]")
     for r, v in acc:
-        L.append(f"  %x{r}_{v} = phi {vt} [zeroinitializer, %entry], [%z{r}_{v}, %loop]")
+        L.append(f"  %x{r}_{v} = phi {vt} [{init[r, v]}, %{pre}], [%z{r}_{v}, %loop]")
     step("s0", "%pa", "%pc", "%pb", lambda r, v: f"%x{r}_{v}", lambda r, v: f"%y{r}_{v}")
     L.append(f"  %pa1 = getelementptr inbounds float, ptr %pa, i64 {mr}")
     L.append(f"  %pc1 = getelementptr inbounds float, ptr %pc, i64 {mr}")
@@ -209,20 +232,29 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
     L.append("  br i1 %more, label %loop, label %mid")
     # an odd last step
     L.append("mid:")
-    L.append("  %qa = phi ptr [%a, %entry], [%pa.n, %loop]")
-    L.append("  %qc = phi ptr [%a2, %entry], [%pc.n, %loop]")
-    L.append("  %qb = phi ptr [%b, %entry], [%pb.n, %loop]")
+    L.append(f"  %qa = phi ptr [{a0}, %{pre}], [%pa.n, %loop]")
+    L.append(f"  %qc = phi ptr [{c0}, %{pre}], [%pc.n, %loop]")
+    L.append(f"  %qb = phi ptr [{b0}, %{pre}], [%pb.n, %loop]")
     for r, v in acc:
-        L.append(f"  %m{r}_{v} = phi {vt} [zeroinitializer, %entry], [%z{r}_{v}, %loop]")
+        L.append(f"  %m{r}_{v} = phi {vt} [{init[r, v]}, %{pre}], [%z{r}_{v}, %loop]")
     L.append("  %odd = and i64 %k, 1")
     L.append("  %isodd = icmp ne i64 %odd, 0")
-    L.append("  br i1 %isodd, label %last, label %store")
+    end = "tapend" if taps else "store"
+    L.append(f"  br i1 %isodd, label %last, label %{end}")
     L.append("last:")
     step("t", "%qa", "%qc", "%qb", lambda r, v: f"%m{r}_{v}", lambda r, v: f"%l{r}_{v}")
-    L.append("  br label %store")
-    L.append("store:")
+    L.append(f"  br label %{end}")
+    L.append(f"{end}:")
     for r, v in acc:
         L.append(f"  %f{r}_{v} = phi {vt} [%m{r}_{v}, %mid], [%l{r}_{v}, %last]")
+    if taps:
+        L.append(f"  %tstep = mul i64 %k, {mr}")
+        L.append("  %ta.n = getelementptr inbounds float, ptr %ta, i64 %tstep")
+        L.append("  %tc.n = getelementptr inbounds float, ptr %tc, i64 %tstep")
+        L.append("  %t.n = add i64 %t, 1")
+        L.append("  %tmore = icmp slt i64 %t.n, %ntaps")
+        L.append("  br i1 %tmore, label %tap, label %store")
+        L.append("store:")
     L.append("  %accbit = and i64 %flags, 1")
     L.append("  %add = icmp ne i64 %accbit, 0")
     L.append("  br label %row0")
@@ -267,8 +299,6 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
     ``uk_full`` (masked ``uk_mask`` for a last block wider than one vector) for each panel,
     and a last block of at most one vector through ``uk_pair``, 2·mr rows by one vector,
     so that a narrow tail still keeps 2·mr accumulators busy."""
-    nr = nv * w
-    tail = "kpair" if nv > 1 else "kmask"
     return [
         "define void @tl_sgemm(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags) nounwind {",
@@ -296,8 +326,42 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         "done:",
         "  ret void",
         "}",
-        "define internal void @sgemm_slice(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
-        "i64 %ldb, ptr %c, i64 %ldc, i64 %flags) nounwind {",
+    ] + _slice_ir("sgemm_slice", mr, nv, w, taps=False)
+
+
+def _taps_ir(mr: int, nv: int, w: int) -> list:
+    """IR of ``tl_sgemm_taps(m, n, k, a, b, ldb, c, ldc, flags, ntaps, offs)``: ``tl_sgemm``
+    of a depth of ``ntaps`` runs of ``k`` rows of B, run t starting at ``b + offs[t]``
+    floats (``offs``: the address of ``ntaps`` int64), A's panels ``ntaps·k`` deep; the
+    whole depth summed in registers (a caller keeps ``ntaps·k`` within the sums it wants)."""
+    return [
+        "define void @tl_sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi) nounwind {",
+        "entry:",
+        "  %a = inttoptr i64 %ai to ptr",
+        "  %b = inttoptr i64 %bi to ptr",
+        "  %c = inttoptr i64 %ci to ptr",
+        "  %offs = inttoptr i64 %offsi to ptr",
+        "  %kp = mul i64 %k, %ntaps",
+        "  %fl = and i64 %flags, 1",
+        "  call void @sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
+        "ptr %c, i64 %ldc, i64 %fl, i64 %ntaps, ptr %offs)",
+        "  ret void",
+        "}",
+    ] + _slice_ir("sgemm_taps", mr, nv, w, taps=True)
+
+
+def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
+    """IR of ``name(m, n, k, kp, a, b, ldb, c, ldc, flags[, ntaps, offs])``: every panel of A
+    (``kp`` deep) by every block of columns of B through the micro-kernels (with ``taps``
+    their tap variants, each panel's depth ``ntaps`` runs of ``k``)."""
+    nr = nv * w
+    tail = "kpair" if nv > 1 else "kmask"
+    sfx, extra, targs = ("_t", ", i64 %ntaps, ptr %offs", ", i64 %ntaps, ptr %offs") if taps \
+        else ("", "", "")
+    return [
+        f"define internal void @{name}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
+        f"i64 %ldb, ptr %c, i64 %ldc, i64 %flags{extra}) nounwind {{",
         "entry:",
         "  %go = icmp sgt i64 %m, 0",
         "  %gn = icmp sgt i64 %n, 0",
@@ -336,28 +400,28 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         f"  %full = icmp sge i64 %rest, {nr}",
         "  br i1 %full, label %kfull, label %ktail",
         "kfull:",
-        f"  call void @uk_full(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
-        f"i64 %k, i64 %nrow0, i64 {nr}, i64 %flags)",
+        f"  call void @uk_full{sfx}(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        f"i64 %k, i64 %nrow0, i64 {nr}, i64 %flags{targs})",
         "  br i1 %has1, label %kfull1, label %cols.end",
         "kfull1:",
-        f"  call void @uk_full(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
-        f"i64 %k, i64 %nrow1, i64 {nr}, i64 %flags)",
+        f"  call void @uk_full{sfx}(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
+        f"i64 %k, i64 %nrow1, i64 {nr}, i64 %flags{targs})",
         "  br label %cols.end",
         "ktail:",
         f"  %narrow = icmp sle i64 %rest, {w}",
         f"  br i1 %narrow, label %{tail}, label %kmask",
         "kpair:",                      # a lone last panel reads itself twice, never past A
         "  %ap1s = select i1 %has1, ptr %ap1, ptr %ap0",
-        "  call void @uk_pair(ptr %ap0, ptr %ap1s, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
-        "i64 %k, i64 %nrows, i64 %rest, i64 %flags)",
+        f"  call void @uk_pair{sfx}(ptr %ap0, ptr %ap1s, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        f"i64 %k, i64 %nrows, i64 %rest, i64 %flags{targs})",
         "  br label %cols.end",
         "kmask:",
-        "  call void @uk_mask(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
-        "i64 %k, i64 %nrow0, i64 %rest, i64 %flags)",
+        f"  call void @uk_mask{sfx}(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
+        f"i64 %k, i64 %nrow0, i64 %rest, i64 %flags{targs})",
         "  br i1 %has1, label %kmask1, label %cols.end",
         "kmask1:",
-        "  call void @uk_mask(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
-        "i64 %k, i64 %nrow1, i64 %rest, i64 %flags)",
+        f"  call void @uk_mask{sfx}(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
+        f"i64 %k, i64 %nrow1, i64 %rest, i64 %flags{targs})",
         "  br label %cols.end",
         "cols.end:",
         f"  %j0.n = add i64 %j0, {nr}",
@@ -615,6 +679,11 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
     if nv > 1:
         L += _ukernel("uk_pair", mr, 1, w, masked=True, pair=True)
     L += _gemm_ir(mr, nv, w, KC)
+    L += _ukernel("uk_full_t", mr, nv, w, masked=False, taps=True)
+    L += _ukernel("uk_mask_t", mr, nv, w, masked=True, taps=True)
+    if nv > 1:
+        L += _ukernel("uk_pair_t", mr, 1, w, masked=True, pair=True, taps=True)
+    L += _taps_ir(mr, nv, w)
     L += _peak_ir(w, {16: 24, 8: 12}.get(w, 8))
     src = "\n".join(L)
     if with_pool:
@@ -629,7 +698,8 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
 # ---------------------------------------------------------------------------- compiling
 
 class Module:
-    """The compiled code for one :class:`Isa`: addresses of ``tl_sgemm``, ``tl_peak`` and,
+    """The compiled code for one :class:`Isa`: addresses of ``tl_sgemm``, ``tl_sgemm_taps``,
+    ``tl_peak`` and,
     where the platform has futexes (Linux on x86-64 or ARM64), the pool primitives
     (``pool`` False otherwise)."""
 
@@ -651,7 +721,7 @@ class Module:
         self._engine = llvm.create_mcjit_compiler(mod, tm)   # owns the code: kept alive
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_peak"] + (["tl_worker", "tl_run", "tl_barrier",
+        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak"] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64

@@ -1,0 +1,175 @@
+"""The source of the CPU backend's shifted-GEMM convolution, generated as text.
+
+A convolution of stride (sh, sw) reads, for its tap (kh, kw), input row ``oh·sh + kh·dh``
+and column ``ow·sw + kw·dw`` (less the padding).  With the input dealt once into its
+``sh·sw`` stride phases (phase (ry, rx) holds rows ry, ry + sh, ... and columns rx, rx + sw,
+... of the zero-padded input), every tap reads one phase at a fixed shift: the output grid
+(OH, Wq) laid out row after row, tap (kh, kw) reads its phase plane from
+``((kh·dh) // sh)·Wq + (kw·dw) // sw`` on, the same consecutive floats for every output
+channel.  So the convolution is one GEMM per tap, of the tap's packed weights (O, C) by the
+phase planes (C rows, one per channel, at the channel stride), summed over the taps: no
+unfolded matrix, each input element copied once (im2col writes KH·KW copies).  The grid is
+``Wq - OW`` columns wider than the output (the window's overhang); those columns are
+computed and dropped.
+
+``shift_entry`` phase 0 deals the planes into their phases (threads split the planes; the
+phase buffer's border, zero from its allocation, is never written); phase 1 runs units
+(image, panel group, column block of the grid): per tap a ``tl_sgemm`` into the thread's
+block of sums, then the block's valid columns written to ``y`` with the bias, residual and
+activation.  :func:`source` is part of :func:`tensorlayout.backends.cpu_source.module_source`'s
+module.
+"""
+
+from __future__ import annotations
+
+__all__ = ["source", "SHIFT_CTX"]
+
+#: The shifted GEMM's context (``xq``: the phase buffer (N, C, sh, sw, Hq, Wq); ``a``: the
+#: packed weights, taps in groups of ``group``, each group's panels (panels, group·C, mr);
+#: ``offs``: each tap's float offset into a channel's phases; ``scratch``: rp·mr·cbw floats
+#: per thread; ``phase`` 0 deals, 1 multiplies; ``group`` 0: one ``sgemm`` per tap).
+SHIFT_CTX = ("x", "N", "C", "H", "W", "xq", "sh", "sw", "ph", "pw", "Hq", "Wq", "y", "O", "OH",
+             "OW", "a", "npan", "mr", "taps", "offs", "bias", "has_bias", "res", "has_res", "act",
+             "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "scratch", "phase", "Q", "group",
+             "sgemm_taps")
+
+_SOURCE = '''
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def deal_phases(x, xq, sh, sw, ph, pw, q0, q1):
+    # planes q0..q1 of (image, channel) of x (N, C, H, W) dealt into their stride phases
+    # xq (N, C, sh, sw, Hq, Wq): phase (ry, rx) element (i, j) is x[i·sh + ry - ph,
+    # j·sw + rx - pw]; elements outside the input are left as they are (zero)
+    N, C, H, W = x.shape
+    Hq, Wq = xq.shape[4], xq.shape[5]
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        for ry in range(sh):
+            i0 = max(0, -((ry - ph) // sh))
+            i1 = min(Hq, (H - 1 - ry + ph) // sh + 1)
+            for rx in range(sw):
+                j0 = max(0, -((rx - pw) // sw))
+                j1 = min(Wq, (W - 1 - rx + pw) // sw + 1)
+                d = xq[n, c, ry, rx]
+                for i in range(i0, i1):
+                    src = xp[i * sh + ry - ph]
+                    dst = d[i]
+                    if sw == 1:
+                        s = src[rx - pw + j0:rx - pw + j1]
+                        t = dst[j0:j1]
+                        for j in range(j1 - j0):
+                            t[j] = s[j]
+                    else:
+                        for j in range(j0, j1):
+                            dst[j] = src[j * sw + rx - pw]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def shift_store(s, y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1, Wq, OW, O):
+    # rows r0..r1 of the block of sums s (rows, cbw), grid columns c0..c1: the valid
+    # columns (ow < OW) written to y (rows, OH·OW) plus the bias (row r is channel r % O;
+    # and the residual), activated.  Without a residual the bias and the activation run
+    # over the block's whole rows first (the dropped columns too: one long loop each), then
+    # the valid spans are copied.  Without a bias, bias holds one zero.
+    w = c1 - c0
+    if not has_res:
+        for r in range(r0, r1):
+            b = bias[r % O] if has_bias else bias[0]
+            sr = s[r - r0, 0:w]
+            for i in range(w):
+                sr[i] = sr[i] + b
+            act_row(sr, 0, w, act, a0, a1)
+    q = c0
+    while q < c1:
+        oh = q // Wq
+        ow = q - oh * Wq
+        e = min(c1 - q, Wq - ow)
+        m = min(e, OW - ow)
+        if m > 0:
+            d0 = oh * OW + ow
+            k0 = q - c0
+            for r in range(r0, r1):
+                src = s[r - r0, k0:k0 + m]
+                dst = y[r, d0:d0 + m]
+                if has_res:
+                    b = bias[r % O] if has_bias else bias[0]
+                    rs = res[r, d0:d0 + m]
+                    for i in range(m):
+                        dst[i] = src[i] + b + rs[i]
+                    act_row(dst, 0, m, act, a0, a1)
+                else:
+                    for i in range(m):
+                        dst[i] = src[i]
+        q += e
+
+
+def shift_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({n},))
+    N = a[1]
+    C = a[2]
+    sh = a[6]
+    sw = a[7]
+    Hq = a[10]
+    Wq = a[11]
+    if a[33] == 0:
+        x = carray(ptr_f32(a[0]), (N, C, a[3], a[4]))
+        xq = carray(ptr_f32(a[5]), (N, C, sh, sw, Hq, Wq))
+        total = N * C
+        deal_phases(x, xq, sh, sw, a[8], a[9], tid * total // nt, (tid + 1) * total // nt)
+        return
+    f = carray(ptr_f64(a[26]), (2,))
+    O = a[13]
+    P = a[14] * a[15]
+    mr = a[18]
+    npan = a[17]
+    taps = a[19]
+    offs = carray(ptr_i64(a[20]), (taps,))
+    y = carray(ptr_f32(a[12]), (N * O, P))
+    bias = carray(ptr_f32(a[21]), (O,))
+    res = carray(ptr_f32(a[23]), (N * O, P))
+    cbw = a[28]
+    rp = a[29]
+    ncb = a[30]
+    nrb = a[31]
+    Q = a[34]
+    plane = sh * sw * Hq * Wq
+    sat = a[32] + tid * rp * mr * cbw * 4
+    s = carray(ptr_f32(sat), (rp * mr, cbw))
+    units = N * nrb * ncb
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // (nrb * ncb)
+        v = u - n * nrb * ncb
+        rb = v // ncb
+        cb = v - rb * ncb
+        p0 = rb * rp
+        p1 = min(npan, p0 + rp)
+        r0 = p0 * mr
+        r1 = min(O, p1 * mr)
+        c0 = cb * cbw
+        c1 = min(Q, c0 + cbw)
+        bq = a[5] + (n * C * plane + c0) * 4
+        if a[35] == 0:
+            for t in range(taps):
+                call_void(a[27], (r1 - r0, c1 - c0, C, a[16] + (t * npan + p0) * C * mr * 4,
+                                  bq + offs[t] * 4, plane, sat, cbw, 1 if t > 0 else 0))
+        else:
+            t = 0
+            while t < taps:
+                g = min(a[35], taps - t)
+                call_void(a[36], (r1 - r0, c1 - c0, C,
+                                  a[16] + (t * npan + p0 * g) * C * mr * 4, bq, plane, sat,
+                                  cbw, 1 if t > 0 else 0, g, a[20] + t * 8))
+                t += g
+        shift_store(s, y, bias, a[22] != 0, res, a[24] != 0, a[25], f[0], f[1],
+                    n * O + r0, n * O + r1, c0, c1, Wq, a[15], O)
+
+
+SHIFT_ENTRY = Entry(shift_entry)
+'''
+
+
+def source() -> str:
+    """The shifted GEMM's kernels and entry."""
+    return _SOURCE.replace("{n}", str(len(SHIFT_CTX)))
