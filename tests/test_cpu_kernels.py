@@ -337,6 +337,8 @@ def test_sigmoid_and_silu_over_float32s_whole_range(act):
     (2, 6, 13, 11, 33, 3, 3, (2, 2), (1, 1), (0, 1), (1, 1)),
     (1, 5, 14, 16, 9, 4, 2, (3, 2), (2, 1), (1, 0), (1, 2)),
     (3, 4, 10, 9, 40, 3, 3, (1, 1), (2, 2), (2, 2), (2, 2)),
+    (1, 4, 9, 12, 5, 3, 3, (2, 2), (0, 2), (1, 0), (1, 1)),    # stride 2, column pads 2 / 0
+    (1, 3, 8, 11, 6, 5, 5, (2, 2), (2, 0), (2, 1), (1, 1)),
 ])
 @pytest.mark.parametrize("nt", [1, 3])
 @pytest.mark.parametrize("kind", ["Im2col", "Shifted"])
@@ -561,10 +563,12 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
     (3, 20, 40, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "shifted GEMM"),        # im2col's, stride 1
     (3, 20, 17, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "im2col"),              # 8 of 13 dropped
     (48, 5, 5, 192, 3, 1, (1, 1, 1, 1), 1, 1, False, "im2col"),            # 2 of 5 dropped
-    (16, 21, 21, 24, 3, 2, (1, 1, 1, 1), 1, 1, False, "im2col"),           # stride 2
+    (16, 21, 21, 24, 3, 2, (1, 1, 1, 1), 1, 1, False, "shifted GEMM"),     # stride 2, 144 rows
+    (3, 45, 40, 16, 7, 2, (3, 3, 2, 3), 1, 1, True, "shifted GEMM"),      # a stem: 147 rows
+    (32, 21, 21, 24, 3, 2, (1, 1, 1, 1), 1, 1, False, "im2col"),           # stride 2, 288 rows
     (32, 12, 12, 32, 3, 1, (1, 1, 1, 1), 1, 2, False, "winograd F(4,3)"),  # two groups
 ])
-def test_stride_one_layers_take_the_shifted_gemm_where_the_rule_says(case):
+def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     """The schedule's rule for the CPU backend (``SHIFT_MAX_MACS``) and the layer it picks
     against onnxruntime, in a network of a Conv (with a residual Add) and a ReLU."""
     _compiled_or_skip()

@@ -46,7 +46,7 @@ def test_run_json_check_profile(tiny, capsys, tmp_path):
     assert info["check"][0]["rel_l2"] == pytest.approx(rel_l2(y, ref), rel=1e-3, abs=1e-9)
     assert info["check"][0]["top1"] == int(np.argmax(ref))
     assert [p["layer"] for p in info["profile"]] == [s.node.name for s in load(tiny).steps]
-    assert {p["algorithm"] for p in info["profile"] if p["op"] == "Conv"} == {"im2col", "shifted GEMM"}
+    assert {p["algorithm"] for p in info["profile"] if p["op"] == "Conv"} == {"shifted GEMM"}
     assert info["outputs"][0]["top5"][0][0] == int(np.argmax(ref))
 
 

@@ -56,8 +56,9 @@ def test_loader_folded_what_it_should(net):
             assert s.info["algorithm"] == "depthwise loops"
         elif p.kernel == (1, 1) and p.group == 1 and p.begin == p.end == (0, 0):
             assert s.info["algorithm"] == "pointwise GEMM"
-        if s.info["algorithm"] == "shifted GEMM":
-            assert p.group == 1 and tuple(p.strides) == (1, 1) and p.kernel != (1, 1)
+        if s.info["algorithm"] == "shifted GEMM":    # one group; strided only when shallow
+            assert p.group == 1 and p.kernel != (1, 1) and (
+                tuple(p.strides) == (1, 1) or p.in_channels * p.kernel[0] * p.kernel[1] < 256)
     if name == "vgg11":        # 18.9M multiply-adds from its second layer at 32 x 32
         assert any(s.info["algorithm"].startswith("winograd") for s in convs)
     if name == "resnet18":     # every 3 x 3 stride-1 layer small at 32 x 32

@@ -244,7 +244,7 @@ class Shifted:
         self.shape, self.xq_shape = (N, O, OH, OW), (N, C, sh, sw, Hq, Wq)
         self.npan = npan = -(-O // mr)
         self.Q = Q = (OH - 1) * Wq + OW
-        self.N, self.planes = N, N * C
+        self.N, self.rows = N, N * C * sh * Hq
         nr = mod.isa.nr
         self.template = np.array(
             [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
@@ -286,4 +286,4 @@ class Shifted:
         deal[33] = 0
         fn = _module().SHIFT_ENTRY.address
         keep = (x, y, res, xq, scratch)
-        return [(fn, deal, max(1, min(nt, self.planes)), keep), (fn, ctx, n, keep)]
+        return [(fn, deal, max(1, min(nt, self.rows // 16)), keep), (fn, ctx, n, keep)]

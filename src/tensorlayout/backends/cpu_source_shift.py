@@ -12,7 +12,7 @@ unfolded matrix, each input element copied once (im2col writes KH·KW copies).  
 ``Wq - OW`` columns wider than the output (the window's overhang); those columns are
 computed and dropped.
 
-``shift_entry`` phase 0 deals the planes into their phases (threads split the planes; the
+``shift_entry`` phase 0 deals the planes into their phases (threads split the rows; the
 phase buffer's border, zero from its allocation, is never written); phase 1 runs units
 (image, panel group, column block of the grid): per tap a ``tl_sgemm`` into the thread's
 block of sums, then the block's valid columns written to ``y`` with the bias, residual and
@@ -36,34 +36,72 @@ SHIFT_CTX = ("x", "N", "C", "H", "W", "xq", "sh", "sw", "ph", "pw", "Hq", "Wq", 
 _SOURCE = '''
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def deal_phases(x, xq, sh, sw, ph, pw, q0, q1):
-    # planes q0..q1 of (image, channel) of x (N, C, H, W) dealt into their stride phases
-    # xq (N, C, sh, sw, Hq, Wq): phase (ry, rx) element (i, j) is x[i·sh + ry - ph,
-    # j·sw + rx - pw]; elements outside the input are left as they are (zero)
+def deal_phases(x, xq, sh, sw, ph, pw, u0, u1):
+    # rows u0..u1 of the phase buffer xq (N, C, sh, sw, Hq, Wq), counted over (image,
+    # channel, ry, row) with every column phase rx of the row at once, dealt from x
+    # (N, C, H, W): phase (ry, rx) element (i, j) is x[i·sh + ry - ph, j·sw + rx - pw];
+    # elements outside the input are left as they are (zero).  The first row's place is
+    # decoded once, then counted on.  With a column stride of 2 the even and the odd
+    # columns are dealt in one pass (a pair of loads the vectoriser can split).
     N, C, H, W = x.shape
     Hq, Wq = xq.shape[4], xq.shape[5]
-    for nc in range(q0, q1):
-        n = nc // C
-        c = nc - n * C
-        xp = x[n, c]
-        for ry in range(sh):
-            i0 = max(0, -((ry - ph) // sh))
-            i1 = min(Hq, (H - 1 - ry + ph) // sh + 1)
-            for rx in range(sw):
-                j0 = max(0, -((rx - pw) // sw))
-                j1 = min(Wq, (W - 1 - rx + pw) // sw + 1)
-                d = xq[n, c, ry, rx]
-                for i in range(i0, i1):
-                    src = xp[i * sh + ry - ph]
-                    dst = d[i]
-                    if sw == 1:
-                        s = src[rx - pw + j0:rx - pw + j1]
-                        t = dst[j0:j1]
-                        for j in range(j1 - j0):
-                            t[j] = s[j]
-                    else:
-                        for j in range(j0, j1):
-                            dst[j] = src[j * sw + rx - pw]
+    i = u0 % Hq
+    v = u0 // Hq
+    ry = v % sh
+    nc = v // sh
+    n = nc // C
+    c = nc - n * C
+    # each column phase's span of columns inside the input
+    js = np.empty((sw, 2), np.int64)
+    for r in range(sw):
+        js[r, 0] = max(0, -((r - pw) // sw))
+        js[r, 1] = min(Wq, (W - 1 - r + pw) // sw + 1)
+    b0 = js[0, 0]
+    b1 = js[0, 1]
+    if sw == 2:
+        b0 = max(b0, js[1, 0])
+        b1 = max(b0, min(b1, js[1, 1]))
+    for _ in range(u0, u1):
+        ih = i * sh + ry - ph
+        if ih >= 0 and ih < H:
+            src = x[n, c, ih]
+            if sw == 1:
+                s = src[b0 - pw:b1 - pw]
+                t = xq[n, c, ry, 0, i, b0:b1]
+                for j in range(b1 - b0):
+                    t[j] = s[j]
+            elif sw == 2:
+                e = xq[n, c, ry, 0, i]
+                o = xq[n, c, ry, 1, i]
+                for j in range(js[0, 0], b0):
+                    e[j] = src[2 * j - pw]
+                for j in range(js[1, 0], b0):
+                    o[j] = src[2 * j + 1 - pw]
+                s = src[2 * b0 - pw:]
+                te = e[b0:b1]
+                to = o[b0:b1]
+                for j in range(b1 - b0):
+                    te[j] = s[2 * j]
+                    to[j] = s[2 * j + 1]
+                for j in range(b1, js[0, 1]):
+                    e[j] = src[2 * j - pw]
+                for j in range(b1, js[1, 1]):
+                    o[j] = src[2 * j + 1 - pw]
+            else:
+                for rx in range(sw):
+                    dst = xq[n, c, ry, rx, i]
+                    for j in range(js[rx, 0], js[rx, 1]):
+                        dst[j] = src[j * sw + rx - pw]
+        i += 1
+        if i == Hq:
+            i = 0
+            ry += 1
+            if ry == sh:
+                ry = 0
+                c += 1
+                if c == C:
+                    c = 0
+                    n += 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -116,7 +154,7 @@ def shift_entry(ctx, tid, nt):
     if a[33] == 0:
         x = carray(ptr_f32(a[0]), (N, C, a[3], a[4]))
         xq = carray(ptr_f32(a[5]), (N, C, sh, sw, Hq, Wq))
-        total = N * C
+        total = N * C * sh * Hq
         deal_phases(x, xq, sh, sw, a[8], a[9], tid * total // nt, (tid + 1) * total // nt)
         return
     f = carray(ptr_f64(a[26]), (2,))

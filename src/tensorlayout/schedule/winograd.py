@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
-__all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES",
+__all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW", "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES",
            "IMAGE_MIN_CHANNELS"]
 
 
@@ -26,16 +26,22 @@ SHIFT_MAX_MACS = 8_000_000
 #: columns (its grid is (KW - 1) · dilation / stride columns wider than the output): past it
 #: (3 x 3 on maps under 8 wide) im2col's unfolding costs less than the dropped columns.
 SHIFT_MAX_OVERHANG = 0.25
+#: Rows (C · KH · KW) under which a strided one-group convolution runs as the shifted GEMM
+#: (a network's first layer: 3 channels, 3 x 3 or 7 x 7, stride 2), its input dealt into the
+#: stride phases once instead of unfolded; deeper strided layers keep im2col, measured
+#: faster there (128 channels 3 x 3 stride 2 on 28 x 28).
+SHIFT_STRIDED_BELOW = 256
 
 
 def cpu_conv(graph, node):
     """``(algorithm, tile, reason)`` of a Conv node on the CPU backend: the engine's auto rule
     over the shape it runs at (asymmetric padding is padded on the host, so the engine sees it
-    padded); then, for a one-group stride-1 window wider than 1 x 1, "shifted" (the backend's
-    one GEMM per tap over the stride phases, no unfolded matrix) where the rule gives im2col,
-    or Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds, and the shifted grid's
-    overhang is at most :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang takes
-    im2col (``python benchmarks/bench_cpu_conv.py``)."""
+    padded); then, for a one-group window wider than 1 x 1 (strided: under
+    :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW), "shifted" (the backend's one GEMM per tap
+    over the stride phases, no unfolded matrix) where the rule gives im2col, or Winograd with
+    at most :data:`SHIFT_MAX_MACS` multiply-adds, and the shifted grid's overhang is at most
+    :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang takes im2col
+    (``python benchmarks/bench_cpu_conv.py``)."""
     from ..winograd import choose_algorithm
 
     p = node.params
@@ -49,17 +55,20 @@ def cpu_conv(graph, node):
     algorithm, tile, reason = choose_algorithm(shape, w_shape, p.strides, padding, p.dilations,
                                                p.group)
     out = graph.shapes.get(node.outputs[0]) if node.outputs else None
-    if (p.group != 1 or tuple(p.strides) != (1, 1) or w_shape[2] * w_shape[3] == 1
-            or out is None or len(out) != 4 or out[2] * out[3] == 1):
+    strided = tuple(p.strides) != (1, 1)
+    rows = w_shape[1] * w_shape[2] * w_shape[3]
+    if (p.group != 1 or w_shape[2] * w_shape[3] == 1 or out is None or len(out) != 4
+            or out[2] * out[3] == 1 or (strided and rows >= SHIFT_STRIDED_BELOW)):
         return algorithm, tile, reason
-    macs = int(out[0]) * out[2] * out[3] * w_shape[0] * w_shape[1] * w_shape[2] * w_shape[3]
+    macs = int(out[0]) * out[2] * out[3] * w_shape[0] * rows
     small = macs <= SHIFT_MAX_MACS
     if algorithm == "winograd" and not small:
         return algorithm, tile, reason
-    overhang = (w_shape[3] - 1) * p.dilations[1] / out[3]
+    overhang = ((w_shape[3] - 1) * p.dilations[1] // p.strides[1]) / out[3]
     if overhang <= SHIFT_MAX_OVERHANG:
-        why = "im2col's layer" if algorithm == "im2col" else f"{macs / 1e6:.1f}M multiply-adds"
-        return "shifted", None, (f"{why}, stride 1: the shifted GEMM (no unfolded matrix; "
+        why = ("im2col's layer" if algorithm == "im2col" else
+               f"{macs / 1e6:.1f}M multiply-adds") + (f", {rows} rows" if strided else "")
+        return "shifted", None, (f"{why}: the shifted GEMM (no unfolded matrix; "
                                  f"{overhang:.0%} of its columns dropped)")
     if algorithm == "winograd":
         return "im2col", None, (f"{macs / 1e6:.1f}M multiply-adds on {out[3]} columns: im2col "
