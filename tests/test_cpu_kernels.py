@@ -444,6 +444,8 @@ def _pool64(x, p, hw):
     ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False, True, (1, 2, 7, 6)),
     ((3, 2), (1, 3), (2, 1), (1, 0), (2, 1), True, False, (1, 3, 10, 11)),    # the generic loop
     ((5, 5), (2, 2), (1, 1), (2, 2), (2, 2), False, False, (1, 2, 9, 9)),
+    ((3, 3), (2, 2), (2, 2), (1, 2), (2, 1), True, False, (1, 3, 14, 15)),    # dilated
+    ((3, 3), (2, 2), (1, 1), (0, 0), (0, 0), True, False, (1, 5, 40, 37)),    # rows of vectors
 ])
 @pytest.mark.parametrize("is_max", [True, False])
 @pytest.mark.parametrize("nt", [1, 3])

@@ -74,10 +74,11 @@ def _warm():
                                   (sh, sw, KH // 2, KW // 2, 1, 1, 1, 1, 0.0, 0.0), 1))
     from ..graph.ops import Pool
 
-    for KH, KW, sh, sw in POOL_SPECIAL:
-        out = ((5 - KH) // sh + 1, (5 - KW) // sw + 1)
-        p = Pool(True, (KH, KW), (sh, sw), (1, 1), (0, 0), (0, 0), (0, 0), False, out)
-        Pool2d(p, x.shape)(x, 1)
+    for is_max in (True, False):
+        for KH, KW, sh, sw in POOL_SPECIAL:
+            out = ((5 - KH) // sh + 1, (5 - KW) // sw + 1)
+            p = Pool(is_max, (KH, KW), (sh, sw), (1, 1), (0, 0), (0, 0), (0, 0), False, out)
+            Pool2d(p, x.shape)(x, 1)
 
 
 _READY: list = []
@@ -103,7 +104,7 @@ def ready() -> bool:
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
            mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY,
-           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY] + [
+           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -225,7 +226,8 @@ class Pool2d:
     thread taking its share of (image, channel) planes.  ``p``: the graph's
     :class:`~tensorlayout.graph.ops.Pool` (windows, strides, dilations, padding, the
     ceil-mode extension); ``div``: for an average, the (OH, OW) reciprocals of each window's
-    count, as the graph's kernel computes them."""
+    count, as the graph's kernel computes them.  A max with a column stride of 1 or 2 runs
+    separably (each output row's window rows reduced first, then its columns)."""
 
     def __init__(self, p, x_shape, div=None):
         N, C, H, W = x_shape
@@ -235,13 +237,16 @@ class Pool2d:
         self.PH = max(H + p.begin[0], (OH - 1) * sh + (KH - 1) * dh + 1)
         self.PW = max(W + p.begin[1], (OW - 1) * sw + (KW - 1) * dw + 1)
         self.PW += self.PW % 2           # even: a stride-2 kernel splits it into two halves
+        self.PH += 2                     # the separable kernel's two rows below the plane
         self.fill = -np.inf if p.is_max else 0.0
         self.div = (np.ones((OH, OW), np.float32) if div is None
                     else np.ascontiguousarray(np.broadcast_to(div, (1, 1, OH, OW))[0, 0], np.float32))
         self.shape = (N, C, OH, OW)
         self.planes = N * C
         kind = 0
-        if (dh, dw) == (1, 1) and (KH, KW, sh, sw) in POOL_SPECIAL:
+        if p.is_max and sw in (1, 2):
+            kind = -1                    # separable: rows first, then columns
+        elif not p.is_max and (dh, dw) == (1, 1) and (KH, KW, sh, sw) in POOL_SPECIAL:
             kind = POOL_SPECIAL.index((KH, KW, sh, sw)) + 1
         self.template = np.array([0, N, C, H, W, 0, OH, OW, KH, KW, sh, sw, *p.begin, dh, dw,
                                   p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind],

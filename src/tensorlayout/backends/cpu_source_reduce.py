@@ -1,5 +1,7 @@
 """The source of the CPU backend's reducing kernels, generated as text: 2-D max and average
-pooling (a generic loop and one straight-line kernel per :data:`POOL_SPECIAL` window), the
+pooling (a generic loop, one straight-line kernel per :data:`POOL_SPECIAL` window for
+averages, and a separable max for column strides 1 and 2: each output row's window rows
+reduced first, then its columns), the
 matrix-vector product of a layer whose input has one column (a fully connected layer of
 one image, the 1 x 1 convolutions of a squeeze-and-excite block), and a squeeze-and-excite
 block's two plane-wise steps (each plane's mean, each plane scaled by its factor), with the
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 __all__ = ["POOL_SPECIAL", "POOL_CTX", "GEMV_CTX", "ROWS_CTX", "source"]
 
-#: Pooling windows (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
+#: Average pooling windows (KH, KW, stride H, stride W) with a kernel of their own
+#: (dilation 1).
 POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 #: The pooling entry's context (``div``: (OH, OW) reciprocals of the window counts, for an
-#: average; ``pad``: a (PH, PW) plane per thread, its border already -inf or 0; ``kind``:
-#: 0 the generic kernel, i the kernel of ``POOL_SPECIAL[i - 1]``).
+#: average; ``pad``: a (PH, PW) plane per thread, its border already -inf or 0, its last two
+#: rows the separable kernel's; ``kind``: 0 the generic kernel, i the kernel of
+#: ``POOL_SPECIAL[i - 1]``, -1 the separable max).
 POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
             "dw", "is_max", "div", "pad", "PH", "PW", "kind")
 #: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
@@ -43,12 +47,6 @@ def finite_plane(xp):
         e = bits[i] & np.int32(0x7F800000)
         top = e if e > top else top
     return top < np.int32(0x7F800000)
-
-
-@njit(inline="always", error_model="numpy")
-def fmax(a, v):
-    \"\"\"The larger of a and v (a when v is NaN: the plane was checked finite first).\"\"\"
-    return v if v > a else a
 
 
 @njit(inline="always", error_model="numpy")
@@ -122,6 +120,64 @@ def pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, is_max, div, q0, q1, pad):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
+    # max pooling of planes q0..q1, separably: for each output row the window's input rows
+    # reduced first into the padded row v (its border -inf), then v's columns; with a
+    # column stride of 2, v dealt into its even and odd columns in one pass so that every
+    # column tap reads consecutive floats.  v and the dealt row are pad's last two rows (the
+    # rows above serve pool_planes, which takes a plane with a NaN or an infinity).
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2], y.shape[3]
+    PH, PW = pad.shape
+    v = pad[PH - 2]
+    half = PW // 2
+    ev = pad[PH - 1, :half]
+    od = pad[PH - 1, half:]
+    vi = v[pw:pw + W]
+    for nc in range(q0, q1):
+        n = nc // C
+        c = nc - n * C
+        xp = x[n, c]
+        if not finite_plane(xp):
+            pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, True, div, nc, nc + 1,
+                        pad[:PH - 2])
+            continue
+        yp = y[n, c]
+        for oh in range(OH):
+            first = True
+            for kh in range(KH):
+                ih = oh * sh - ph + kh * dh
+                if ih < 0 or ih >= H:
+                    continue
+                src = xp[ih]
+                if first:
+                    for j in range(W):
+                        vi[j] = src[j]
+                    first = False
+                else:
+                    for j in range(W):
+                        b = src[j]
+                        a = vi[j]
+                        vi[j] = b if b > a else a
+            if first:
+                for j in range(W):
+                    vi[j] = np.float32(-np.inf)
+            yr = yp[oh]
+            for ow in range(OW):
+                yr[ow] = np.float32(-np.inf)
+            if sw == 2:
+                for j in range(half):
+                    ev[j] = v[2 * j]
+                    od[j] = v[2 * j + 1]
+                for kw in range(KW):
+                    o = kw * dw
+                    pool_tap(yr, ev if o % 2 == 0 else od, o // 2, OW, 0)
+            else:
+                for kw in range(KW):
+                    pool_tap(yr, v, kw * dw, OW, 0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def gemv_block(wt, x, y, o0, o1):
     # y[o0:o1] = x @ wt[:, o0:o1] for wt (K, O): rows of wt four at a time, each pass a
     # vectorised multiply-add into the chunk (which stays in L1); every sum is still taken
@@ -190,9 +246,8 @@ def scale_rows(x, s, y, r0, r1):
 
 
 def _pool_special_source(KH, KW, sh, sw) -> str:
-    """A pooling kernel for one window and stride: each output one straight-line max or sum
-    of its taps (a plane with a NaN or an infinity goes to the generic kernel, which
-    propagates NaN)."""
+    """An average pooling kernel for one window and stride: each output one straight-line sum
+    of its taps times its window's reciprocal count."""
     name = f"pool_{KH}x{KW}_s{sh}x{sw}"
     if sw == 1:
         copy = "        padded(xp, pad, ph, pw)"
@@ -203,14 +258,11 @@ def _pool_special_source(KH, KW, sh, sw) -> str:
         load = "\n".join(f"            r{i}e = ev[oh * {sh} + {i}]\n            r{i}o = od[oh * {sh} + {i}]"
                          for i in range(KH))
         tap = [f"r{i}{'eo'[j % 2]}[ow + {j // 2}]" for i in range(KH) for j in range(KW)]
-    mx = tap[0]
-    for t in tap[1:]:
-        mx = f"fmax({mx}, {t})"
     total = " + ".join(tap)
     return f"""
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def {name}(x, y, ph, pw, is_max, div, q0, q1, pad):
+def {name}(x, y, ph, pw, div, q0, q1, pad):
     N, C, H, W = x.shape
     OH, OW = y.shape[2], y.shape[3]
     ev, od = halves(pad)
@@ -218,28 +270,21 @@ def {name}(x, y, ph, pw, is_max, div, q0, q1, pad):
         n = nc // C
         c = nc - n * C
         xp = x[n, c]
-        if is_max and not finite_plane(xp):
-            pool_planes(x, y, {KH}, {KW}, {sh}, {sw}, ph, pw, 1, 1, is_max, div, nc, nc + 1, pad)
-            continue
 {copy}
         yp = y[n, c]
         for oh in range(OH):
 {load}
             yr = yp[oh]
-            if is_max:
-                for ow in range(OW):
-                    yr[ow] = {mx}
-            else:
-                dr = div[oh]
-                for ow in range(OW):
-                    yr[ow] = ({total}) * dr[ow]
+            dr = div[oh]
+            for ow in range(OW):
+                yr[ow] = ({total}) * dr[ow]
 """
 
 
 def _entries() -> str:
     branches = "\n".join(
         f"    elif kind == {i + 1}:\n"
-        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], a[16] != 0, div, q0, q1, pad)"
+        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], div, q0, q1, pad)"
         for i, (a, b, c, d) in enumerate(POOL_SPECIAL))
     return f"""
 
@@ -253,7 +298,9 @@ def pool_entry(ctx, tid, nt):
     q0 = tid * total // nt
     q1 = (tid + 1) * total // nt
     kind = a[21]
-    if kind == 0:
+    if kind < 0:
+        pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1, pad)
+    elif kind == 0:
         pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0, div,
                     q0, q1, pad)
 {branches}
