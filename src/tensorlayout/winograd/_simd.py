@@ -74,6 +74,10 @@ class Isa:
 
 
 _SHAPES = {"avx512": (16, 14, 2), "avx2": (8, 6, 2), "portable": (4, 4, 2)}
+#: Depth steps ahead at which the micro-kernel asks for B's row and A's panel (a prefetch,
+#: which never faults): measured on whole networks, 2 threads (ResNet-18 at 96^2 about 7.6
+#: -> 6.5 ms, where the 256- and 512-channel layers read their weights from memory).
+PREFETCH_STEPS = 32
 KC = 128        # depth of one slice of the GEMM (see _gemm_ir)
 _ORDER = ("portable", "avx2", "avx512")
 _LLVM_READY = False
@@ -183,6 +187,15 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
         """One depth step: row of B at bp, panel columns at ap (and ap2); src -> dst."""
         for v in range(nv):
             load_b(f"%b{tag}_{v}", bp, v)
+        if tag != "t":
+            # B's row and A's panel PREFETCH_STEPS steps ahead asked for now: a layer reading
+            # its weights or input from memory, not the cache, otherwise waits on each line
+            L.append(f"  %pfo{tag} = mul i64 %ldb, {PREFETCH_STEPS}")
+            L.append(f"  %pfb{tag} = getelementptr inbounds float, ptr {bp}, i64 %pfo{tag}")
+            L.append(f"  call void @llvm.prefetch.p0(ptr %pfb{tag}, i32 0, i32 3, i32 1)")
+            L.append(f"  %pfa{tag} = getelementptr inbounds float, ptr {ap}, "
+                     f"i64 {PREFETCH_STEPS * mr}")
+            L.append(f"  call void @llvm.prefetch.p0(ptr %pfa{tag}, i32 0, i32 3, i32 1)")
         for r in range(rows):
             base, off = (ap, r) if r < mr else (ap2, r - mr)
             L.append(f"  %ap{tag}_{r} = getelementptr inbounds float, ptr {base}, i64 {off}")
@@ -671,7 +684,8 @@ _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 def _module_ir(target: Isa, with_pool: bool) -> str:
     w, mr, nv = target.lanes, target.mr, target.nv
     vt = _vt(w)
-    L = [f"declare {vt} @llvm.fmuladd.v{w}f32({vt}, {vt}, {vt})",
+    L = ["declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
+         f"declare {vt} @llvm.fmuladd.v{w}f32({vt}, {vt}, {vt})",
          f"declare {vt} @llvm.masked.load.v{w}f32.p0(ptr, i32, <{w} x i1>, {vt})",
          f"declare void @llvm.masked.store.v{w}f32.p0({vt}, ptr, i32, <{w} x i1>)"]
     L += _ukernel("uk_full", mr, nv, w, masked=False)
