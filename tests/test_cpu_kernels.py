@@ -561,7 +561,8 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
 @pytest.mark.parametrize("case", [
     # (C, H, W, O, kernel, stride, pads, dilation, group, residual, algorithm of the step)
     (16, 23, 23, 64, 3, 1, (1, 1, 1, 1), 1, 1, False, "shifted GEMM"),     # 4.9M multiply-adds
-    (64, 40, 40, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),   # 59M: Winograd
+    (64, 56, 56, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),   # 116M: Winograd
+    (64, 40, 40, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "shifted GEMM"),      # 59M
     (3, 20, 40, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "shifted GEMM"),        # im2col's, stride 1
     (3, 20, 17, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "im2col"),              # 8 of 13 dropped
     (48, 5, 5, 192, 3, 1, (1, 1, 1, 1), 1, 1, False, "im2col"),            # 2 of 5 dropped

@@ -35,8 +35,8 @@ CONV_CASES = [
     ((1, 3, 8, 8), (4, 3, 3, 3), dict(auto_pad="SAME_LOWER", strides=[2, 2]), True),
     ((1, 3, 8, 7), (4, 3, 2, 2), dict(auto_pad="SAME_UPPER"), True),
     ((1, 3, 8, 7), (4, 3, 3, 3), dict(auto_pad="VALID"), True),
-    ((1, 16, 22, 21), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True),                  # Winograd
-    ((1, 16, 9, 9), (24, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True),                    # Winograd F(2,3)
+    ((1, 16, 22, 21), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True),                  # shifted GEMM
+    ((1, 16, 9, 9), (24, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True),                    # shifted GEMM
     ((1, 3, 6, 10), (4, 3, 1, 3), dict(pads=[0, 1, 0, 1]), True),                       # non-square
 ]
 

@@ -18,10 +18,14 @@ __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BE
            "IMAGE_MIN_CHANNELS"]
 
 
-#: Multiply-adds up to which a one-group stride-1 convolution is "small" on the CPU backend:
-#: Winograd's transforms and its many narrow GEMMs (and a step outside the bound run) cost
-#: more there than its saved multiplications, and it runs as the shifted GEMM or im2col.
-SHIFT_MAX_MACS = 8_000_000
+#: Multiply-adds up to which a one-group stride-1 convolution is "small" on the CPU backend
+#: and runs as the shifted GEMM or im2col rather than Winograd: in a network its transformed
+#: weights (1.8 to 4 times the weights) come from memory, its transforms and narrow GEMMs
+#: cost more than its saved multiplications, and its step leaves the bound run.  Measured on
+#: whole networks, 2 threads (``benchmarks/bench_setting.py ... SHIFT_MAX_MACS 8000000
+#: 100000000``: ResNet-18 96^2 about 1.35x faster, SqueezeNet 1.1 224^2 1.2x; ResNet-18
+#: 224^2, whose 3 x 3 layers have 116M each, faster with Winograd).
+SHIFT_MAX_MACS = 100_000_000
 #: The most columns the shifted GEMM's grid may compute and drop, as a fraction of the output
 #: columns (its grid is (KW - 1) · dilation / stride columns wider than the output): past it
 #: (3 x 3 on maps under 8 wide) im2col's unfolding costs less than the dropped columns.
