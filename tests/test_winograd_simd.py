@@ -310,3 +310,53 @@ def test_tap_gemm_sums_every_tap_in_the_registers(isa):
             mask = np.ones(c_full.shape, bool)
             mask[1:m + 1, 3:n + 3] = False
             assert (c_full[mask] == 7.5).all(), f"{isa} {m} {n} {k} {ntaps}: wrote outside C"
+
+
+def test_shared_runs_take_each_part_once_between_fixed_runs():
+    """``shared`` runs (each part claimed by whichever thread comes first) run every part
+    exactly once, also with more parts than cores, where workers come late and the caller
+    takes their parts; fixed runs (one part per thread, a barrier inside) right after them
+    still get nt distinct threads, each part once: a late worker's slot is not written over
+    before it has read its last post."""
+    pytest.importorskip("numba")
+    from numba import carray, cfunc, types
+
+    from tensorlayout.winograd import _pool
+    from tensorlayout.winograd._native import call_i64, call_void, ptr_i64
+
+    workers = _pool.workers()
+    if workers is None:
+        pytest.skip("no native workers on this platform")
+    mod = _simd.module()
+
+    @cfunc(types.void(types.int64, types.int64, types.int64))
+    def counted(ctx, part, nt):
+        a = carray(ptr_i64(ctx), (64,))
+        s = 0
+        for i in range(2000 * (part + 1)):               # uneven parts
+            s = (s * 31 + i) % 1000003
+        a[40 + part] = s
+        call_i64(a[0], (ctx + 8 * (8 + part), 1))        # this part's count += 1, at its end
+
+    @cfunc(types.void(types.int64, types.int64, types.int64))
+    def fixed(ctx, tid, nt):
+        a = carray(ptr_i64(ctx), (300,))
+        a[10 + tid] = call_i64(a[0], (186,))
+        call_i64(a[1], (ctx + 8 * 2, 1))
+        call_void(a[3], (ctx + 8 * 4, nt, 1000))
+        a[150 + tid] = a[2]
+
+    syscall = ctypes.cast(ctypes.CDLL(None).syscall, ctypes.c_void_p).value
+    rng = np.random.default_rng(3)
+    for it in range(300):
+        nt = int(rng.integers(1, 8))
+        c = np.zeros(64, np.int64)
+        c[0] = mod.addr["tl_fetch_add"]
+        workers.run(counted.address, c.ctypes.data, nt, shared=True)
+        assert (c[8:8 + nt] == 1).all() and (c[8 + nt:40] == 0).all(), (it, nt, c[8:16])
+        if it % 3 == 0:
+            f = np.zeros(300, np.int64)
+            f[0], f[1], f[3] = syscall, mod.addr["tl_fetch_add"], mod.addr["tl_barrier"]
+            n2 = int(rng.integers(2, 6))
+            workers.run(fixed.address, f.ctypes.data, n2)
+            assert len(set(f[10:10 + n2])) == n2 and (f[150:150 + n2] == n2).all(), (it, n2)
