@@ -592,3 +592,45 @@ def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     compare(nodes, inputs, ["y"], inits)
     m = load(make_model(nodes, inputs, ["y"], inits).SerializeToString())
     assert [st.info["algorithm"] for st in m.steps if st.node.op == "Conv"] == [algorithm]
+
+
+@pytest.mark.parametrize("shape, perm", [
+    ((1, 2, 58, 7, 7), (0, 2, 1, 3, 4)),     # a channel shuffle: rows of 49 floats
+    ((2, 3, 4), (2, 0, 1)),                  # the last axis strided
+    ((5, 1, 7, 3), (3, 1, 0, 2)),            # an axis of one dropped
+    ((2, 3, 4, 5, 6, 7), (5, 3, 1, 0, 2, 4)),
+    ((4, 0, 3), (2, 1, 0)),                  # empty
+])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_transpose_entry_equals_numpy(shape, perm, nt):
+    """The compiled transpose against NumPy's, element for element, every float written."""
+    _compiled_or_skip()
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    want = np.ascontiguousarray(np.transpose(x, perm))
+    y = np.full(want.shape, np.nan, np.float32)
+    K.run_calls(K.transpose_calls(perm, [x], y, nt))
+    assert np.array_equal(y, want)
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_mean_over_the_planes_and_a_shuffle_run_compiled(keepdims):
+    """ReduceMean over the spatial axes (a plane mean) and a Reshape-Transpose-Reshape channel
+    shuffle in one compiled stretch of the bound run, against onnxruntime."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(keepdims)
+    x = rng.standard_normal((1, 6, 5, 7)).astype(np.float32)
+    inits = {"s5": np.array([1, 2, 3, 5, 7], np.int64), "s4": np.array([1, 6, 5, 7], np.int64),
+             "ax": np.array([2, 3], np.int64)}
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Reshape", ["r", "s5"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "s4"], ["b"]),
+             helper.make_node("ReduceMean", ["b", "ax"], ["y"], keepdims=keepdims)]
+    compare(nodes, {"x": x}, ["y", "b"], inits, opset=18)
+    m = load(make_model(nodes, {"x": x}, ["y", "b"], inits, opset=18).SerializeToString())
+    m.run({"x": x}, threads=2)
+    steps = m.cpu().steps
+    assert [st.info.get("algorithm") for st in steps if st.node.op == "ReduceMean"] == ["plane loops"]
+    segs = m.cpu()._bound_runs[2].segments           # the reshapes are views; the rest native
+    assert [steps[s[1]].node.op for s in segs if s[0] == "python"] == ["Relu"]
+    assert [s[0] for s in segs] == ["python", "native"]

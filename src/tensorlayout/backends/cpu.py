@@ -205,8 +205,8 @@ def _planes(node, graph, kind, fallback):
         if not kernels.ready():
             return fallback(inputs, out)
         x = np.ascontiguousarray(inputs[big], np.float32)
-        if kind == "gap":
-            return [kernels.plane_means(x)]
+        if kind == "gap":                     # (N, C, 1, 1) or, keepdims 0, (N, C)
+            return [kernels.plane_means(x).reshape(graph.shapes[node.outputs[0]])]
         return [kernels.scale_planes(x, inputs[1 - big])]
 
     def calls(ins, y, nt):
@@ -328,6 +328,8 @@ class CpuProgram:
                 run = graph.kernel(node)
                 if node.op == "Concat" and None not in node.inputs:      # copies, compiled
                     run.calls = functools.partial(kernels.concat_calls, node.params.axis)
+                elif node.op == "Transpose" and node.params.perm is not None:
+                    run.calls = functools.partial(kernels.transpose_calls, node.params.perm)
             if node.op == "Conv" and s.kind != "kernel":
                 p = node.params
                 info.update(groups=p.group, stride=list(p.strides), pads=list(p.begin + p.end))

@@ -40,6 +40,41 @@ def _static_f32(graph, name) -> bool:
             and graph.dtypes.get(name) == np.float32)
 
 
+#: Ops whose kernel may give a view of its first input (tried on a probe at bind time).
+_VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Slice", "Split")
+
+
+def _views(graph, st, consts):
+    """``{output: float offset}`` when every output of step ``st`` is a C-contiguous view of
+    its first input at a fixed offset (the other inputs constants, the shapes static
+    float32): its kernel run once on a probe array shows it; else None."""
+    node = st.node
+    if node.op not in _VIEW_OPS or not st.inputs or not st.inputs[0]:
+        return None
+    x = st.inputs[0]
+    outs = [n for n in st.outputs if n]
+    if (x in consts or any(n and n not in consts for n in st.inputs[1:])
+            or not outs or len(outs) != len(st.outputs)
+            or not all(_static_f32(graph, n) for n in [x] + outs)):
+        return None
+    probe = np.zeros(graph.shapes[x], np.float32)
+    try:
+        got = st.run([probe] + [consts.get(n) if n else None for n in st.inputs[1:]], None)
+    except Exception:  # noqa: BLE001 - a kernel that refuses the probe runs in Python
+        return None
+    res, lo = {}, probe.ctypes.data
+    for n, v in zip(st.outputs, got):
+        if (not isinstance(v, np.ndarray) or v.dtype != np.float32 or not v.flags.c_contiguous
+                or tuple(v.shape) != tuple(graph.shapes[n]) or v.base is None
+                or not np.shares_memory(v, probe)):
+            return None
+        off = v.ctypes.data - lo
+        if off % 4 or off < 0 or off + v.nbytes > probe.nbytes:
+            return None
+        res[n] = off // 4
+    return res
+
+
 class _Arena:
     """First-fit offsets of slots in one buffer (sizes rounded up to :data:`ALIGN`)."""
 
@@ -73,7 +108,9 @@ class BoundRun:
     """``program``'s run on ``threads`` threads with its compiled steps bound to one arena.
     ``segments``: ``("native", r0, r1)`` (rows r0..r1 of ``table``, the calls of
     consecutive compiled steps, in one compiled loop) or ``("python", i)`` (step i);
-    ``arena_bytes``: the arena's size."""
+    ``arena_bytes``: the arena's size; ``roots``: the tensors that are views of another's
+    slot (a reshape's, a leading slice's output), each to its root; ``view_steps``: the steps
+    they make, which run nothing."""
 
     def __init__(self, program, threads: int):
         graph, steps = program.graph, program.steps
@@ -85,6 +122,17 @@ class BoundRun:
             ins = [n for n in st.inputs if n and n not in consts]
             bound.append(st.calls is not None and len(outs) == 1 and len(st.outputs) == 1
                          and all(_static_f32(graph, n) for n in outs + ins))
+        # steps whose outputs are views of their input (a reshape, a slice of whole leading
+        # blocks): their tensors are places in their root's slot, and the steps vanish
+        alias = {}
+        for i, st in enumerate(steps):
+            if not bound[i]:
+                got = _views(graph, st, consts)
+                if got:
+                    for n, off in got.items():
+                        root, base = alias.get(st.inputs[0], (st.inputs[0], 0))
+                        alias[n] = (root, base + off)
+                    bound[i] = None                     # bound, with no calls
         last, made_by = {}, {}
         for i, st in enumerate(steps):
             for n in st.inputs:
@@ -95,12 +143,16 @@ class BoundRun:
                     made_by[n] = i
         for n in graph.outputs:
             last[n] = len(steps)
-        # tensors in the arena: what the compiled steps write and read
+        for n, (root, _) in alias.items():              # a root lives as long as its views
+            if n in last:
+                last[root] = max(last.get(root, -1), last[n])
+        # tensors in the arena: what the compiled steps write and read (a view's root)
         slot_names = set()
         for i, st in enumerate(steps):
-            if bound[i]:
-                slot_names.update(n for n in st.inputs if n and n not in consts)
-                slot_names.add(st.outputs[0])
+            if bound[i] is not False:
+                touched = [n for n in st.inputs if n and n not in consts]
+                touched += [n for n in st.outputs if n]
+                slot_names.update(alias.get(n, (n, 0))[0] for n in touched)
         starts = {}
         for n in slot_names:
             starts.setdefault(made_by.get(n, -1), []).append(n)
@@ -119,10 +171,18 @@ class BoundRun:
         base = self.arena[shift:]
         self.views = {n: base[o // 4: o // 4 + int(np.prod(graph.shapes[n], dtype=np.int64))]
                       .reshape(graph.shapes[n]) for n, o in offsets.items()}
+        #: each view's root tensor (its slot's owner)
+        self.roots = {n: root for n, (root, _) in alias.items()}
+        for n, (root, off) in alias.items():
+            r = self.views[root].reshape(-1)
+            self.views[n] = r[off:off + int(np.prod(graph.shapes[n], dtype=np.int64))].reshape(
+                graph.shapes[n])
         self.feeds = [n for n in slot_names if n not in made_by]
         # the compiled steps' calls, and the segments they form
         rows, keep, self.segments, want = [], [], [], []
         for i, st in enumerate(steps):
+            if bound[i] is None:
+                continue
             if not bound[i]:
                 self.segments.append(("python", i))
                 continue
@@ -141,12 +201,13 @@ class BoundRun:
                 self.segments.append(("native", first, len(rows)))
         self.table = np.array(rows or [(0, 0, 0)], np.int64).reshape(-1, 3)
         self._keep = keep
-        self.bound_steps = sum(bound)
+        self.bound_steps = sum(b is not False for b in bound)
+        self.view_steps = sum(b is None for b in bound)
         native.pool().reserve(max(want, default=1))
         # tensors a Python step writes that a compiled step reads: copied into the arena
-        self.copy_in = {n for n in slot_names if n in made_by and not bound[made_by[n]]}
+        self.copy_in = {n for n in slot_names if n in made_by and bound[made_by[n]] is False}
         self.copy_out = [n for n in graph.outputs if n in self.views
-                         and n in made_by and bound[made_by[n]]]
+                         and n in made_by and bound[made_by[n]] is not False]
         self._lock = threading.Lock()
 
     def try_run(self, values, run_python) -> bool:

@@ -51,8 +51,9 @@ from .cpu_source_reduce import POOL_SPECIAL
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
-           "epilogue", "Pointwise", "Im2col", "Shifted", "Pool2d", "plane_means", "scale_planes", "threads",
-           "set_threads", "run_calls", "rows_calls", "depthwise_calls", "concat_calls",
+           "epilogue", "Pointwise", "Im2col", "Shifted", "Pool2d", "plane_means", "scale_planes",
+           "threads", "set_threads", "run_calls", "rows_calls", "depthwise_calls",
+           "concat_calls", "transpose_calls",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready",
            "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
 
@@ -62,7 +63,7 @@ def _warm():
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
-              mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY):
+              mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY, mod.PERMUTE_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -104,7 +105,7 @@ def ready() -> bool:
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
            mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY,
-           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows] + [
+           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows, mod.PERMUTE_ENTRY] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -290,6 +291,29 @@ def concat_calls(axis, ins, y, nt):
                       max(1, min(nt, outer * inner // 16384 or 1)), (x, y)))
         off += inner
     return calls
+
+
+def transpose_calls(perm, ins, y, nt):
+    """The native call that writes ``y``, the C-contiguous float32 ``ins[0]`` with its axes
+    permuted by ``perm`` (output axes of one element dropped, and neighbours that run on
+    together in both tensors merged, so that each copied row is as long as it can be)."""
+    x = ins[0]
+    strides = [int(np.prod(x.shape[i + 1:], dtype=np.int64)) for i in range(x.ndim)]
+    dims, st = [], []
+    for k in perm:
+        if x.shape[k] == 1:
+            continue
+        if dims and st[-1] == strides[k] * x.shape[k]:
+            dims[-1] *= x.shape[k]
+            st[-1] = strides[k]
+        else:
+            dims.append(int(x.shape[k]))
+            st.append(strides[k])
+    dims, st = np.array(dims or [1], np.int64), np.array(st or [1], np.int64)
+    ctx = np.array([_at(x), _at(y), len(dims), _at(dims), _at(st), x.size, y.size], np.int64)
+    rows = y.size // int(dims[-1]) if y.size else 0
+    return [(_module().PERMUTE_ENTRY.address, ctx,
+             max(1, min(nt, y.size // 16384 or 1, rows or 1)), (x, y, dims, st))]
 
 
 def _rows(x2, y, s, op, nt):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv, Pool
+from ..graph.ops.reduce import Reduce
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from .winograd import cpu_conv
 
@@ -36,7 +37,8 @@ class CpuStep:
     """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
     ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
     "depthwise", "pointwise", "fc", "pool", "gap" or "scale" (the backend's loops and GEMMs;
-    "pool" a 2-D MaxPool or AveragePool, "gap" a GlobalAveragePool, "scale" a Mul by one
+    "pool" a 2-D MaxPool or AveragePool, "gap" a GlobalAveragePool or a ReduceMean over
+    the planes, "scale" a Mul by one
     factor per plane, all of float32), "conv" (the engine, with ``algorithm`` and ``tile``
     and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
@@ -168,6 +170,19 @@ def _silu(graph, y, readers, outputs) -> tuple:
     return (sig, mul)
 
 
+def _plane_mean(graph, node) -> bool:
+    """A GlobalAveragePool, or a ReduceMean over every axis after the first two (either
+    keepdims): each (image, channel) plane's mean."""
+    shape = graph.shapes.get(node.inputs[0]) if node.inputs else None
+    if shape is None or len(shape) < 3:
+        return False
+    if node.op == "GlobalAveragePool":
+        return True
+    p = node.params
+    return (node.op == "ReduceMean" and isinstance(p, Reduce) and p.kind == "mean"
+            and p.axes == tuple(range(2, len(shape))))
+
+
 def schedule_cpu(graph) -> CpuSchedule:
     fused = _fusions(graph)
     skip = {n.name: p for p, (_, a, f, _) in fused.items() for n in (a, *f) if n is not None}
@@ -207,8 +222,7 @@ def schedule_cpu(graph) -> CpuSchedule:
         elif node.op in ("MaxPool", "AveragePool") and isinstance(node.params, Pool) \
                 and _f32(graph, node.inputs[0], node.outputs[0]):
             kind = "pool"
-        elif node.op == "GlobalAveragePool" and _f32(graph, node.inputs[0], node.outputs[0]) \
-                and len(graph.shapes[node.inputs[0]]) >= 3:
+        elif _plane_mean(graph, node) and _f32(graph, node.inputs[0], node.outputs[0]):
             kind = "gap"
         elif node.op == "Mul" and not act and not res and plane_scale_input(graph, node) is not None:
             kind = "scale"
