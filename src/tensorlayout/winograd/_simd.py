@@ -672,23 +672,24 @@ exit:
 }
 
 ; The shared run record of tl_run_shared (64 bytes, 8-aligned): +4 done (i32: parts
-; finished), +8 ticket (i64: generation << 32 | next part), +16 fn, +24 ctx, +32 nt.
+; finished), +8 ticket (i64: generation << 32 | parts << 16 | next part), +16 fn, +24 ctx.
 ; claim_parts takes parts of the current generation one at a time (a compare-and-swap on
-; the ticket) and runs them until none is left; a thread that comes late, after its
-; generation is over, finds the ticket spent (or of a later generation, whose record it
-; then reads) and claims nothing it may not.
+; the ticket, which carries the generation's part count, so that a count and a ticket of
+; different generations are never taken together) and runs them until none is left; a
+; thread that comes late, after its generation is over, finds the ticket spent (or of a
+; later generation, whose record it then reads) and claims nothing it may not.
 define internal void @claim_parts(ptr %rec) nounwind {
 entry:
   %tk.p = getelementptr inbounds i8, ptr %rec, i64 8
   %dn.p = getelementptr inbounds i8, ptr %rec, i64 4
   %fn.p = getelementptr inbounds i8, ptr %rec, i64 16
   %ctx.p = getelementptr inbounds i8, ptr %rec, i64 24
-  %nt.p = getelementptr inbounds i8, ptr %rec, i64 32
   br label %try
 try:
   %tk = load atomic i64, ptr %tk.p acquire, align 8
-  %next = and i64 %tk, 4294967295
-  %nt = load atomic i64, ptr %nt.p monotonic, align 8
+  %next = and i64 %tk, 65535
+  %ntw = lshr i64 %tk, 16
+  %nt = and i64 %ntw, 65535
   %left = icmp slt i64 %next, %nt
   br i1 %left, label %take, label %out
 take:
@@ -727,15 +728,15 @@ entry:
   %dn.p = getelementptr inbounds i8, ptr %rec, i64 4
   %fn.p = getelementptr inbounds i8, ptr %rec, i64 16
   %ctx.p = getelementptr inbounds i8, ptr %rec, i64 24
-  %nt.p = getelementptr inbounds i8, ptr %rec, i64 32
   store atomic ptr %fn, ptr %fn.p monotonic, align 8
   store atomic i64 %ctx, ptr %ctx.p monotonic, align 8
-  store atomic i64 %nt, ptr %nt.p monotonic, align 8
   store atomic i32 0, ptr %dn.p monotonic, align 4
   %tk0 = load atomic i64, ptr %tk.p monotonic, align 8
   %gen = lshr i64 %tk0, 32
   %gen1 = add i64 %gen, 1
-  %tk1 = shl i64 %gen1, 32
+  %tkg = shl i64 %gen1, 32
+  %tkn = shl i64 %nt, 16
+  %tk1 = or i64 %tkg, %tkn
   store atomic i64 %tk1, ptr %tk.p seq_cst, align 8
   %nw = sub i64 %nt, 1
   %any = icmp sgt i64 %nw, 0
