@@ -160,3 +160,51 @@ def test_views_live_in_their_roots_slot_and_outputs_are_copied_out():
         ref = sess.run(None, {"x": x * scale})
         for a, b in zip(got, ref):
             assert a.shape == b.shape and rel_l2(a, b) <= 1e-5
+
+
+def test_concat_inputs_are_written_in_place_into_its_output():
+    """A Concat whose inputs are whole blocks of its output (nothing before the axis but ones)
+    makes no step: its compiled producers write straight into their places in its slot (a
+    Concat's output a part of the next Concat, its own parts with it); an input also read
+    elsewhere is read there; a Concat with an input that is already a part or a view of
+    another tensor, and one over a batch of two, copy; results against onnxruntime, twice
+    (outputs outlive the next run)."""
+    from onnx import helper
+
+    from _model_util import make_model
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 4, 5, 6)).astype(np.float32)
+    x2 = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    inits = {"w1": rng.standard_normal((3, 4, 1, 1)).astype(np.float32),
+             "w2": rng.standard_normal((5, 4, 3, 3)).astype(np.float32),
+             "w3": rng.standard_normal((2, 11, 1, 1)).astype(np.float32),
+             "sh": np.array([1, 8, 15], np.int64), "s0": np.array([0], np.int64),
+             "s4": np.array([4], np.int64), "ax": np.array([1], np.int64)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),                   # 3 channels
+             helper.make_node("Conv", ["x", "w2"], ["b"], pads=[1, 1, 1, 1]),  # 5 channels
+             helper.make_node("Sigmoid", ["x"], ["s"]),                      # a Python step
+             helper.make_node("Slice", ["s", "s0", "s4", "ax"], ["sv"]),     # a view of s
+             helper.make_node("Conv", ["x", "w1"], ["d"]),
+             helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+             helper.make_node("Concat", ["c", "d"], ["c3"], axis=1),         # c a part of c3
+             helper.make_node("Concat", ["c", "sv"], ["c2"], axis=1),        # copies
+             helper.make_node("Relu", ["a"], ["ar"]),                        # a read elsewhere
+             helper.make_node("Conv", ["c3", "w3"], ["y"]),
+             helper.make_node("Conv", ["x2", "w1"], ["a2"]),
+             helper.make_node("Conv", ["x2", "w1"], ["b2"]),
+             helper.make_node("Concat", ["a2", "b2"], ["y2"], axis=1)]         # batch 2: copies
+    feeds = {"x": x, "x2": x2}
+    data = make_model(nodes, feeds, ["y", "ar", "c2", "y2"], inits).SerializeToString()
+    model = load(data)
+    got = [[v.copy() for v in model.run(feeds, threads=2)]]
+    got.append(model.run({"x": -x, "x2": x2}, threads=2))
+    bound = model.cpu()._bound_runs[2]
+    assert {n: bound.roots.get(n) for n in ("a", "b", "c", "d", "sv", "c2", "a2", "b2")} == {
+        "a": "c3", "b": "c3", "c": "c3", "d": "c3", "sv": "s", "c2": None, "a2": None,
+        "b2": None}
+    sess = ort_session(data)
+    for sign, out in zip((1, -1), got):
+        ref = sess.run(None, {"x": sign * x, "x2": x2})
+        for a, b in zip(out, ref):
+            assert a.shape == b.shape and rel_l2(a, b) <= 1e-5

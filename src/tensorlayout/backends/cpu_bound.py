@@ -12,7 +12,11 @@ compiled step is copied into its place in the arena.
 
 Arena slots: a tensor gets a slot from the step that writes it (the start, for a graph
 input) to its last reader (the end, for a graph output), first fit, 64-byte aligned; a
-slot is reused only after its last reader has run.  A graph output the compiled steps
+slot is reused only after its last reader has run.  Some tensors are parts of another's
+slot, and the steps between them vanish: a reshape's or a leading slice's output is a view
+of its input, and the inputs of a Concat that are whole blocks of its output are written in
+place there by their producers; such a root's slot lives from the first write of any part
+to the last read of any.  A graph output the compiled steps
 write is copied out of the arena, so a run's results outlive the next run.
 
 A bound run serves one caller at a time (:meth:`BoundRun.try_run` says no while another
@@ -75,6 +79,29 @@ def _views(graph, st, consts):
     return res
 
 
+def _parts(graph, st, consts, alias, made):
+    """``{input: float offset}`` when Concat step ``st``'s inputs can be written straight into
+    its output: each a whole block of it (nothing before the axis but ones), made by an
+    earlier step, float32 of static shape, no constant, none twice, none already part of
+    another tensor; else None."""
+    y = st.outputs[0]
+    ins = list(st.inputs)
+    if (len(st.outputs) != 1 or not ins or len(set(ins)) != len(ins)
+            or not all(n and n not in consts and n in made and n not in alias
+                       and _static_f32(graph, n) for n in ins)
+            or not _static_f32(graph, y)):
+        return None
+    shape = graph.shapes[y]
+    axis = st.node.params.axis % len(shape)
+    if any(d != 1 for d in shape[:axis]):
+        return None
+    res, off = {}, 0
+    for n in ins:
+        res[n] = off
+        off += int(np.prod(graph.shapes[n], dtype=np.int64))
+    return res if off == int(np.prod(shape, dtype=np.int64)) else None
+
+
 class _Arena:
     """First-fit offsets of slots in one buffer (sizes rounded up to :data:`ALIGN`)."""
 
@@ -108,9 +135,9 @@ class BoundRun:
     """``program``'s run on ``threads`` threads with its compiled steps bound to one arena.
     ``segments``: ``("native", r0, r1)`` (rows r0..r1 of ``table``, the calls of
     consecutive compiled steps, in one compiled loop) or ``("python", i)`` (step i);
-    ``arena_bytes``: the arena's size; ``roots``: the tensors that are views of another's
-    slot (a reshape's, a leading slice's output), each to its root; ``view_steps``: the steps
-    they make, which run nothing."""
+    ``arena_bytes``: the arena's size; ``roots``: the tensors that are parts of another's
+    slot (a reshape's, a leading slice's output, a Concat's input), each to its root;
+    ``view_steps``: the steps that thereby run nothing."""
 
     def __init__(self, program, threads: int):
         graph, steps = program.graph, program.steps
@@ -123,16 +150,31 @@ class BoundRun:
             bound.append(st.calls is not None and len(outs) == 1 and len(st.outputs) == 1
                          and all(_static_f32(graph, n) for n in outs + ins))
         # steps whose outputs are views of their input (a reshape, a slice of whole leading
-        # blocks): their tensors are places in their root's slot, and the steps vanish
-        alias = {}
+        # blocks), and Concats whose inputs can be written in place into their output (each
+        # a whole block of it): their tensors are places in one root's slot, and the steps
+        # vanish.  alias: tensor -> (the tensor it is a part of, float offset there)
+        alias, made = {}, set()
         for i, st in enumerate(steps):
+            got = None
             if not bound[i]:
                 got = _views(graph, st, consts)
-                if got:
-                    for n, off in got.items():
-                        root, base = alias.get(st.inputs[0], (st.inputs[0], 0))
-                        alias[n] = (root, base + off)
-                    bound[i] = None                     # bound, with no calls
+                parent = st.inputs[0] if got else None
+            elif st.node.op == "Concat":
+                got = _parts(graph, st, consts, alias, made)
+                parent = st.outputs[0]
+            if got:
+                for n, off in got.items():
+                    alias[n] = (parent, off)
+                bound[i] = None                     # bound, with no calls
+            made.update(n for n in st.outputs if n)
+
+        def resolve(n):
+            off = 0
+            while n in alias:
+                n, o = alias[n]
+                off += o
+            return n, off
+        alias = {n: resolve(n) for n in alias}
         last, made_by = {}, {}
         for i, st in enumerate(steps):
             for n in st.inputs:
@@ -143,9 +185,6 @@ class BoundRun:
                     made_by[n] = i
         for n in graph.outputs:
             last[n] = len(steps)
-        for n, (root, _) in alias.items():              # a root lives as long as its views
-            if n in last:
-                last[root] = max(last.get(root, -1), last[n])
         # tensors in the arena: what the compiled steps write and read (a view's root)
         slot_names = set()
         for i, st in enumerate(steps):
@@ -153,12 +192,17 @@ class BoundRun:
                 touched = [n for n in st.inputs if n and n not in consts]
                 touched += [n for n in st.outputs if n]
                 slot_names.update(alias.get(n, (n, 0))[0] for n in touched)
-        starts = {}
+        # a root's slot lives from the first write of any of its parts to their last read
+        first = {n: made_by.get(n, -1) for n in slot_names}
+        end = {n: last.get(n, made_by.get(n, -1)) for n in slot_names}
+        for n, (root, _) in alias.items():
+            if root in first:
+                first[root] = min(first[root], made_by.get(n, -1))
+                end[root] = max(end[root], last.get(n, made_by.get(n, -1)))
+        starts, ends = {}, {}
         for n in slot_names:
-            starts.setdefault(made_by.get(n, -1), []).append(n)
-        ends = {}
-        for n in slot_names:
-            ends.setdefault(last.get(n, made_by.get(n, -1)), []).append(n)
+            starts.setdefault(first[n], []).append(n)
+            ends.setdefault(end[n], []).append(n)
         arena, offsets = _Arena(), {}
         for i in range(-1, len(steps) + 1):
             for n in sorted(starts.get(i, ())):
@@ -177,7 +221,7 @@ class BoundRun:
             r = self.views[root].reshape(-1)
             self.views[n] = r[off:off + int(np.prod(graph.shapes[n], dtype=np.int64))].reshape(
                 graph.shapes[n])
-        self.feeds = [n for n in slot_names if n not in made_by]
+        self.feeds = [n for n in self.views if n not in made_by]
         # the compiled steps' calls, and the segments they form
         rows, keep, self.segments, want = [], [], [], []
         for i, st in enumerate(steps):
@@ -205,7 +249,7 @@ class BoundRun:
         self.view_steps = sum(b is None for b in bound)
         native.pool().reserve(max(want, default=1))
         # tensors a Python step writes that a compiled step reads: copied into the arena
-        self.copy_in = {n for n in slot_names if n in made_by and bound[made_by[n]] is False}
+        self.copy_in = {n for n in self.views if n in made_by and bound[made_by[n]] is False}
         self.copy_out = [n for n in graph.outputs if n in self.views
                          and n in made_by and bound[made_by[n]] is not False]
         self._lock = threading.Lock()
