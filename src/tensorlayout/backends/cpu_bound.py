@@ -271,7 +271,7 @@ class BoundRun:
         for n in self.feeds:
             np.copyto(views[n], values[n])
         pool, mod = native.pool(), native.module()
-        run, base, pending = pool.run_shared_address, pool.base, pool.pending
+        run, base, pending = pool.run_address, pool.base, pool.pending
         for seg in self.segments:
             if seg[0] == "native":
                 with pool.lock:

@@ -62,9 +62,7 @@ def threads() -> int:
 
 def run_calls(calls) -> None:
     """Run ``calls`` (``(entry address, int64 context, threads, arrays kept alive)`` each, as
-    the kernels' ``calls`` methods give them) on the native workers, one after the other,
-    each call's parts taken by whichever thread claims them first (the kernels' parts never
-    wait on one another)."""
+    the kernels' ``calls`` methods give them) on the native workers, one after the other."""
     workers = pool()
     for fn, ctx, nt, _ in calls:
-        workers.run(fn, _at(ctx), nt, shared=True)
+        workers.run(fn, _at(ctx), nt)

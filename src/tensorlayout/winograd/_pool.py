@@ -10,13 +10,7 @@ calls of a network find them awake, yielding the core to any other runnable thre
 few polls) and then park in the kernel.  No OpenMP runtime is involved, so
 other libraries' pools in the same process (PyTorch's, onnxruntime's, ncnn's and MNN's
 OpenMP, numba's) neither share nor disturb it, and idle workers cost nothing.  One call
-runs at a time; concurrent callers wait for each other.  A *shared* call (``run(...,
-shared=True)``, ``tl_run_shared``; the CPU backend's kernels, whose parts never wait on one
-another) lets whichever thread comes first claim each part, the caller included: when
-another process's or library's threads hold the cores (onnxruntime's workers spin for tens
-of milliseconds after each of its calls) a worker the system has not scheduled yet costs the
-call nothing but its share, which the others take, instead of holding the call until it
-runs.  The pool exists on Linux (x86-64
+runs at a time; concurrent callers wait for each other.  The pool exists on Linux (x86-64
 and ARM64); elsewhere the engine takes the Python threads below.
 
 The Python pool (:func:`run`, :func:`run_split`) serves the float64, custom-kernel and
@@ -193,14 +187,12 @@ class Workers:
         self._slots = np.zeros((MAX_WORKERS + 1) * 64 // 8, np.int64)   # 64-byte slots
         base = self._slots.ctypes.data
         self._base = base + (-base % 64)
-        self._pending = np.zeros(16, np.int32)    # +0 tl_run's count; tl_run_shared's record
+        self._pending = np.zeros(16, np.int32)
         self._pending_at = self._pending.ctypes.data
         self._threads = []
         self._lock = threading.Lock()
         i64 = ctypes.c_int64
         self._run = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, i64, i64)(mod.addr["tl_run"])
-        self._run_shared = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, i64, i64)(
-            mod.addr["tl_run_shared"])
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p,
                                               ctypes.c_void_p, ctypes.c_void_p]
@@ -223,14 +215,6 @@ class Workers:
         callers that hand several calls to the workers in a row (holding :attr:`lock` and
         having called :meth:`reserve`)."""
         return self._mod.addr["tl_run"]
-
-    @property
-    def run_shared_address(self) -> int:
-        """The address of ``tl_run_shared(base, pending, fn, ctx, threads, spin)``: as
-        :attr:`run_address`, each part taken by whichever thread claims it first (the caller
-        included), so that a worker the system does not schedule soon costs a call only its
-        share.  Only for functions whose parts never wait on one another (no barrier)."""
-        return self._mod.addr["tl_run_shared"]
 
     @property
     def lock(self):
@@ -261,16 +245,13 @@ class Workers:
                 name(tid, b"tensorlayout")
             self._threads.append(tid.value)
 
-    def run(self, fn: int, ctx: int, threads: int, shared: bool = False) -> None:
+    def run(self, fn: int, ctx: int, threads: int) -> None:
         """``fn(ctx, tid, threads)`` for tid = 0 .. threads-1 (tid 0 on this thread); returns
-        when every part has returned.  ``fn`` is the address of a ``void(i64, i64, i64)``.
-        With ``shared`` each part goes to whichever thread claims it first, this one included
-        (see :attr:`run_shared_address`: only for parts that never wait on one another)."""
+        when every part has returned.  ``fn`` is the address of a ``void(i64, i64, i64)``."""
         threads = max(1, min(int(threads), MAX_WORKERS + 1))
         with self._lock:
             self._grow(threads - 1)
-            (self._run_shared if shared else self._run)(self._base, self._pending_at, fn, ctx,
-                                                        threads, SPIN_TICKS)
+            self._run(self._base, self._pending_at, fn, ctx, threads, SPIN_TICKS)
 
     def stop(self) -> None:
         """End every worker (at exit: nothing may run the code after it is freed)."""

@@ -555,9 +555,8 @@ done2:
 
 ; A worker slot (64-byte aligned, zeroed before its thread starts, so that a first post
 ; made before the thread runs is not missed): +0 go (i32), +4 stop (i32), +8 fn, +16 ctx,
-; +24 tid (-1: claim parts from the run record at +40), +32 nt, +40 pending (ptr to the
-; i32 count of unfinished workers, or the run record), +48 spin ticks, +56 parked (i32:
-; the worker may be asleep in the kernel), +60 ack (i32: the last go it has handled).
+; +24 tid, +32 nt, +40 pending (ptr to the i32 count of unfinished workers), +48 spin ticks,
+; +56 parked (i32: the worker may be asleep in the kernel).
 define ptr @tl_worker(ptr %slot) nounwind {
 entry:
   %fl = getelementptr inbounds i8, ptr %slot, i64 56
@@ -580,15 +579,9 @@ work:
   %tid = load i64, ptr %tid.p, align 8
   %nt.p = getelementptr inbounds i8, ptr %slot, i64 32
   %nt = load i64, ptr %nt.p, align 8
+  call void %fn(i64 %ctx, i64 %tid, i64 %nt)
   %pd.p = getelementptr inbounds i8, ptr %slot, i64 40
   %pd = load ptr, ptr %pd.p, align 8
-  %claims = icmp slt i64 %tid, 0
-  br i1 %claims, label %claim, label %fixed
-claim:
-  call void @claim_parts(ptr %pd)
-  br label %done
-fixed:
-  call void %fn(i64 %ctx, i64 %tid, i64 %nt)
   %old = atomicrmw sub ptr %pd, i32 1 acq_rel
   %last = icmp eq i32 %old, 1
   br i1 %last, label %wake, label %done
@@ -596,8 +589,6 @@ wake:
   call void @futex_wake(ptr %pd, i32 1)
   br label %done
 done:
-  %ack.p = getelementptr inbounds i8, ptr %slot, i64 60
-  store atomic i32 %g, ptr %ack.p release, align 4
   br label %wait
 exit:
   ret ptr null
@@ -619,19 +610,6 @@ post:
   %i = phi i64 [0, %entry], [%i.n, %next]
   %off = mul i64 %i, 64
   %slot = getelementptr inbounds i8, ptr %slots, i64 %off
-  %ack.p = getelementptr inbounds i8, ptr %slot, i64 60
-  br label %idle
-idle:
-  ; a worker a shared run did not wait for may not have read its last post yet: its
-  ; fields are not written over until it has
-  %go.now = load atomic i32, ptr %slot acquire, align 4
-  %ack = load atomic i32, ptr %ack.p acquire, align 4
-  %caught = icmp eq i32 %go.now, %ack
-  br i1 %caught, label %fill, label %behind
-behind:
-  %yl = call i32 @sched_yield()
-  br label %idle
-fill:
   %fn.p = getelementptr inbounds i8, ptr %slot, i64 8
   store ptr %fn, ptr %fn.p, align 8
   %ctx.p = getelementptr inbounds i8, ptr %slot, i64 16
@@ -666,113 +644,6 @@ check:
   br i1 %zero, label %exit, label %wait
 wait:
   %x = call i32 @wait_change(ptr %pending, i32 %left, i64 %spin, ptr null)
-  br label %check
-exit:
-  ret void
-}
-
-; The shared run record of tl_run_shared (64 bytes, 8-aligned): +4 done (i32: parts
-; finished), +8 ticket (i64: generation << 32 | parts << 16 | next part), +16 fn, +24 ctx.
-; claim_parts takes parts of the current generation one at a time (a compare-and-swap on
-; the ticket, which carries the generation's part count, so that a count and a ticket of
-; different generations are never taken together) and runs them until none is left; a
-; thread that comes late, after its generation is over, finds the ticket spent (or of a
-; later generation, whose record it then reads) and claims nothing it may not.
-define internal void @claim_parts(ptr %rec) nounwind {
-entry:
-  %tk.p = getelementptr inbounds i8, ptr %rec, i64 8
-  %dn.p = getelementptr inbounds i8, ptr %rec, i64 4
-  %fn.p = getelementptr inbounds i8, ptr %rec, i64 16
-  %ctx.p = getelementptr inbounds i8, ptr %rec, i64 24
-  br label %try
-try:
-  %tk = load atomic i64, ptr %tk.p acquire, align 8
-  %next = and i64 %tk, 65535
-  %ntw = lshr i64 %tk, 16
-  %nt = and i64 %ntw, 65535
-  %left = icmp slt i64 %next, %nt
-  br i1 %left, label %take, label %out
-take:
-  %tk1 = add i64 %tk, 1
-  %cx = cmpxchg ptr %tk.p, i64 %tk, i64 %tk1 acq_rel acquire
-  %won = extractvalue { i64, i1 } %cx, 1
-  br i1 %won, label %part, label %try
-part:
-  %fn = load atomic ptr, ptr %fn.p monotonic, align 8
-  %ctx = load atomic i64, ptr %ctx.p monotonic, align 8
-  call void %fn(i64 %ctx, i64 %next, i64 %nt)
-  %old = atomicrmw add ptr %dn.p, i32 1 acq_rel
-  %old1 = add i32 %old, 1
-  %nt32 = trunc i64 %nt to i32
-  %all = icmp eq i32 %old1, %nt32
-  br i1 %all, label %wake, label %try
-wake:
-  call void @futex_wake(ptr %dn.p, i32 1)
-  br label %try
-out:
-  ret void
-}
-
-; Run fn(ctx, part, nt) for part = 0 .. nt-1, each part on whichever thread claims it first:
-; nt-1 workers are woken and the caller claims parts too, so a worker the system does not
-; schedule soon (another process's threads holding the cores) costs the call nothing but
-; its share, which the others take.  Only for fn whose parts never wait on one another (no
-; barrier).  %reci: the run record (see claim_parts); returns when every part has finished.
-define void @tl_run_shared(i64 %slotsi, i64 %reci, i64 %fni, i64 %ctx, i64 %nt,
-                           i64 %spin) nounwind {
-entry:
-  %slots = inttoptr i64 %slotsi to ptr
-  %rec = inttoptr i64 %reci to ptr
-  %fn = inttoptr i64 %fni to ptr
-  %tk.p = getelementptr inbounds i8, ptr %rec, i64 8
-  %dn.p = getelementptr inbounds i8, ptr %rec, i64 4
-  %fn.p = getelementptr inbounds i8, ptr %rec, i64 16
-  %ctx.p = getelementptr inbounds i8, ptr %rec, i64 24
-  store atomic ptr %fn, ptr %fn.p monotonic, align 8
-  store atomic i64 %ctx, ptr %ctx.p monotonic, align 8
-  store atomic i32 0, ptr %dn.p monotonic, align 4
-  %tk0 = load atomic i64, ptr %tk.p monotonic, align 8
-  %gen = lshr i64 %tk0, 32
-  %gen1 = add i64 %gen, 1
-  %tkg = shl i64 %gen1, 32
-  %tkn = shl i64 %nt, 16
-  %tk1 = or i64 %tkg, %tkn
-  store atomic i64 %tk1, ptr %tk.p seq_cst, align 8
-  %nw = sub i64 %nt, 1
-  %any = icmp sgt i64 %nw, 0
-  br i1 %any, label %post, label %mine
-post:
-  %i = phi i64 [0, %entry], [%i.n, %next]
-  %off = mul i64 %i, 64
-  %slot = getelementptr inbounds i8, ptr %slots, i64 %off
-  %tid.p = getelementptr inbounds i8, ptr %slot, i64 24
-  store i64 -1, ptr %tid.p, align 8
-  %pd.p = getelementptr inbounds i8, ptr %slot, i64 40
-  store ptr %rec, ptr %pd.p, align 8
-  %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
-  store i64 %spin, ptr %sp.p, align 8
-  %old = atomicrmw add ptr %slot, i32 1 seq_cst
-  %fl.p = getelementptr inbounds i8, ptr %slot, i64 56
-  %parked = load atomic i32, ptr %fl.p seq_cst, align 4
-  %asleep = icmp ne i32 %parked, 0
-  br i1 %asleep, label %rouse, label %next
-rouse:
-  call void @futex_wake(ptr %slot, i32 1)
-  br label %next
-next:
-  %i.n = add i64 %i, 1
-  %more = icmp slt i64 %i.n, %nw
-  br i1 %more, label %post, label %mine
-mine:
-  call void @claim_parts(ptr %rec)
-  %nt32 = trunc i64 %nt to i32
-  br label %check
-check:
-  %d = load atomic i32, ptr %dn.p acquire, align 4
-  %fin = icmp eq i32 %d, %nt32
-  br i1 %fin, label %exit, label %wait
-wait:
-  %x = call i32 @wait_change(ptr %dn.p, i32 %d, i64 %spin, ptr null)
   br label %check
 exit:
   ret void
@@ -864,8 +735,7 @@ class Module:
         self._engine = llvm.create_mcjit_compiler(mod, tm)   # owns the code: kept alive
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak"] + (["tl_worker", "tl_run",
-                                                             "tl_run_shared", "tl_barrier",
+        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak"] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64
