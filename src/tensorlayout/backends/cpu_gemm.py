@@ -12,8 +12,8 @@ from ..winograd._pool import address as _at
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 
-__all__ = ["Pointwise", "Im2col", "Shifted", "SHIFT_COLUMNS", "SHIFT_DEPTH", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH",
-           "UNFOLD_BLOCKS_BELOW"]
+__all__ = ["Pointwise", "Im2col", "Shifted", "SHIFT_COLUMNS", "SHIFT_DEPTH", "POINTWISE_COLUMNS",
+           "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
 
 
 #: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
@@ -204,6 +204,11 @@ class Im2col:
         return [(fn, ctx, n, keep + (geo, scratch))]
 
 
+def _up(a: int, b: int) -> int:
+    """``a`` rounded up to a multiple of ``b``."""
+    return -(-a // b) * b
+
+
 #: Grid columns of one shifted-GEMM block (its sums stay in the cache through every tap).
 SHIFT_COLUMNS = 256
 #: Rows (taps · channels) of one run of :class:`Shifted`'s sums kept in the registers: the
@@ -225,8 +230,9 @@ class Shifted:
         OH, OW = out_hw
         (sh, sw), (dh, dw) = strides, dilations
         mod = _simd.module()
-        self.mr = mr = mod.isa.mr
-        self.Hq, self.Wq = Hq, Wq = OH + (KH - 1) * dh // sh, OW + (KW - 1) * dw // sw
+        mr = self.mr = mod.isa.mr
+        self.nr = mod.isa.nr
+        Hq, Wq = OH + (KH - 1) * dh // sh, OW + (KW - 1) * dw // sw
         taps = KH * KW
         wt = np.asarray(weights, np.float32).reshape(O, C, taps).transpose(2, 0, 1)
         # taps summed in registers in groups of at most SHIFT_DEPTH rows, evenly; deeper
@@ -245,13 +251,11 @@ class Shifted:
         self.npan = npan = -(-O // mr)
         self.Q = Q = (OH - 1) * Wq + OW
         self.N, self.rows = N, N * C * sh * Hq
-        nr = mod.isa.nr
         self.template = np.array(
             [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
              mr, KH * KW, self.offs.ctypes.data, self.bias.ctypes.data, bias is not None, 0, 0,
              act[0], self.f.ctypes.data, mod.addr["tl_sgemm"], 0, npan, 0, 1, 0, 0, Q, g,
              mod.addr["tl_sgemm_taps"]], np.int64)
-        self.nr = nr
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, OH, OW) for C-contiguous float32 ``x`` (and residual ``res``)."""
@@ -267,13 +271,13 @@ class Shifted:
         ctx[0], ctx[5], ctx[12] = _at(x), _at(xq), _at(y)
         if res is not None:
             ctx[23], ctx[24] = _at(res), 1
-        # blocks of whole strips of nr, at most SHIFT_COLUMNS wide, as many per image as
-        # the threads (or a multiple) so that no thread waits on another's extra block
-        nr, Q = self.nr, self.Q
+        # blocks of whole strips of nr, at most SHIFT_COLUMNS wide; when they are few, a
+        # multiple of the threads of them, so that no thread waits on another's extra block
+        Q = self.Q
         nb = -(-Q // SHIFT_COLUMNS)
-        if self.N * nb < 4 * nt:
-            nb = -(-max(nb, -(-nt // self.N)) // nt) * nt if self.N < nt else nb
-        cbw = min(-(-Q // nr) * nr, -(-(-(-Q // nb)) // nr) * nr)
+        if self.N < nt and self.N * nb < 4 * nt:
+            nb = _up(max(nb, -(-nt // self.N)), nt)
+        cbw = _up(-(-Q // nb), self.nr)
         ncb = -(-Q // cbw)
         units = self.N * ncb
         groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
