@@ -1,5 +1,6 @@
-"""The CPU backend's algorithms for one convolution layer, side by side: what decides
-``SHIFT_MAX_MACS`` (which small layers run as the shifted GEMM rather than Winograd).
+"""The CPU backend's algorithms for one convolution layer, side by side, each layer alone
+(its weights in the cache; in a network they come from memory, and the thresholds of
+``tensorlayout.schedule.winograd`` were set on whole networks with ``bench_setting.py``).
 
 Contestants, each on the same float32 input and weights, the weights prepared before
 timing (packed, or transformed for Winograd), the bias and a ReLU inside the timed call:
@@ -15,7 +16,7 @@ all on the same native workers, ``--threads`` of them.  The contestants take tur
 round (each turn the best of ``--inner`` calls); figures are medians over ``--rounds``
 rounds with the lowest and highest round in brackets, and the ratio is the baseline's
 time over the contestant's in the same round (baseline: Winograd with the engine's own
-tile, what such a layer ran as before the shifted GEMM).  Every result is checked against
+tile).  Every result is checked against
 a float64 convolution first.  Layers are the 3 x 3 stride-1 layers of SqueezeNet 1.1,
 ResNet-18 and VGG-11 at 96^2 and 224^2 inputs (``--layers C,H,O;...`` for others).
 
