@@ -79,15 +79,15 @@ def _views(graph, st, consts):
     return res
 
 
-def _parts(graph, st, consts, alias, made):
-    """``{input: float offset}`` when Concat step ``st``'s inputs can be written straight into
-    its output: each a whole block of it (nothing before the axis but ones), made by an
-    earlier step, float32 of static shape, no constant, none twice, none already part of
-    another tensor; else None."""
+def _parts(graph, st, consts, alias, made_by, i):
+    """``{input: float offset}`` when Concat step ``st`` (step ``i``)'s inputs can be written
+    straight into its output: each a whole block of it (nothing before the axis but ones),
+    made by an earlier step (``made_by``), float32 of static shape, no constant, none twice,
+    none already part of another tensor; else None."""
     y = st.outputs[0]
     ins = list(st.inputs)
     if (len(st.outputs) != 1 or not ins or len(set(ins)) != len(ins)
-            or not all(n and n not in consts and n in made and n not in alias
+            or not all(n and n not in consts and made_by.get(n, i) < i and n not in alias
                        and _static_f32(graph, n) for n in ins)
             or not _static_f32(graph, y)):
         return None
@@ -153,28 +153,6 @@ class BoundRun:
         # blocks), and Concats whose inputs can be written in place into their output (each
         # a whole block of it): their tensors are places in one root's slot, and the steps
         # vanish.  alias: tensor -> (the tensor it is a part of, float offset there)
-        alias, made = {}, set()
-        for i, st in enumerate(steps):
-            got = None
-            if not bound[i]:
-                got = _views(graph, st, consts)
-                parent = st.inputs[0] if got else None
-            elif st.node.op == "Concat":
-                got = _parts(graph, st, consts, alias, made)
-                parent = st.outputs[0]
-            if got:
-                for n, off in got.items():
-                    alias[n] = (parent, off)
-                bound[i] = None                     # bound, with no calls
-            made.update(n for n in st.outputs if n)
-
-        def resolve(n):
-            off = 0
-            while n in alias:
-                n, o = alias[n]
-                off += o
-            return n, off
-        alias = {n: resolve(n) for n in alias}
         last, made_by = {}, {}
         for i, st in enumerate(steps):
             for n in st.inputs:
@@ -185,6 +163,27 @@ class BoundRun:
                     made_by[n] = i
         for n in graph.outputs:
             last[n] = len(steps)
+        alias = {}
+        for i, st in enumerate(steps):
+            got = None
+            if not bound[i]:
+                got = _views(graph, st, consts)
+                parent = st.inputs[0] if got else None
+            elif st.node.op == "Concat":
+                got = _parts(graph, st, consts, alias, made_by, i)
+                parent = st.outputs[0]
+            if got:
+                for n, off in got.items():
+                    alias[n] = (parent, off)
+                bound[i] = None                     # bound, with no calls
+
+        def resolve(n):
+            off = 0
+            while n in alias:
+                n, o = alias[n]
+                off += o
+            return n, off
+        alias = {n: resolve(n) for n in alias}
         # tensors in the arena: what the compiled steps write and read (a view's root)
         slot_names = set()
         for i, st in enumerate(steps):

@@ -78,19 +78,8 @@ def fexp(x):
 def split_columns(xp, ev, od, ph, pw):
     \"\"\"The plane ``xp`` placed at (ph, pw) of a padded plane kept as its even columns ``ev``
     and its odd columns ``od`` (the rest of both stays zero).\"\"\"
-    H, W = xp.shape
-    je = pw % 2                    # the first column of xp that lands on an even column
-    jo = 1 - je
-    ne = (W - je + 1) // 2
-    no = (W - jo + 1) // 2
-    for i in range(H):
-        src = xp[i]
-        de = ev[i + ph, (je + pw) // 2:(je + pw) // 2 + ne]
-        for t in range(ne):
-            de[t] = src[je + 2 * t]
-        do = od[i + ph, (jo + pw) // 2:(jo + pw) // 2 + no]
-        for t in range(no):
-            do[t] = src[jo + 2 * t]
+    for i in range(xp.shape[0]):
+        split_row(xp[i], ev[i + ph], od[i + ph], pw)
 
 
 @njit(inline="always", error_model="numpy")
@@ -370,16 +359,7 @@ def pointwise_entry(ctx, tid, nt):
     nrb = a[19]
     units = N * nrb * ncb
     for u in range(tid * units // nt, (tid + 1) * units // nt):
-        n = u // (nrb * ncb)
-        v = u - n * nrb * ncb
-        rb = v // ncb
-        cb = v - rb * ncb
-        p0 = rb * rp
-        p1 = min(npan, p0 + rp)
-        r0 = p0 * mr
-        r1 = min(O, p1 * mr)
-        c0 = cb * cbw
-        c1 = min(P, c0 + cbw)
+        n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, P)
         if a[20] != 0:
             # an im2col convolution: the block's columns unfolded from the image into this
             # thread's buffer, packed in strips of nr, then the GEMM by them

@@ -42,7 +42,7 @@ def deal_phases(x, xq, sh, sw, ph, pw, u0, u1):
     # (N, C, H, W): phase (ry, rx) element (i, j) is x[i·sh + ry - ph, j·sw + rx - pw];
     # elements outside the input are left as they are (zero).  The first row's place is
     # decoded once, then counted on.  With a column stride of 2 the even and the odd
-    # columns are dealt in one pass (a pair of loads the vectoriser can split).
+    # columns are dealt together (split_row).
     N, C, H, W = x.shape
     Hq, Wq = xq.shape[4], xq.shape[5]
     i = u0 % Hq
@@ -57,10 +57,7 @@ def deal_phases(x, xq, sh, sw, ph, pw, u0, u1):
         js[r, 0] = max(0, -((r - pw) // sw))
         js[r, 1] = min(Wq, (W - 1 - r + pw) // sw + 1)
     b0 = js[0, 0]
-    b1 = js[0, 1]
-    if sw == 2:
-        b0 = max(b0, js[1, 0])
-        b1 = max(b0, min(b1, js[1, 1]))
+    b1 = max(b0, js[0, 1])
     for _ in range(u0, u1):
         ih = i * sh + ry - ph
         if ih >= 0 and ih < H:
@@ -71,22 +68,7 @@ def deal_phases(x, xq, sh, sw, ph, pw, u0, u1):
                 for j in range(b1 - b0):
                     t[j] = s[j]
             elif sw == 2:
-                e = xq[n, c, ry, 0, i]
-                o = xq[n, c, ry, 1, i]
-                for j in range(js[0, 0], b0):
-                    e[j] = src[2 * j - pw]
-                for j in range(js[1, 0], b0):
-                    o[j] = src[2 * j + 1 - pw]
-                s = src[2 * b0 - pw:]
-                te = e[b0:b1]
-                to = o[b0:b1]
-                for j in range(b1 - b0):
-                    te[j] = s[2 * j]
-                    to[j] = s[2 * j + 1]
-                for j in range(b1, js[0, 1]):
-                    e[j] = src[2 * j - pw]
-                for j in range(b1, js[1, 1]):
-                    o[j] = src[2 * j + 1 - pw]
+                split_row(src, xq[n, c, ry, 0, i], xq[n, c, ry, 1, i], pw)
             else:
                 for rx in range(sw):
                     dst = xq[n, c, ry, rx, i]
@@ -111,14 +93,10 @@ def shift_store(s, y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1,
     # and the residual), activated.  Without a residual the bias and the activation run
     # over the block's whole rows first (the dropped columns too: one long loop each), then
     # the valid spans are copied.  Without a bias, bias holds one zero.
-    w = c1 - c0
     if not has_res:
-        for r in range(r0, r1):
-            b = bias[r % O] if has_bias else bias[0]
-            sr = s[r - r0, 0:w]
-            for i in range(w):
-                sr[i] = sr[i] + b
-            act_row(sr, 0, w, act, a0, a1)
+        # s's row i is channel (r0 + i) % O: the bias from there on
+        epilogue_block(s, bias[r0 % O:] if has_bias else bias, has_bias, s, False, act, a0,
+                       a1, 0, r1 - r0, 0, c1 - c0, O)
     q = c0
     while q < c1:
         oh = q // Wq
@@ -177,16 +155,7 @@ def shift_entry(ctx, tid, nt):
     s = carray(ptr_f32(sat), (rp * mr, cbw))
     units = N * nrb * ncb
     for u in range(tid * units // nt, (tid + 1) * units // nt):
-        n = u // (nrb * ncb)
-        v = u - n * nrb * ncb
-        rb = v // ncb
-        cb = v - rb * ncb
-        p0 = rb * rp
-        p1 = min(npan, p0 + rp)
-        r0 = p0 * mr
-        r1 = min(O, p1 * mr)
-        c0 = cb * cbw
-        c1 = min(Q, c0 + cbw)
+        n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, Q)
         bq = a[5] + (n * C * plane + c0) * 4
         if a[35] == 0:
             for t in range(taps):

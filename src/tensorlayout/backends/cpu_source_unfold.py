@@ -1,7 +1,10 @@
-"""The source of the CPU backend's im2col unfolding, generated as text: the whole
-unfolding (every row (c, kh, kw) of the columns written out, for deep layers) and the
-block unfolding into the GEMM's packed column strips (for shallow layers on large maps,
-which :data:`.cpu_source.PW_CTX`'s pointwise entry multiplies block by block).
+"""The source of the CPU backend's im2col unfolding, generated as text: the unit of a GEMM
+split into (image, panel group, column block) units (``gemm_unit``, which the pointwise and
+shifted entries share), a padded row dealt into its even and odd columns (``split_row``, for
+every stride-2 kernel), the whole unfolding (every row (c, kh, kw) of the columns written
+out, for deep layers) and the block unfolding into the GEMM's packed column strips (for
+shallow layers on large maps, which :data:`.cpu_source.PW_CTX`'s pointwise entry multiplies
+block by block).
 :func:`source` is part of :func:`tensorlayout.backends.cpu_source.module_source`'s module.
 """
 
@@ -10,6 +13,48 @@ from __future__ import annotations
 __all__ = ["source"]
 
 _SOURCE = '''
+
+@njit(inline="always", error_model="numpy")
+def split_row(src, ev, od, pw):
+    """The row ``src`` placed at column ``pw`` of a padded row kept as its even columns
+    ``ev`` and its odd columns ``od``: ev[k] = src[2k - pw] and od[k] = src[2k + 1 - pw]
+    wherever that column is in ``src`` and k in the row (the rest stays as it is); where both
+    are, one pass takes the pair (two loads the vectoriser can split)."""
+    W = src.shape[0]
+    e0 = (pw + 1) // 2
+    e1 = min(ev.shape[0], (W - 1 + pw) // 2 + 1)
+    o0 = pw // 2
+    o1 = min(od.shape[0], (W - 2 + pw) // 2 + 1)
+    b0 = max(e0, o0)
+    b1 = max(b0, min(e1, o1))
+    for k in range(e0, b0):
+        ev[k] = src[2 * k - pw]
+    for k in range(o0, b0):
+        od[k] = src[2 * k + 1 - pw]
+    s = src[2 * b0 - pw:]
+    te = ev[b0:b1]
+    to = od[b0:b1]
+    for k in range(b1 - b0):
+        te[k] = s[2 * k]
+        to[k] = s[2 * k + 1]
+    for k in range(b1, e1):
+        ev[k] = src[2 * k - pw]
+    for k in range(b1, o1):
+        od[k] = src[2 * k + 1 - pw]
+
+
+@njit(inline="always", error_model="numpy")
+def gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, P):
+    """Unit ``u`` of a GEMM split into (image, panel group, column block) units: its image
+    n, first panel p0, rows r0..r1 (of O) and columns c0..c1 (of P)."""
+    n = u // (nrb * ncb)
+    v = u - n * nrb * ncb
+    rb = v // ncb
+    cb = v - rb * ncb
+    p0 = rb * rp
+    c0 = cb * cbw
+    return n, p0, p0 * mr, min(O, min(npan, p0 + rp) * mr), c0, min(P, c0 + cbw)
+
 
 @njit(inline="always", error_model="numpy")
 def tap_columns(off, sw, W, OW):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
-__all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW", "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES",
-           "IMAGE_MIN_CHANNELS"]
+__all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
+           "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
 #: Multiply-adds up to which a one-group stride-1 convolution is "small" on the CPU backend
@@ -23,8 +23,8 @@ __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BE
 #: weights (1.8 to 4 times the weights) come from memory, its transforms and narrow GEMMs
 #: cost more than its saved multiplications, and its step leaves the bound run.  Measured on
 #: whole networks, 2 threads (``benchmarks/bench_setting.py ... SHIFT_MAX_MACS 8000000
-#: 100000000``: ResNet-18 96^2 about 1.35x faster, SqueezeNet 1.1 224^2 1.2x; ResNet-18
-#: 224^2, whose 3 x 3 layers have 116M each, faster with Winograd).
+#: 100000000``, ``benchmarks/results/setting_shift_max_macs_ci2.txt``; ResNet-18 at 224^2,
+#: whose 3 x 3 layers have 116M each, is faster with Winograd).
 SHIFT_MAX_MACS = 100_000_000
 #: The most columns the shifted GEMM's grid may compute and drop, as a fraction of the output
 #: columns (its grid is (KW - 1) · dilation / stride columns wider than the output): past it
@@ -32,8 +32,9 @@ SHIFT_MAX_MACS = 100_000_000
 SHIFT_MAX_OVERHANG = 0.25
 #: Rows (C · KH · KW) under which a strided one-group convolution runs as the shifted GEMM
 #: (a network's first layer: 3 channels, 3 x 3 or 7 x 7, stride 2), its input dealt into the
-#: stride phases once instead of unfolded; deeper strided layers keep im2col, measured
-#: faster there (128 channels 3 x 3 stride 2 on 28 x 28).
+#: stride phases once instead of unfolded; deeper strided layers keep im2col (on whole
+#: networks the two are within a few per cent there: ``benchmarks/bench_setting.py
+#: tensorlayout.schedule.winograd.SHIFT_STRIDED_BELOW 256 5000 --nets resnet18:224,...``).
 SHIFT_STRIDED_BELOW = 256
 
 

@@ -75,8 +75,8 @@ class Isa:
 
 _SHAPES = {"avx512": (16, 14, 2), "avx2": (8, 6, 2), "portable": (4, 4, 2)}
 #: Depth steps ahead at which the micro-kernel asks for B's row and A's panel (a prefetch,
-#: which never faults): measured on whole networks, 2 threads (ResNet-18 at 96^2 about 7.6
-#: -> 6.5 ms, where the 256- and 512-channel layers read their weights from memory).
+#: which never faults): a layer whose weights or input come from memory, not the cache (a
+#: network's deep layers on small maps), otherwise waits on each line.
 PREFETCH_STEPS = 32
 KC = 128        # depth of one slice of the GEMM (see _gemm_ir)
 _ORDER = ("portable", "avx2", "avx512")
