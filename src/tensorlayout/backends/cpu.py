@@ -29,6 +29,7 @@ from ..graph.ops.nn import gemm_weight, pool_divisor
 from ..schedule.cpu import plane_scale_input
 from . import cpu_kernels as kernels
 from .cpu_bound import BoundRun
+from .cpu_twins import blocked_shape, from_blocked, to_blocked
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
 
@@ -83,24 +84,31 @@ def _once(make, *args):
     return functools.lru_cache(maxsize=None)(lambda: make(*args))
 
 
-def _depthwise(node, ctx, act):
-    """The backend's depthwise loops (bias and activation in the same pass)."""
+def _depthwise(node, ctx, act, xb=False, yb=False):
+    """The backend's depthwise loops (bias and activation in the same pass); ``xb``, ``yb``:
+    the input, the output in the blocked layout."""
     p = node.params
     w = np.ascontiguousarray(ctx.consts[1], np.float32)
     b = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
          else np.zeros(w.shape[0], np.float32))
     out_shape = ctx.out_shapes[0]
     args = (*p.strides, *p.begin, *p.dilations, p.multiplier, *act)
-    # rows narrower than a vector: the kernel vectorised over channels
-    cl = (_once(kernels.DepthwiseChannelsLast, w, b, args, ctx.in_shapes[0], out_shape[2:])
-          if p.multiplier == 1 and out_shape[3] < kernels.CHANNELS_LAST_BELOW else None)
+    cl, one = None, p.multiplier == 1
+    if xb or yb or (one and kernels.CHANNELS_LAST_BELOW <= out_shape[3] < kernels.BLOCKED_BELOW):
+        # blocks of 16 channels: one vector per position and tap
+        cl = _once(kernels.DepthwiseBlocked, w, b, args, ctx.in_shapes[0], out_shape[2:], xb, yb)
+    elif one and out_shape[3] < kernels.CHANNELS_LAST_BELOW:      # the channels' vectors
+        cl = _once(kernels.DepthwiseChannelsLast, w, b, args, ctx.in_shapes[0], out_shape[2:])
 
     def run(inputs, out=None):
         x = np.ascontiguousarray(inputs[0])
         if cl is not None and x.dtype == np.float32 and kernels.ready():
             return [cl()(x)]
+        if xb:
+            x = from_blocked(x, ctx.in_shapes[0][1])
         y = np.empty(out_shape, np.float32)
-        return [kernels.depthwise(x, w, b, y, args)]
+        y = kernels.depthwise(x, w, b, y, args)
+        return [to_blocked(y) if yb else y]
 
     def calls(ins, y, nt):
         if cl is not None:
@@ -110,16 +118,21 @@ def _depthwise(node, ctx, act):
     return run
 
 
-def _pointwise(node, ctx, bias, act, residual):
+def _pointwise(node, ctx, bias, act, residual, xb=False, yb=False):
     """A 1x1 convolution as GEMMs of the weights by the input's (C, H·W) planes, the bias,
     the residual (the last input) and the activation applied block by block: the backend's
     :class:`~tensorlayout.backends.cpu_kernels.Pointwise` on the native workers when its
-    kernels are ready, else NumPy's matmul and the NumPy epilogue."""
+    kernels are ready (:class:`~tensorlayout.backends.cpu_kernels.PointwiseBlocked` where
+    ``xb`` or ``yb`` puts the input or the output in the blocked layout), else NumPy's
+    matmul and the NumPy epilogue."""
     p = node.params
     w = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32).reshape(p.out_channels, -1))
     sh, sw = p.strides
     N, O, OH, OW = ctx.out_shapes[0]
-    gemm = _once(kernels.Pointwise, w, bias, act, (N, w.shape[1], OH, OW))
+    if xb or yb:
+        gemm = _once(kernels.PointwiseBlocked, w, bias, act, (N, w.shape[1], OH, OW), xb, yb)
+    else:
+        gemm = _once(kernels.Pointwise, w, bias, act, (N, w.shape[1], OH, OW))
 
     def run(inputs, out=None):
         x = inputs[0]
@@ -129,11 +142,13 @@ def _pointwise(node, ctx, bias, act, residual):
         res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
         if kernels.ready():
             return [gemm()(x, res)]
+        if xb:
+            x = from_blocked(x, w.shape[1])
         y = np.empty((N, O, OH, OW), np.float32)
         y3 = y.reshape(N, O, OH * OW)
         np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
         kernels.epilogue(y3, bias, None if res is None else res.reshape(y3.shape), act)
-        return [y]
+        return [to_blocked(y) if yb else y]
 
     def calls(ins, y, nt):
         return gemm().calls(ins[0], y, ins[-1] if residual is not None else None, nt)
@@ -284,6 +299,8 @@ class CpuProgram:
         graph = self.graph = schedule.graph
         self.steps = []
         self._bound_runs, self._bind_lock = {}, threading.Lock()
+        #: the tensors held in the blocked layout (N, ceil(C/16), H, W, 16)
+        self.blocked = blocked = getattr(schedule, "blocked", frozenset())
         for s in schedule.steps:
             node = s.node
             ctx = graph.ctx(node)
@@ -291,6 +308,8 @@ class CpuProgram:
             act = kernels.act_code(s.act)
             residual = s.residual or None
             bias, own_epilogue = None, False
+            xb = bool(node.inputs) and node.inputs[0] in blocked
+            yb = s.output in blocked
             if s.kind == "conv":
                 shifted = s.algorithm == "shifted"
                 run, plan = conv_kernel(node, ctx, "im2col" if shifted else s.algorithm, s.tile)
@@ -304,7 +323,8 @@ class CpuProgram:
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first
-                run = _depthwise(node, ctx, act if residual is None else kernels.act_code(None))
+                run = _depthwise(node, ctx, act if residual is None else kernels.act_code(None),
+                                 xb, yb)
                 info.update(algorithm="depthwise loops")
                 if residual is None:
                     act = kernels.act_code(None)
@@ -315,7 +335,7 @@ class CpuProgram:
             elif s.kind == "pointwise":
                 if node.params.has_bias:
                     bias = np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1)
-                run = _pointwise(node, ctx, bias, act, residual)
+                run = _pointwise(node, ctx, bias, act, residual, xb, yb)
                 info.update(algorithm="pointwise GEMM")
                 own_epilogue = True
             elif s.kind == "pool":
@@ -344,11 +364,16 @@ class CpuProgram:
             inputs = tuple(node.inputs) + ((residual,) if residual else ())
             outputs = (s.output,) if s.fused else tuple(node.outputs)
             in_shapes = list(ctx.in_shapes) + ([graph.shapes[residual]] if residual else [])
-            out_shapes = [graph.shapes.get(o) if o else None for o in outputs]
+            out_shapes = [self.stored_shape(o) if o else None for o in outputs]
             self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
                                    s.free, inputs, outputs, s.fused,
                                    max(1, _work(s.kind, node, ctx) // WORK_PER_THREAD),
                                    getattr(run, "calls", None)))
+
+    def stored_shape(self, name):
+        """The shape tensor ``name`` is held in: the graph's, or its blocked layout's."""
+        shape = self.graph.shapes.get(name)
+        return blocked_shape(shape) if name in self.blocked else shape
 
     def run(self, feeds: dict, threads=None, profile=False, tap=None):
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
@@ -439,7 +464,8 @@ class CpuProgram:
                 if name:
                     values[name] = value
             if tap is not None:
-                tap(st, outs)
+                tap(st, [from_blocked(v, self.graph.shapes[n][1]) if n in self.blocked else v
+                         for n, v in zip(st.outputs, outs)])
             for n in st.free:
                 values.pop(n, None)
 

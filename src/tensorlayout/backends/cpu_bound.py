@@ -203,17 +203,18 @@ class BoundRun:
             starts.setdefault(first[n], []).append(n)
             ends.setdefault(end[n], []).append(n)
         arena, offsets = _Arena(), {}
+        shape = program.stored_shape            # a blocked tensor's slot holds its blocks
         for i in range(-1, len(steps) + 1):
             for n in sorted(starts.get(i, ())):
-                offsets[n] = arena.take(int(np.prod(graph.shapes[n], dtype=np.int64)) * 4)
+                offsets[n] = arena.take(int(np.prod(shape(n), dtype=np.int64)) * 4)
             for n in sorted(ends.get(i, ())):
-                arena.give(offsets[n], int(np.prod(graph.shapes[n], dtype=np.int64)) * 4)
+                arena.give(offsets[n], int(np.prod(shape(n), dtype=np.int64)) * 4)
         self.arena_bytes = arena.end
         self.arena = np.empty(max(1, arena.end // 4 + ALIGN // 4), np.float32)
         shift = (-self.arena.ctypes.data % ALIGN) // 4
         base = self.arena[shift:]
-        self.views = {n: base[o // 4: o // 4 + int(np.prod(graph.shapes[n], dtype=np.int64))]
-                      .reshape(graph.shapes[n]) for n, o in offsets.items()}
+        self.views = {n: base[o // 4: o // 4 + int(np.prod(shape(n), dtype=np.int64))]
+                      .reshape(shape(n)) for n, o in offsets.items()}
         #: each view's root tensor (its slot's owner)
         self.roots = {n: root for n, (root, _) in alias.items()}
         for n, (root, off) in alias.items():

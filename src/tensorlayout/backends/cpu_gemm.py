@@ -12,7 +12,7 @@ from ..winograd._pool import address as _at
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 
-__all__ = ["Pointwise", "Im2col", "Shifted", "SHIFT_COLUMNS", "SHIFT_DEPTH", "POINTWISE_COLUMNS",
+__all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS", "SHIFT_COLUMNS", "SHIFT_DEPTH", "POINTWISE_COLUMNS",
            "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
 
 
@@ -144,6 +144,65 @@ class _Thin:
         keep = (x, y, res, ap, t)
         return [(fn, ctx, max(1, min(nt, self.C // 64 or 1)), keep),
                 (fn, mul, max(1, min(nt, self.N * self.ns)), keep)]
+
+
+#: Output positions per unit of :class:`PointwiseBlocked` (in whole panels of mr): the tile
+#: of sums a thread writes before its epilogue, at most this many rows of nr floats.
+BLOCKED_ROWS = 112
+
+
+class PointwiseBlocked:
+    """A 1 x 1 convolution (stride 1) of fixed shapes whose input or output is in the
+    blocked layout (N, ceil(C/16), H, W, 16) (:mod:`.cpu_source_block`): the GEMM turned
+    over, the positions the micro-kernel's rows, read where they lie in either layout
+    (``tl_gemm_at``: no packing), and the output channels its columns (the weights
+    transposed and packed once in strips of nr); each tile then takes the bias, the
+    residual (an NCHW output only) and the activation and is written to ``y`` by blocks of
+    channels or by planes.  ``weights``: (O, C) float32."""
+
+    def __init__(self, weights, bias, act, x_shape, x_blocked, y_blocked):
+        O, C = weights.shape
+        N, _, H, W = x_shape
+        mod = _simd.module()
+        mr, nr = mod.isa.mr, mod.isa.nr
+        P = H * W
+        K = -(-C // 16) * 16 if x_blocked else C
+        wz = np.zeros((O, K), np.float32)
+        wz[:, :C] = weights
+        self.wb = _simd.pack_rows(wz, nr)           # W^T (K, O) as strips of nr columns
+        self.bias = (np.zeros(1, np.float32) if bias is None
+                     else np.ascontiguousarray(bias, np.float32).reshape(-1))
+        self.f = np.array(act[1:], np.float64)
+        self.lohi = np.array(act[1:], np.float32)
+        self.biasp = np.zeros(-(-O // nr) * nr, np.float32)
+        if bias is not None:
+            self.biasp[:O] = self.bias
+        self.rows = max(mr, min(BLOCKED_ROWS // mr, -(-P // mr)) * mr)
+        self.N, self.P, self.O, self.nr = N, P, O, nr
+        self.shape = (N, -(-O // 16), H, W, 16) if y_blocked else (N, O, H, W)
+        self.y_blocked = y_blocked
+        self.template = np.array(
+            [0, N, C, P, O, nr, self.wb.ctypes.data, 0, 0, self.bias.ctypes.data,
+             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_gemm_at"],
+             int(x_blocked), int(y_blocked), self.rows, K, self.biasp.ctypes.data,
+             self.lohi.ctypes.data], np.int64)
+
+    def __call__(self, x, res=None, nt=None):
+        y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, res, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, res, nt):
+        """The native calls that write ``y`` from ``x`` (and ``res``, y's shape in NCHW, or
+        None), C-contiguous float32, on ``nt`` threads at most."""
+        if res is not None and self.y_blocked:
+            raise ValueError("a blocked output takes no residual")
+        units = self.N * -(-self.P // self.rows) * -(-self.O // self.nr)
+        ctx = self.template.copy()
+        ctx[0], ctx[8] = _at(x), _at(y)
+        if res is not None:
+            ctx[11], ctx[12] = _at(res), 1
+        return [(_module().PW_BLOCK_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
 
 
 #: Unfolded rows (C·KH·KW) up to which an im2col convolution unfolds block by block into

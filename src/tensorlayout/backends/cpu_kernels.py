@@ -42,7 +42,7 @@ import numpy as np
 from .. import _backend, _jit
 from ..winograd._pool import address as _at
 from .cpu_gemm import (POINTWISE_COLUMNS, THIN_COLUMNS, THIN_DEPTH, UNFOLD_BLOCKS_BELOW, Im2col,
-                       Pointwise, Shifted)
+                       Pointwise, PointwiseBlocked, Shifted)
 from .cpu_native import module as _module
 from .cpu_native import pool as _pool
 from .cpu_native import run_calls, set_threads, threads
@@ -50,8 +50,10 @@ from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy
 
-__all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "CHANNELS_LAST_BELOW",
-           "epilogue", "Pointwise", "Im2col", "Shifted", "Pool2d", "plane_means", "scale_planes",
+__all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
+           "BLOCKED_BELOW",
+           "epilogue", "Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "Pool2d", "plane_means",
+           "scale_planes",
            "threads", "set_threads", "run_calls", "rows_calls", "depthwise_calls",
            "concat_calls", "transpose_calls",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready",
@@ -63,7 +65,8 @@ def _warm():
     mod = _module()
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
-              mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY, mod.PERMUTE_ENTRY):
+              mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY, mod.PERMUTE_ENTRY,
+              mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -105,7 +108,8 @@ def ready() -> bool:
            mod.IM2COL_ENTRY, mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.depthwise_channels_last,
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
            mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY,
-           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows, mod.PERMUTE_ENTRY] + [
+           mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows, mod.PERMUTE_ENTRY,
+           mod.block_in, mod.block_out, mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -161,6 +165,10 @@ def depthwise(x, w, bias, y, args, nt=None):
 #: (measured faster for rows of 3; from 6 columns on the planes' kernels win, the channels'
 #: transposes costing more).
 CHANNELS_LAST_BELOW = 4
+#: Output rows narrower than this many columns (from :data:`CHANNELS_LAST_BELOW` on) run the
+#: blocked kernel (:class:`DepthwiseBlocked`) even between NCHW tensors, its transposes in
+#: and out included: on such small planes the per-plane kernels' rows are mostly setup.
+BLOCKED_BELOW = 16
 
 
 class DepthwiseChannelsLast:
@@ -200,6 +208,57 @@ class DepthwiseChannelsLast:
         ctx[0], ctx[9], ctx[19] = _at(x), _at(y), _at(buf)
         ctx[22] = ctx[19] + (self.buf - self.C) * 4
         return [(_module().DEPTHWISE_CL_ENTRY.address, ctx, nt, (x, y, buf))]
+
+
+class DepthwiseBlocked:
+    """A depthwise convolution (multiplier 1) of fixed shapes by blocks of 16 channels
+    (:mod:`.cpu_source_block`): each output position's 16 channels one vector sum over the
+    taps, in machine code (``tl_dw_block``; its 3 x 3 and 5 x 5 forms unrolled).  ``w``:
+    (C, 1, KH, KW); ``args`` as :func:`depthwise` takes them; ``x_blocked``, ``y_blocked``:
+    the input, the output in the blocked layout (N, ceil(C/16), H, W, 16) instead of NCHW."""
+
+    def __init__(self, w, bias, args, x_shape, out_hw, x_blocked=False, y_blocked=False):
+        from ..winograd import _simd
+        from ..winograd._simd_block import block_function
+
+        sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
+        if mult != 1:
+            raise ValueError("blocked depthwise needs a multiplier of 1")
+        N, C, H, W = x_shape
+        KH, KW = w.shape[2:]
+        OH, OW = out_hw
+        B = -(-C // 16)
+        wb = np.zeros((B * 16, KH, KW), np.float32)
+        wb[:C] = np.asarray(w, np.float32)[:, 0]
+        self.w = np.ascontiguousarray(wb.reshape(B, 16, KH, KW).transpose(0, 2, 3, 1))
+        self.bias = np.zeros(B * 16, np.float32)
+        self.bias[:C] = np.asarray(bias, np.float32).reshape(-1)
+        self.f = np.array([a0, a1], np.float64)
+        self.lohi = np.array([a0, a1], np.float32)
+        PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+        PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+        name = block_function(KH, KW, sh, sw, dh, dw)
+        self.units, self.pad, self.ybuf = N * B, PH * PW * 16, OH * OW * 16
+        self.shape = (N, B, OH, OW, 16) if y_blocked else (N, C, OH, OW)
+        self.template = np.array(
+            [0, N, C, H, W, self.w.ctypes.data, self.bias.ctypes.data, 0, OH, OW, KH, KW, sh, sw,
+             ph, pw, dh, dw, act, self.f.ctypes.data, 0, PH, PW, 0,
+             _simd.module().addr[name], int(x_blocked), int(y_blocked), self.lohi.ctypes.data],
+            np.int64)
+
+    def __call__(self, x, nt=None):
+        y = np.empty(self.shape, np.float32)
+        run_calls(self.calls(x, y, threads() if nt is None else nt))
+        return y
+
+    def calls(self, x, y, nt):
+        """The native calls that write ``y`` from ``x`` on ``nt`` threads at most."""
+        nt = max(1, min(nt, self.units))
+        pad = np.zeros(nt * self.pad, np.float32)
+        ybuf = np.empty(nt * self.ybuf, np.float32)
+        ctx = self.template.copy()
+        ctx[0], ctx[7], ctx[20], ctx[23] = _at(x), _at(y), _at(pad), _at(ybuf)
+        return [(_module().BLOCK_ENTRY.address, ctx, nt, (x, y, pad, ybuf))]
 
 
 def epilogue(y3, bias, res3, act, nt=None):

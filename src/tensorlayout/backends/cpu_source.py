@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .cpu_source_reduce import source as reduce_source
 from .cpu_source_move import source as move_source
+from .cpu_source_block import source as block_source
 from .cpu_source_shift import source as shift_source
 from .cpu_source_unfold import source as unfold_source
 
@@ -28,7 +29,7 @@ __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source",
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 14
+VERSION = 15
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -516,4 +517,4 @@ def module_source() -> str:
             f'(version {VERSION}): do not edit."""\n' + _HEAD.replace("{ACT_ROW}", _act_row_source())
             + "".join(_special_source(*s) for s in SPECIAL)
             + unfold_source() + _entries_source() + reduce_source() + shift_source()
-            + move_source())
+            + move_source() + block_source())

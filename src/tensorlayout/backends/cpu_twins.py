@@ -7,7 +7,37 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["activate_numpy", "epilogue_numpy", "depthwise_numpy"]
+__all__ = ["activate_numpy", "epilogue_numpy", "depthwise_numpy", "to_blocked", "from_blocked",
+           "blocked_shape"]
+
+
+def blocked_shape(shape) -> tuple:
+    """The blocked layout's shape of an NCHW ``shape``: (N, ceil(C/16), H, W, 16)."""
+    N, C, H, W = shape
+    return (N, -(-C // 16), H, W, 16)
+
+
+def to_blocked(x):
+    """NCHW ``x`` in the blocked layout (N, ceil(C/16), H, W, 16), the lanes past C zero.
+
+    >>> import numpy as np
+    >>> to_blocked(np.arange(2 * 3, dtype=np.float32).reshape(1, 2, 1, 3))[0, 0, 0, :, :3]
+    array([[0., 3., 0.],
+           [1., 4., 0.],
+           [2., 5., 0.]], dtype=float32)
+    """
+    N, C, H, W = x.shape
+    B = -(-C // 16)
+    z = np.zeros((N, B * 16, H, W), np.float32)
+    z[:, :C] = x
+    return np.ascontiguousarray(z.reshape(N, B, 16, H, W).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocked(xb, C):
+    """The NCHW tensor of ``C`` channels that blocked ``xb`` holds (its lanes past C
+    dropped)."""
+    N, B, H, W, _ = xb.shape
+    return np.ascontiguousarray(xb.transpose(0, 1, 4, 2, 3).reshape(N, B * 16, H, W)[:, :C])
 
 
 def activate_numpy(y, act, a0, a1):

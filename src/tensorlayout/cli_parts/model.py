@@ -100,7 +100,9 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "plan", help="every tensor's image, memory and NPU placement for an ONNX model",
-        description="For every tensor of an ONNX model: CPU buffer format, MACE image type and "
+        description="For every tensor of an ONNX model: the CPU runtime's layout (NCHW, or "
+                    "NCHW16c: blocks of 16 channels, where its schedule puts them; - for a "
+                    "tensor fused into its step), CPU buffer format, MACE image type and "
                     "size, bytes (float32 / float16), padding waste and the device's image "
                     "limits; the peak image memory with reuse; per layer, the NPU placement.")
     p.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to plan")
@@ -561,17 +563,18 @@ def plan_cmd(args) -> int:
           f"{plan.dtype} images; ! marks an image past them")
     rows, marks = [], []
     for r in plan.tensors:
+        cpu = r["cpu"] or "-"
         if r["image"] is None:
-            rows.append((r["name"], r["role"], str(tuple(r["shape"])), "-", "-", "-", "-", "-",
-                         "-", r["note"] or ""))
+            rows.append((r["name"], r["role"], str(tuple(r["shape"])), cpu, "-", "-", "-", "-",
+                         "-", "-", r["note"] or ""))
         else:
             itype = r["image_type"] + (f" F({r['tile']},3)" if r.get("tile") else "")
-            rows.append((r["name"], r["role"], str(tuple(r["shape"])), r["buffer"], itype,
+            rows.append((r["name"], r["role"], str(tuple(r["shape"])), cpu, r["buffer"], itype,
                          f"[{r['image'][0]}, {r['image'][1]}]", str(r["bytes_f32"]),
                          str(r["bytes_f16"]), f"{r['waste']:.1%}", r["note"] or ""))
         marks.append("! " if r["fits"] is False else "  ")
-    print_columns(("tensor", "role", "shape", "buffer", "image type", "[W, H]", "f32 bytes", "f16 bytes",
-            "waste", "note"), rows, right=(6, 7, 8), mark=marks)
+    print_columns(("tensor", "role", "shape", "cpu", "buffer", "image type", "[W, H]", "f32 bytes",
+                   "f16 bytes", "waste", "note"), rows, right=(7, 8, 9), mark=marks)
     mem = plan.memory()
     images = plan.images()
     blocks = len({i["slot"] for i in images if i["role"] != "weight"})

@@ -1,8 +1,9 @@
 """The layout plan of a whole network: a view of its schedules.
 
 :func:`plan_model` asks the image schedule (:func:`tensorlayout.schedule.schedule_images`)
-for the network, with the device's limits given as data, and reads it out: per tensor, its
-CPU buffer format, MACE image type and size (activations IN_OUT_CHANNEL; weights the type
+for the network, with the device's limits given as data, and reads it out: per tensor, the
+CPU runtime's layout (NCHW, or NCHW16c where :func:`tensorlayout.schedule.cpu.blocked_tensors`
+blocks it), its CPU buffer format, MACE image type and size (activations IN_OUT_CHANNEL; weights the type
 their layer's kernel reads: WINOGRAD_FILTER with the layer's tile, CONV2D_FILTER,
 DW_CONV2D_FILTER, WEIGHT_WIDTH, ARGUMENT), bytes, padding waste and whether it fits; every
 image the network allocates (:meth:`ModelPlan.images`, the same list an
@@ -20,6 +21,8 @@ past the limits) are listed, not raised.
 ('WINOGRAD_FILTER', 4)
 >>> p.tensor("b")["image"], p.tensor("b")["note"]    # conv1's output: its Relu is fused
 (None, 'fused: layer conv1 writes relu1 into c')
+>>> p.tensor("d")["cpu"]       # the CPU runtime's layout (NCHW16c where its schedule blocks it)
+'NCHW'
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..image import buffer_format, image_layout, image_shape
 from ..npu import CHIPS, Chip, get_chip
 from ..schedule import ImageTarget, schedule_images
 from ..schedule.images import Act, Virtual
+from ..schedule.cpu import schedule_cpu
 from ..schedule.npu import as4, schedule_npu
 
 __all__ = ["plan_model", "ModelPlan"]
@@ -110,7 +114,8 @@ class ModelPlan:
 
 
 def _row(name, role, shape, dtype, producer, last_reader):
-    return {"name": name, "role": role, "shape": list(shape), "dtype": dtype, "buffer": None,
+    return {"name": name, "role": role, "shape": list(shape), "dtype": dtype, "cpu": None,
+            "buffer": None,
             "image_type": None, "buffer_shape": None, "image": None, "bytes_f32": 0,
             "bytes_f16": 0, "waste": None, "fits": None, "note": None,
             "producer": producer, "last_reader": last_reader}
@@ -225,6 +230,15 @@ def plan_model(model, max_image=None, device=None, chip=None, half=False, winogr
         r = _row(w.name, role, w.array.shape, "float32", None, reader[w.name])
         fits = w.size[0] <= target.max_image[0] and w.size[1] <= target.max_image[1]
         rows.append(_with_image(r, w.image_type, w.array.shape, w.size, fits, **w.kw))
+    # the CPU runtime's layout of each tensor it holds (none for one fused into its step):
+    # NCHW16c where its schedule blocks it
+    cpu = schedule_cpu(graph)
+    held = set(graph.inputs) | {o for st in cpu.steps
+                                for o in ((st.output,) if st.fused else st.node.outputs) if o}
+    for r in rows:
+        if r["role"] in ("input", "activation", "output") and r["name"] in held:
+            r["cpu"] = ("NCHW16c" if r["name"] in cpu.blocked else
+                        "NCHW" if len(r["shape"]) == 4 else "row-major")
     plan = ModelPlan(model.label, target.max_image, target.name, target.dtype.name, s, rows, chip)
     if chip is not None:
         plan.npu = schedule_npu(graph, chip)

@@ -23,7 +23,8 @@ from ..graph.ops.reduce import Reduce
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from .winograd import cpu_conv
 
-__all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "ALIASING", "plane_scale_input"]
+__all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "blocked_tensors", "ALIASING",
+           "plane_scale_input"]
 
 #: Ops whose NumPy kernel may return a view of (share memory with) its first input (a
 #: reduction over no axis returns its input).
@@ -59,9 +60,64 @@ class CpuStep:
 
 @dataclass
 class CpuSchedule:
+    """The steps in order, each tensor's live range (first and last step), and the tensors
+    held in the blocked layout (:func:`blocked_tensors`)."""
+
     graph: object
     steps: list
     live: dict
+    blocked: frozenset = frozenset()
+
+
+def _blockable(graph, st, role: str) -> bool:
+    """Whether step ``st`` can write (``role`` "out") or read as its input 0 ("in") a
+    tensor in the blocked layout: a depthwise convolution of multiplier 1, or a 1 x 1
+    convolution of stride 1 (writing it only without a fused residual)."""
+    node = st.node
+    if st.kind == "depthwise":
+        return node.params.multiplier == 1
+    if st.kind == "pointwise":
+        return node.params.strides == (1, 1) and (role == "in" or not st.residual)
+    return False
+
+
+def blocked_tensors(graph, steps) -> frozenset:
+    """The tensors the CPU backend holds in the blocked layout (N, ceil(C/16), H, W, 16):
+    16 channels side by side at each position, so that a depthwise convolution sums a whole
+    vector of channels per tap with no transposes.  A tensor is blocked when the step that
+    writes it and every step that reads it can take the layout (:func:`_blockable`; a
+    reader reads it as its data input, never as a residual), it is 4-D float32 of static
+    shape and no graph output, and a depthwise step's output only where its input is
+    blocked too (a 1 x 1 step converts between the layouts in its GEMM's packing and store;
+    the depthwise step would have to transpose)."""
+    outputs = set(graph.outputs)
+    by_node = {}
+    for st in steps:
+        by_node[st.node.name] = st
+        for n in st.fused:
+            by_node[n] = st
+    readers = graph.readers()
+    made = {st.output: st for st in steps if st.output and len(st.node.outputs) == 1}
+    got = set()
+    for t, st in made.items():
+        shape = graph.shapes.get(t)
+        rs = [by_node[r.name] for r in readers.get(t, [])]
+        if (t in outputs or not rs or not _f32(graph, t) or shape is None or len(shape) != 4
+                or not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape)
+                or not _blockable(graph, st, "out")):
+            continue
+        if all(_blockable(graph, r, "in") and r.node.inputs[0] == t and r.residual != t
+               and r.node.inputs.count(t) == 1 for r in rs):
+            got.add(t)
+    changed = True
+    while changed:
+        changed = False
+        for t in sorted(got):
+            st = made[t]
+            if st.kind == "depthwise" and st.node.inputs[0] not in got:
+                got.discard(t)
+                changed = True
+    return frozenset(got)
 
 
 def _f32(graph, *names) -> bool:
@@ -238,4 +294,4 @@ def schedule_cpu(graph) -> CpuSchedule:
         steps.append(CpuStep(node, kind, algorithm, tile, reason, act, res,
                              tuple(n.name for n in (add, *acts) if n is not None), output,
                              in_place, free))
-    return CpuSchedule(graph, steps, live)
+    return CpuSchedule(graph, steps, live, blocked_tensors(graph, steps))

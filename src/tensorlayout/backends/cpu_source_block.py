@@ -1,0 +1,196 @@
+"""The source of the CPU backend's blocked depthwise convolution, generated as text.
+
+The channels go in blocks of 16 (:data:`tensorlayout.winograd._simd_block.BLOCK`): a
+block's plane is held as positions of 16 floats, one per channel, so that the machine code
+``tl_dw_block`` (:mod:`tensorlayout.winograd._simd_block`) sums each output position's
+taps for all 16 channels in one vector register.  ``block_entry`` gives each thread whole
+(image, block) units: the block's input moved into the thread's zero-bordered plane
+(``pad``; its border, zero from the allocation, is never written), from NCHW planes (16
+strided writes per position) or, for a blocked input, row by row; the kernel; then the
+activation, and for an NCHW output the block's 16 planes written out of the thread's
+buffer.  A blocked tensor is (N, ceil(C/16), H, W, 16), its lanes past C zero (every writer
+zeroes them; a reader multiplies them by zero weights, so that they must be finite).  :func:`source` is part of
+:func:`tensorlayout.backends.cpu_source.module_source`'s module.
+"""
+
+from __future__ import annotations
+
+__all__ = ["source", "DWB_CTX", "PWB_CTX"]
+
+#: The blocked depthwise entry's context (``w``: (blocks, KH, KW, 16), ``bias``: (blocks,
+#: 16), both zero past C; ``pad``: (PH, PW·16) floats per thread, ``ybuf``: OH·OW·16 per
+#: thread; ``fn``: the machine code's address; ``xb``, ``yb``: 1 where x, y are blocked).
+DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "sh", "sw",
+           "ph", "pw", "dh", "dw", "act", "fparams", "pad", "PH", "PW", "ybuf", "fn", "xb",
+           "yb", "lohi")
+
+#: The blocked 1 x 1 convolution's context (``wb``: the weights transposed, in strips of nr,
+#: ``K`` rows deep (C, or whole blocks of 16 for a blocked input, zero past C); ``t``: rows ·
+#: nr floats per thread; ``rows``: output positions per unit; ``gemm``: ``tl_gemm_at``'s
+#: address; ``xb``, ``yb``: 1 where x, y are blocked; a residual only with an NCHW output;
+#: ``biasp``: the bias padded with zeros to whole strips; ``lohi``: Clip's bounds, float32).
+PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "unused", "y", "bias", "has_bias", "res", "has_res",
+           "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi")
+
+_SOURCE = '''
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def block_in(x, n, c0, cl, pad, ph, pw):
+    # channels c0..c0+cl of image n of x (N, C, H, W) into the interior of pad (PH, PW·16),
+    # lane c of each position; the lanes from cl on zero
+    H, W = x.shape[2], x.shape[3]
+    z = np.float32(0)
+    for c in range(16):
+        for h in range(H):
+            row = pad[h + ph, pw * 16 + c:]
+            if c < cl:
+                xr = x[n, c0 + c, h]
+                for j in range(W):
+                    row[j * 16] = xr[j]
+            else:
+                for j in range(W):
+                    row[j * 16] = z
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def block_out(yb, y, n, c0, cl):
+    # lanes 0..cl of yb (OH·OW·16) into planes c0..c0+cl of image n of y (N, C, OH, OW)
+    Q = y.shape[2] * y.shape[3]
+    for c in range(cl):
+        yp = y[n, c0 + c].reshape(Q)
+        src = yb[c:]
+        for q in range(Q):
+            yp[q] = src[q * 16]
+
+
+def block_entry(ctx, tid, nt):
+    a = carray(ptr_i64(ctx), ({n},))
+    f = carray(ptr_f64(a[19]), (2,))
+    N = a[1]
+    C = a[2]
+    H = a[3]
+    W = a[4]
+    OH = a[8]
+    OW = a[9]
+    PH = a[21]
+    PW = a[22]
+    B = (C + 15) // 16
+    pad = carray(ptr_f32(a[20] + tid * PH * PW * 64), (PH, PW * 16))
+    ybuf = carray(ptr_f32(a[23] + tid * OH * OW * 64), (OH * OW * 16,))
+    x = carray(ptr_f32(a[0]), (N, C, H, W))
+    xb = carray(ptr_f32(a[0]), (N, B, H, W * 16))
+    y = carray(ptr_f32(a[7]), (N, C, OH, OW))
+    ybl = carray(ptr_f32(a[7]), (N, B, OH * OW * 16))
+    units = N * B
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // B
+        b = u - n * B
+        c0 = b * 16
+        cl = min(16, C - c0)
+        # a blocked input is copied into pad by the machine code
+        xat = a[0] + (n * B + b) * H * W * 64 if a[25] != 0 else 0
+        if a[25] == 0:
+            block_in(x, n, c0, cl, pad, a[14], a[15])
+        if a[26] != 0:
+            out = ybl[n, b]
+            at = a[7] + (n * B + b) * OH * OW * 64
+        else:
+            out = ybuf
+            at = a[23] + tid * OH * OW * 64
+        # Relu and Clip in the machine code's store, the other activations after it
+        call_void(a[24], (a[20] + tid * PH * PW * 64, PW * 16, a[5] + b * a[10] * a[11] * 64,
+                          a[6] + b * 64, at, OH, OW, a[10], a[11], a[12], a[13], a[16], a[17],
+                          xat, H, W, a[14], a[15], a[18] if a[18] <= 2 else 0, a[27]))
+        if a[18] > 2:
+            act_row(out, 0, OH * OW * 16, a[18], f[0], f[1])
+        if a[26] == 0:
+            block_out(ybuf, y, n, c0, cl)
+        elif cl < 16:                   # a blocked output's lanes past C: zero
+            z = np.float32(0)
+            for q in range(OH * OW):
+                for i in range(cl, 16):
+                    out[q * 16 + i] = z
+
+
+BLOCK_ENTRY = Entry(block_entry)
+
+
+def pw_block_entry(ctx, tid, nt):
+    # a 1 x 1 convolution turned over, Y^T (P, O) = X^T (P, C) . W^T (C, O), for an input or
+    # an output in the blocked layout: units (image, rows of positions, strip of nr output
+    # channels), each one tl_gemm_at, which reads the input where it lies and writes y by
+    # blocks of channels or (scattered) by planes with the bias, the residual and Relu or
+    # Clip; another activation after it; a blocked y's lanes past O zeroed
+    a = carray(ptr_i64(ctx), ({m},))
+    f = carray(ptr_f64(a[14]), (2,))
+    N = a[1]
+    C = a[2]
+    P = a[3]
+    O = a[4]
+    nr = a[5]
+    K = a[19]
+    OB = (O + 15) // 16
+    rows = a[18]
+    nch = (P + rows - 1) // rows
+    ns = (O + nr - 1) // nr
+    y = carray(ptr_f32(a[8]), (N, O, P))
+    yb = carray(ptr_f32(a[8]), (N, OB, P, 16))
+    if a[16] != 0:          # blocked: position i, channel 16·b + j at 16·(b·P + i) + j
+        ars, aks, depth, runs, rstride = 16, 1, 16, K // 16, P * 16
+    else:                   # NCHW: position i, channel c at c·P + i
+        ars, aks, depth, runs, rstride = 1, P, C, 1, 0
+    units = N * nch * ns
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // (nch * ns)
+        v = u - n * nch * ns
+        ch = v // ns
+        st = v - ch * ns
+        p0 = ch * rows
+        p1 = min(P, p0 + rows)
+        o0 = st * nr
+        o1 = min(O, o0 + nr)
+        cnt = o1 - o0
+        R = p1 - p0
+        wat = a[6] + st * K * nr * 4
+        aat = a[0] + (n * K * P + p0 * ars) * 4
+        if a[17] != 0:
+            # into y's blocks, with the bias and (Relu, Clip) the activation; another
+            # activation over each block's rows after; the lanes past O zeroed
+            call_void(a[15], (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
+                              a[8] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
+                              P * 16, a[20] + o0 * 4 if a[10] != 0 else 0,
+                              a[13] if a[13] <= 2 else 0, a[21], 0, 0))
+            for ob in range(o0 // 16, (o1 + 15) // 16):
+                blk = yb[n, ob, p0:p1].reshape(R * 16)
+                if a[13] > 2:
+                    lo = max(o0, ob * 16) - ob * 16
+                    hi = min(o1, ob * 16 + 16) - ob * 16
+                    if lo == 0 and (hi == 16 or ob * 16 + hi == O):
+                        act_row(blk, 0, R * 16, a[13], f[0], f[1])
+                    else:           # a strip narrower than a block: its lanes only
+                        for r in range(R):
+                            act_row(blk, r * 16 + lo, r * 16 + hi, a[13], f[0], f[1])
+                if ob == OB - 1 and O % 16 != 0:
+                    z = np.float32(0)
+                    for r in range(R):
+                        for i in range(O % 16, 16):
+                            blk[r * 16 + i] = z
+            continue
+        # into y's planes, scattered, with the bias, the residual and (Relu, Clip) the
+        # activation; another activation over the planes' rows after
+        call_void(a[15], (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
+                          a[8] + ((n * O + o0) * P + p0) * 4, 0, 16,
+                          a[20] + o0 * 4 if a[10] != 0 else 0, a[13] if a[13] <= 2 else 0,
+                          a[21], P, a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
+        if a[13] > 2:
+            for j in range(cnt):
+                act_row(y[n, o0 + j], p0, p1, a[13], f[0], f[1])
+
+
+PW_BLOCK_ENTRY = Entry(pw_block_entry)
+'''
+
+
+def source() -> str:
+    """The blocked depthwise kernels and entry."""
+    return _SOURCE.replace("{n}", str(len(DWB_CTX))).replace("{m}", str(len(PWB_CTX)))

@@ -1,0 +1,406 @@
+"""LLVM IR of the blocked depthwise kernel that :mod:`._simd` compiles with its GEMM.
+
+``tl_dw_block(pad, prow, w, b, y, OH, OW, KH, KW, sh, sw, dh, dw)`` (every argument an
+int64, the pointers as addresses) convolves one block of 16 channels held as a zero-padded
+plane of 16-float positions (``pad``: rows of ``prow`` floats, position (r, c) at
+``r·prow + 16·c``) with its window (``w``: KH·KW taps of 16 floats, row-major) into
+``y`` (OH·OW positions of 16 floats, row-major), the bias ``b`` (16 floats) first and the
+taps in order, as onnxruntime's and the per-plane kernels sum them.  Each output position's
+16 channels are one vector sum kept in the registers over every tap; four neighbouring
+positions at a time share each tap's weights.  ``tl_dw_block3`` and ``tl_dw_block5`` are the
+same for 3 x 3 and 5 x 5 windows (KH and KW ignored), their taps unrolled.  A vector of 16
+floats is one AVX-512 register, two AVX2 or four SSE/NEON ones: the compiler splits it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["block_ir", "gemm_at_ir", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
+
+#: Channels in one block of the blocked layouts (16 floats: a cache line).
+BLOCK = 16
+#: The exported functions.
+#: The windows with a function of their own: (KH, KW, stride), dilation 1.
+BLOCK_SPECIAL = ((3, 3, 1), (3, 3, 2), (5, 5, 1), (5, 5, 2))
+BLOCK_NAMES = ("tl_dw_block",) + tuple(f"tl_dw_block{kh}x{kw}s{s}" for kh, kw, s in BLOCK_SPECIAL)
+
+_V = f"<{BLOCK} x float>"
+_FMA = f"@llvm.fmuladd.v{BLOCK}f32"
+
+
+def _positions(L, tag: str, n: int) -> None:
+    """The loop over taps for ``n`` positions starting at position ``%o`` (the current
+    block's code, labels suffixed ``tag``), stored at the end; enters at label
+    ``{tag}.go`` and leaves to ``{tag}.done``."""
+    L += [f"{tag}.go:",
+          "  %col{t} = mul i64 %o{t}, %sw".format(t=tag),
+          f"  br label %{tag}.kh",
+          f"{tag}.kh:",
+          f"  %i{tag} = phi i64 [0, %{tag}.go], [%i{tag}.n, %{tag}.khn]"]
+    for p in range(n):
+        L.append(f"  %a{tag}{p} = phi {_V} [%bv, %{tag}.go], [%c{tag}{p}, %{tag}.khn]")
+    L += [f"  %ic{tag} = icmp slt i64 %i{tag}, %KH",
+          f"  br i1 %ic{tag}, label %{tag}.khb, label %{tag}.st",
+          f"{tag}.khb:",
+          f"  %ri{tag} = mul i64 %i{tag}, %dh",
+          f"  %r{tag} = add i64 %hrow, %ri{tag}",
+          f"  %rb{tag} = mul i64 %r{tag}, %prow",
+          f"  %t{tag} = mul i64 %i{tag}, %KW",
+          f"  br label %{tag}.kw",
+          f"{tag}.kw:",
+          f"  %j{tag} = phi i64 [0, %{tag}.khb], [%j{tag}.n, %{tag}.kwb]"]
+    for p in range(n):
+        L.append(f"  %c{tag}{p} = phi {_V} [%a{tag}{p}, %{tag}.khb], [%d{tag}{p}, %{tag}.kwb]")
+    L += [f"  %jc{tag} = icmp slt i64 %j{tag}, %KW",
+          f"  br i1 %jc{tag}, label %{tag}.kwb, label %{tag}.khn",
+          f"{tag}.kwb:",
+          f"  %tj{tag} = add i64 %t{tag}, %j{tag}",
+          f"  %wo{tag} = shl i64 %tj{tag}, 4",
+          f"  %wp{tag} = getelementptr inbounds float, ptr %w, i64 %wo{tag}",
+          f"  %wv{tag} = load {_V}, ptr %wp{tag}, align 4",
+          f"  %cj{tag} = mul i64 %j{tag}, %dw",
+          f"  %cc{tag} = add i64 %col{tag}, %cj{tag}"]
+    for p in range(n):
+        L += [f"  %cp{tag}{p} = add i64 %cc{tag}, %sw{p}",
+              f"  %cs{tag}{p} = shl i64 %cp{tag}{p}, 4",
+              f"  %xo{tag}{p} = add i64 %rb{tag}, %cs{tag}{p}",
+              f"  %xp{tag}{p} = getelementptr inbounds float, ptr %pad, i64 %xo{tag}{p}",
+              f"  %xv{tag}{p} = load {_V}, ptr %xp{tag}{p}, align 4",
+              f"  %d{tag}{p} = call {_V} {_FMA}({_V} %wv{tag}, {_V} %xv{tag}{p}, "
+              f"{_V} %c{tag}{p})"]
+    L += [f"  %j{tag}.n = add i64 %j{tag}, 1",
+          f"  br label %{tag}.kw",
+          f"{tag}.khn:",
+          f"  %i{tag}.n = add i64 %i{tag}, 1",
+          f"  br label %{tag}.kh",
+          f"{tag}.st:"]
+    for p in range(n):
+        v = f"%a{tag}{p}"
+        # Relu: v < 0 ? 0 : v; Clip: v < lo ? lo : (v > hi ? hi : v) (NaN stays NaN)
+        L += [f"  %lt{tag}{p} = fcmp olt {_V} {v}, %lov",
+              f"  %m{tag}{p} = select <{BLOCK} x i1> %lt{tag}{p}, {_V} %lov, {_V} {v}",
+              f"  %gt{tag}{p} = fcmp ogt {_V} %m{tag}{p}, %hiv",
+              f"  %h{tag}{p} = select <{BLOCK} x i1> %gt{tag}{p}, {_V} %hiv, {_V} %m{tag}{p}",
+              f"  %z{tag}{p} = select i1 %doact, {_V} %h{tag}{p}, {_V} {v}"]
+    for p in range(n):
+        L += [f"  %yo{tag}{p} = add i64 %yrow, %o{tag}",
+              f"  %yq{tag}{p} = add i64 %yo{tag}{p}, {p}",
+              f"  %ys{tag}{p} = shl i64 %yq{tag}{p}, 4",
+              f"  %yp{tag}{p} = getelementptr inbounds float, ptr %y, i64 %ys{tag}{p}",
+              f"  store {_V} %z{tag}{p}, ptr %yp{tag}{p}, align 4"]
+    L.append(f"  br label %{tag}.done")
+
+
+def _body() -> list:
+    """``@dwb``: the kernel with KH and KW as arguments (inlined into each export)."""
+    args = ", ".join(f"i64 %{a}" for a in ("prow", "OH", "OW", "KH", "KW", "sh", "sw", "dh",
+                                            "dw", "H", "W", "ph", "pw", "act"))
+    L = [f"define internal void @dwb(ptr noalias %pad, ptr noalias %w, ptr noalias %b, "
+         f"ptr noalias %y, ptr noalias %x, ptr noalias %lohi, {args}) alwaysinline nounwind {{",
+         "entry:",
+         "  %hasx = icmp ne ptr %x, null",
+         "  br i1 %hasx, label %cp.h, label %start",
+         # the block's plane (H, W, 16) into the interior of the padded plane
+         "cp.h:",
+         "  %ch = phi i64 [0, %entry], [%ch.n, %cp.hn]",
+         "  %chc = icmp slt i64 %ch, %H",
+         "  br i1 %chc, label %cp.hb, label %start",
+         "cp.hb:",
+         "  %crow = add i64 %ch, %ph",
+         "  %crb = mul i64 %crow, %prow",
+         "  %cxr = mul i64 %ch, %W",
+         "  br label %cp.w",
+         "cp.w:",
+         "  %cj = phi i64 [0, %cp.hb], [%cj.n, %cp.wb]",
+         "  %cjc = icmp slt i64 %cj, %W",
+         "  br i1 %cjc, label %cp.wb, label %cp.hn",
+         "cp.wb:",
+         "  %cxq = add i64 %cxr, %cj",
+         "  %cxo = shl i64 %cxq, 4",
+         "  %cxp = getelementptr inbounds float, ptr %x, i64 %cxo",
+         f"  %cv = load {_V}, ptr %cxp, align 4",
+         "  %cpc = add i64 %cj, %pw",
+         "  %cpo = shl i64 %cpc, 4",
+         "  %cpa = add i64 %crb, %cpo",
+         "  %cpp = getelementptr inbounds float, ptr %pad, i64 %cpa",
+         f"  store {_V} %cv, ptr %cpp, align 4",
+         "  %cj.n = add i64 %cj, 1",
+         "  br label %cp.w",
+         "cp.hn:",
+         "  %ch.n = add i64 %ch, 1",
+         "  br label %cp.h",
+         "start:",
+         f"  %bv = load {_V}, ptr %b, align 4",
+         # the activation: 0 none, 1 Relu (bounds 0 and +inf), 2 Clip (lohi: its bounds)
+         "  %doact = icmp ne i64 %act, 0",
+         "  %isclip = icmp eq i64 %act, 2",
+         "  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
+         "  %lo.c = load float, ptr %lohi, align 4",
+         "  %hi.c = load float, ptr %lohi1, align 4",
+         "  %lo = select i1 %isclip, float %lo.c, float 0.0",
+         "  %hi = select i1 %isclip, float %hi.c, float 0x7FF0000000000000",
+         f"  %lov.i = insertelement {_V} poison, float %lo, i64 0",
+         f"  %lov = shufflevector {_V} %lov.i, {_V} poison, <{BLOCK} x i32> zeroinitializer",
+         f"  %hiv.i = insertelement {_V} poison, float %hi, i64 0",
+         f"  %hiv = shufflevector {_V} %hiv.i, {_V} poison, <{BLOCK} x i32> zeroinitializer",
+         "  %ow4 = and i64 %OW, -4",
+         "  %sw0 = add i64 0, 0",
+         "  %sw1 = add i64 %sw, 0",
+         "  %sw2 = shl i64 %sw, 1",
+         "  %sw3 = add i64 %sw2, %sw",
+         "  br label %oh",
+         "oh:",
+         "  %h = phi i64 [0, %start], [%h.n, %q4.end]",
+         "  %hc = icmp slt i64 %h, %OH",
+         "  br i1 %hc, label %ohb, label %exit",
+         "ohb:",
+         "  %hrow = mul i64 %h, %sh",
+         "  %yrow = mul i64 %h, %OW",
+         "  br label %q4",
+         "q4:",
+         "  %oq4 = phi i64 [0, %ohb], [%oq4.n, %q4.done]",
+         "  %qc = icmp slt i64 %oq4, %ow4",
+         "  br i1 %qc, label %q4.go, label %q1"]
+    _positions(L, "q4", 4)
+    L += ["q4.done:",
+          "  %oq4.n = add i64 %oq4, 4",
+          "  br label %q4",
+          "q1:",
+          "  %oq1 = phi i64 [%oq4, %q4], [%oq1.n, %q1.done]",
+          "  %qc1 = icmp slt i64 %oq1, %OW",
+          "  br i1 %qc1, label %q1.go, label %q4.end"]
+    _positions(L, "q1", 1)
+    L += ["q1.done:",
+          "  %oq1.n = add i64 %oq1, 1",
+          "  br label %q1",
+          "q4.end:",
+          "  %h.n = add i64 %h, 1",
+          "  br label %oh",
+          "exit:",
+          "  ret void",
+          "}"]
+    return L
+
+
+def block_ir() -> list:
+    """The IR lines of :data:`BLOCK_NAMES` (and the ``@dwb`` they inline); the module
+    declares ``llvm.fmuladd`` for 16 floats itself when its vectors are narrower."""
+    L = _body()
+    names = ("pad", "prow", "w", "b", "y", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "x",
+             "H", "W", "ph", "pw", "act", "lohi")
+    for name, k in zip(BLOCK_NAMES, (None,) + BLOCK_SPECIAL):
+        L += [f"define void @{name}(" + ", ".join(f"i64 %{a}i" for a in names)
+              + ") nounwind {",
+              "entry:"]
+        for a in ("pad", "w", "b", "y", "x", "lohi"):
+            L.append(f"  %{a} = inttoptr i64 %{a}i to ptr")
+        kh, kw, sh, sw, dh, dw = (("%KHi", "%KWi", "%shi", "%swi", "%dhi", "%dwi") if k is None
+                                  else (k[0], k[1], k[2], k[2], 1, 1))
+        L += [f"  call void @dwb(ptr %pad, ptr %w, ptr %b, ptr %y, ptr %x, ptr %lohi, "
+              f"i64 %prowi, i64 %OHi, i64 %OWi, i64 {kh}, i64 {kw}, i64 {sh}, i64 {sw}, "
+              f"i64 {dh}, i64 {dw}, i64 %Hi, i64 %Wi, i64 %phi, i64 %pwi, i64 %acti)",
+              "  ret void",
+              "}"]
+    return L
+
+
+def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
+    """The name of the function that runs this window best."""
+    if (dh, dw) == (1, 1) and sh == sw and (KH, KW, sh) in BLOCK_SPECIAL:
+        return f"tl_dw_block{KH}x{KW}s{sh}"
+    return "tl_dw_block"
+
+
+def gemm_at_ir(mr: int, nv: int, w: int) -> list:
+    """IR of ``tl_gemm_at(m, n, k, a, ars, aks, runs, rstride, b, c, ldc, cbs, bias, act,
+    lohi, cps, res)`` (every argument an int64): C (m x n) = act(A (m x runs·k) · B + bias
+    [+ res]), A read
+    where it lies, with no packing: element (i, t·k + j) at ``a + i·ars + j·aks + t·rstride``
+    floats (an NCHW input's positions: ars 1, aks H·W, one run; a blocked input's: ars 16,
+    aks 1, one run of 16 per block); B a strip packed by ``pack_rows`` (row g at
+    ``b + g·nr``, nr = nv·w, zero past its columns); n at most nr.  Column j of row i goes
+    to ``c + i·ldc + (j // 16)·cbs + j % 16``: a row-major tile with cbs 16, a blocked
+    tensor's positions with ldc 16 and cbs its block's size; with ``cps`` not 0 at
+    ``c + j·cps + i`` instead (NCHW planes, scattered), the residual ``res`` (same places,
+    or 0) added after the bias.  ``bias``:
+    nr floats or 0; ``act`` 0 none, 1 Relu, 2 Clip (``lohi``: its bounds as two floats).
+    Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
+    last panel's missing rows read its last row again)."""
+    vt = _vt(w)
+    fma = f"@llvm.fmuladd.v{w}f32"
+    nr = nv * w
+    acc = [(r, v) for r in range(mr) for v in range(nv)]
+    L = ["define void @tl_gemm_at(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %ars, i64 %aks, "
+         "i64 %runs, i64 %rstride, i64 %bi, i64 %ci, i64 %ldc, i64 %cbs, i64 %biasi, "
+         "i64 %act, i64 %lohii, i64 %cps, i64 %resi) nounwind {",
+         "entry:",
+         "  %a = inttoptr i64 %ai to ptr",
+         "  %b = inttoptr i64 %bi to ptr",
+         "  %c = inttoptr i64 %ci to ptr",
+         "  %bias = inttoptr i64 %biasi to ptr",
+         "  %res = inttoptr i64 %resi to ptr",
+         "  %planes = icmp ne i64 %cps, 0",
+         "  %hasres = icmp ne i64 %resi, 0",
+         "  %lohi = inttoptr i64 %lohii to ptr",
+         "  %hasbias = icmp ne i64 %biasi, 0",
+         "  %doact = icmp ne i64 %act, 0",
+         "  %isclip = icmp eq i64 %act, 2",
+         "  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
+         "  br i1 %isclip, label %clipb, label %bnds",
+         "clipb:",
+         "  %lo.c = load float, ptr %lohi, align 4",
+         "  %hi.c = load float, ptr %lohi1, align 4",
+         "  br label %bnds",
+         "bnds:",
+         "  %lo = phi float [0.0, %entry], [%lo.c, %clipb]",
+         "  %hi = phi float [0x7FF0000000000000, %entry], [%hi.c, %clipb]",
+         f"  %lov.i = insertelement {vt} poison, float %lo, i64 0",
+         f"  %lov = shufflevector {vt} %lov.i, {vt} poison, <{w} x i32> zeroinitializer",
+         f"  %hiv.i = insertelement {vt} poison, float %hi, i64 0",
+         f"  %hiv = shufflevector {vt} %hiv.i, {vt} poison, <{w} x i32> zeroinitializer",
+         "  br i1 %hasbias, label %biasb, label %start",
+         "biasb:"]
+    for v in range(nv):
+        L += [f"  %bsp{v} = getelementptr inbounds float, ptr %bias, i64 {v * w}",
+              f"  %bsl{v} = load {vt}, ptr %bsp{v}, align 4"]
+    L += ["  br label %start",
+          "start:"]
+    for v in range(nv):
+        L.append(f"  %bs{v} = phi {vt} [zeroinitializer, %bnds], [%bsl{v}, %biasb]")
+    for v in range(nv):
+        off = (v * w // 16, v * w % 16)
+        L += [f"  %vo{v}.b = mul i64 %cbs, {off[0]}",
+              f"  %vo{v} = add i64 %vo{v}.b, {off[1]}"]
+    L += [f"  %cps.i = insertelement <{w} x i64> poison, i64 %cps, i64 0",
+          f"  %cpsv = shufflevector <{w} x i64> %cps.i, <{w} x i64> poison, "
+          f"<{w} x i32> zeroinitializer"]
+    lanes = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
+    for v in range(nv):
+        L += [f"  %jl{v} = add <{w} x i64> {lanes}, <{', '.join(f'i64 {v * w}' for _ in range(w))}>",
+              f"  %pl{v} = mul <{w} x i64> %jl{v}, %cpsv"]
+    L += [f"  %cv.i = insertelement <{w} x i64> poison, i64 %n, i64 0",
+         f"  %cv = shufflevector <{w} x i64> %cv.i, <{w} x i64> poison, <{w} x i32> "
+         "zeroinitializer",
+         f"  %kb = mul i64 %k, {nr}",
+         "  br label %panel",
+         "panel:",
+         "  %i0 = phi i64 [0, %start], [%i0.n, %pend]",
+         "  %left = sub i64 %m, %i0",
+         f"  %few = icmp slt i64 %left, {mr}",
+         f"  %rows = select i1 %few, i64 %left, i64 {mr}",
+         "  %last = sub i64 %rows, 1",
+         "  %pao = mul i64 %i0, %ars",
+         "  %pa = getelementptr inbounds float, ptr %a, i64 %pao"]
+    lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
+    for v in range(nv):
+        L += [f"  %lane{v} = add <{w} x i64> {lane}, <{', '.join(f'i64 {v * w}' for _ in range(w))}>",
+              f"  %mask{v} = icmp slt <{w} x i64> %lane{v}, %cv",
+]
+    for r in range(mr):
+        L += [f"  %rc{r} = icmp slt i64 {r}, %rows",
+              f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last",
+              f"  %ro{r} = mul i64 %rr{r}, %ars"]
+    L += ["  br label %run",
+          "run:",
+          "  %t = phi i64 [0, %panel], [%t.n, %rend]"]
+    for r, v in acc:
+        L.append(f"  %u{r}_{v} = phi {vt} [zeroinitializer, %panel], [%y{r}_{v}, %rend]")
+    L += ["  %rao = mul i64 %t, %rstride",
+          "  %ra = getelementptr inbounds float, ptr %pa, i64 %rao",
+          "  %rbo = mul i64 %t, %kb",
+          "  %rb = getelementptr inbounds float, ptr %b, i64 %rbo",
+          "  br label %kl",
+          "kl:",
+          "  %j = phi i64 [0, %run], [%j.n, %kl]",
+          "  %pk = phi ptr [%ra, %run], [%pk.n, %kl]",
+          "  %bk = phi ptr [%rb, %run], [%bk.n, %kl]"]
+    for r, v in acc:
+        L.append(f"  %x{r}_{v} = phi {vt} [%u{r}_{v}, %run], [%y{r}_{v}, %kl]")
+    for v in range(nv):
+        L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
+              f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
+    for r in range(mr):
+        L += [f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}",
+              f"  %as{r} = load float, ptr %ap{r}, align 4",
+              f"  %av{r}.i = insertelement {vt} poison, float %as{r}, i64 0",
+              f"  %av{r} = shufflevector {vt} %av{r}.i, {vt} poison, <{w} x i32> zeroinitializer"]
+        for v in range(nv):
+            L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
+    L += ["  %pk.n = getelementptr inbounds float, ptr %pk, i64 %aks",
+          f"  %bk.n = getelementptr inbounds float, ptr %bk, i64 {nr}",
+          "  %j.n = add i64 %j, 1",
+          "  %kmore = icmp slt i64 %j.n, %k",
+          "  br i1 %kmore, label %kl, label %rend",
+          "rend:",
+          "  %t.n = add i64 %t, 1",
+          "  %tmore = icmp slt i64 %t.n, %runs",
+          "  br i1 %tmore, label %run, label %row0"]
+    for r in range(mr):
+        nxt = f"row{r + 1}" if r + 1 < mr else "pend"
+        L += [f"row{r}:",
+              f"  br i1 %rc{r}, label %st{r}, label %pend",
+              f"st{r}:",
+              f"  %ci{r} = add i64 %i0, {r}",
+              f"  %co{r} = mul i64 %ci{r}, %ldc",
+              f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}",
+              f"  %civ{r}.i = insertelement <{w} x i64> poison, i64 %ci{r}, i64 0",
+              f"  %civ{r} = shufflevector <{w} x i64> %civ{r}.i, <{w} x i64> poison, "
+              f"<{w} x i32> zeroinitializer"]
+        for v in range(nv):
+            L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
+        L.append(f"  br i1 %planes, label %sp{r}, label %sr{r}")
+        # planes: column j of row i at c + j·cps + i, the residual likewise
+        L.append(f"sp{r}:")
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L += [f"  %po{e} = add <{w} x i64> %pl{v}, %civ{r}",
+                  f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}"]
+        L += [f"  br i1 %hasres, label %sg{r}, label %sq{r}",
+              f"sg{r}:"]
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L += [f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}",
+                  f"  %rg{e} = call {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> "
+                  f"%rp{e}, i32 4, <{w} x i1> %mask{v}, {vt} zeroinitializer)",
+                  f"  %er{e} = fadd {vt} %e{e}, %rg{e}"]
+        L += [f"  br label %sq{r}",
+              f"sq{r}:"]
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L.append(f"  %eq{e} = phi {vt} [%e{e}, %sp{r}], [%er{e}, %sg{r}]")
+        for v in range(nv):
+            e = f"{r}_{v}"
+            _activation(L, f"%eq{e}", f"%zq{e}", f"q{e}", w)
+            L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
+                     f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
+        L.append(f"  br label %{nxt}")
+        L.append(f"sr{r}:")
+        for v in range(nv):
+            e = f"{r}_{v}"
+            _activation(L, f"%e{e}", f"%z{e}", f"r{e}", w)
+            L += [f"  %cp{e} = getelementptr inbounds float, ptr %cr{r}, i64 %vo{v}",
+                  f"  call void @llvm.masked.store.v{w}f32.p0({vt} %z{e}, ptr %cp{e}, "
+                  f"i32 4, <{w} x i1> %mask{v})"]
+        L.append(f"  br label %{nxt}")
+    L += ["pend:",
+          f"  %i0.n = add i64 %i0, {mr}",
+          "  %pmore = icmp slt i64 %i0.n, %m",
+          "  br i1 %pmore, label %panel, label %exit",
+          "exit:",
+          "  ret void",
+          "}"]
+    return L
+
+
+def _activation(L, src: str, dst: str, tag: str, w: int) -> None:
+    """``dst`` = the activation (``%doact``, bounds ``%lov``, ``%hiv``) of ``src``: Relu
+    and Clip as onnxruntime computes them (v < lo ? lo : (v > hi ? hi : v); NaN stays)."""
+    vt = _vt(w)
+    L += [f"  %lt{tag} = fcmp olt {vt} {src}, %lov",
+          f"  %mn{tag} = select <{w} x i1> %lt{tag}, {vt} %lov, {vt} {src}",
+          f"  %gt{tag} = fcmp ogt {vt} %mn{tag}, %hiv",
+          f"  %mx{tag} = select <{w} x i1> %gt{tag}, {vt} %hiv, {vt} %mn{tag}",
+          f"  {dst} = select i1 %doact, {vt} %mx{tag}, {vt} {src}"]
+
+
+def _vt(w: int) -> str:
+    return f"<{w} x float>"

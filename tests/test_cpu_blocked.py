@@ -1,0 +1,310 @@
+"""The blocked layout (N, ceil(C/16), H, W, 16) of the CPU backend: its machine code
+(``tl_dw_block``, ``tl_gemm_at``) on every vector path this CPU has, its kernels in every
+pairing of layouts, the schedule's choice of blocked tensors, and networks that run through
+them, each against a float64 definition written here or onnxruntime."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from _model_util import compare, make_model, ort_session, rel_l2
+from test_cpu_kernels import _ACTS, _PARAMS, _compiled_or_skip, _direct64
+from test_winograd_simd import _isas
+
+from tensorlayout.backends import cpu_kernels as K
+from tensorlayout.backends.cpu_twins import from_blocked, to_blocked
+from tensorlayout.model import load
+from tensorlayout.schedule.cpu import schedule_cpu
+from tensorlayout.winograd import _simd
+from tensorlayout.winograd._simd_block import BLOCK_NAMES, BLOCK_SPECIAL, block_function
+
+
+def _fn(mod, name, nargs):
+    return ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * nargs)(mod.addr[name])
+
+
+@pytest.fixture(params=_isas())
+def isa(request):
+    if not _simd.available():
+        pytest.skip("llvmlite cannot compile the SIMD module here")
+    return request.param
+
+
+@pytest.mark.parametrize("window", [
+    # (H, W, KH, KW, stride, dilation, begin pads)
+    (6, 6, 3, 3, 1, 1, (1, 1)), (7, 9, 3, 3, 2, 1, (1, 0)), (12, 11, 5, 5, 1, 1, (2, 2)),
+    (13, 10, 5, 5, 2, 1, (2, 1)), (9, 9, 3, 3, 1, 2, (2, 2)), (5, 7, 2, 3, 3, 1, (0, 1)),
+    (1, 1, 3, 3, 1, 1, (1, 1))])
+def test_block_kernel_equals_the_definition(isa, window):
+    """Every exported form of ``tl_dw_block`` that takes the window, from a padded block
+    plane and from the unpadded plane it copies itself, with Relu, Clip and none: the
+    float64 definition within float32 rounding, nothing written past the output."""
+    H, W, KH, KW, s, d, (ph, pw) = window
+    mod = _simd.module(isa)
+    rng = np.random.default_rng(H * W + KH)
+    OH = (H + 2 * ph - d * (KH - 1) - 1) // s + 1
+    OW = (W + 2 * pw - d * (KW - 1) - 1) // s + 1
+    PH = max(H + ph, (OH - 1) * s + d * (KH - 1) + 1)
+    PW = max(W + pw, (OW - 1) * s + d * (KW - 1) + 1)
+    x = rng.standard_normal((H, W, 16)).astype(np.float32)
+    w = rng.standard_normal((KH, KW, 16)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    xp = np.zeros((PH, PW, 16))
+    xp[ph:ph + H, pw:pw + W] = x
+    want = np.tile(b.astype(np.float64), (OH, OW, 1))
+    for i in range(KH):
+        for j in range(KW):
+            want += w[i, j] * xp[i * d:i * d + (OH - 1) * s + 1:s, j * d:j * d + (OW - 1) * s + 1:s]
+    names = ["tl_dw_block"]
+    if block_function(KH, KW, s, s, d, d) != "tl_dw_block":
+        names.append(block_function(KH, KW, s, s, d, d))
+    lohi = np.array([-0.5, 0.75], np.float32)
+    for name in names:
+        for act, ref in ((0, want), (1, np.maximum(want, 0)), (2, np.clip(want, -0.5, 0.75))):
+            for copy in (False, True):
+                pad = np.zeros((PH, PW, 16), np.float32)
+                if not copy:
+                    pad[ph:ph + H, pw:pw + W] = x
+                y = np.full((OH * OW + 1, 16), 7.5, np.float32)
+                _fn(mod, name, 20)(pad.ctypes.data, PW * 16, w.ctypes.data, b.ctypes.data,
+                                   y.ctypes.data, OH, OW, KH, KW, s, s, d, d,
+                                   x.ctypes.data if copy else 0, H, W, ph, pw, act,
+                                   lohi.ctypes.data)
+                got = y[:-1].reshape(OH, OW, 16)
+                assert np.abs(got - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max()), (name, act)
+                assert (y[-1] == 7.5).all(), name
+
+
+def test_block_functions_cover_their_windows():
+    assert set(BLOCK_NAMES) == {"tl_dw_block"} | {f"tl_dw_block{a}x{b}s{c}" for a, b, c in BLOCK_SPECIAL}
+    assert block_function(3, 3, 2, 2, 1, 1) == "tl_dw_block3x3s2"
+    assert block_function(3, 3, 1, 2, 1, 1) == "tl_dw_block"          # unequal strides
+    assert block_function(5, 5, 1, 1, 2, 2) == "tl_dw_block"          # dilated
+
+
+@pytest.mark.parametrize("dims", [(5, 37, 20), (1, 16, 3), (30, 70, 33), (14, 1, 1)])
+def test_gemm_at_reads_either_layout_and_writes_each_store(isa, dims):
+    """``tl_gemm_at`` over an NCHW input (positions at stride 1, channels at stride P) and
+    a blocked one (runs of 16 channels), into a row-major tile, a blocked tensor's positions
+    and NCHW planes with a residual; bias, Relu and Clip; against float64, nothing written
+    outside the m x n columns it owns."""
+    P, C, O = dims
+    mod = _simd.module(isa)
+    nr = mod.isa.nr
+    O = min(O, nr)
+    fn = _fn(mod, "tl_gemm_at", 17)
+    rng = np.random.default_rng(P + C)
+    x = rng.standard_normal((C, P)).astype(np.float32)
+    w = rng.standard_normal((O, C)).astype(np.float32)
+    bias = np.zeros(nr, np.float32)
+    bias[:O] = rng.standard_normal(O)
+    res = rng.standard_normal((O, P)).astype(np.float32)
+    lohi = np.array([-0.5, 0.75], np.float32)
+    B = -(-C // 16)
+    xb = to_blocked(x.reshape(1, C, P, 1))[0, :, :, 0]           # (B, P, 16)
+    wz = np.zeros((O, B * 16), np.float32)
+    wz[:, :C] = w
+    base = w.astype(np.float64) @ x.astype(np.float64)            # (O, P)
+    for blocked in (False, True):
+        wb = _simd.pack_rows(wz if blocked else w, nr)
+        a = (xb.ctypes.data, 16, 1, 16, B, P * 16) if blocked else (x.ctypes.data, 1, P, C, 1, 0)
+        for act, f in ((0, lambda v: v), (1, lambda v: np.maximum(v, 0)),
+                       (2, lambda v: np.clip(v, -0.5, 0.75))):
+            # a row-major tile, ldc wider than n
+            t = np.full((P, O + 3), 7.5, np.float32)
+            fn(P, O, a[3], a[0], a[1], a[2], a[4], a[5], wb.ctypes.data, t.ctypes.data, O + 3,
+               16, bias.ctypes.data, act, lohi.ctypes.data, 0, 0)
+            want = f(base + bias[:O, None]).T
+            assert np.abs(t[:, :O] - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+            assert (t[:, O:] == 7.5).all()
+            # NCHW planes with the residual
+            y = np.full((O + 1, P), 7.5, np.float32)
+            fn(P, O, a[3], a[0], a[1], a[2], a[4], a[5], wb.ctypes.data, y.ctypes.data, 0, 16,
+               bias.ctypes.data, act, lohi.ctypes.data, P, res.ctypes.data)
+            want = f(base + bias[:O, None] + res)
+            assert np.abs(y[:O] - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+            assert (y[O] == 7.5).all()
+        # a blocked output (one block per 16 columns, positions 16 floats apart)
+        OB = -(-O // 16)
+        yb = np.full((OB, P, 16), 7.5, np.float32)
+        fn(P, O, a[3], a[0], a[1], a[2], a[4], a[5], wb.ctypes.data, yb.ctypes.data, 16,
+           P * 16, 0, 0, lohi.ctypes.data, 0, 0)
+        got = yb.transpose(0, 2, 1).reshape(OB * 16, P)
+        assert np.abs(got[:O] - base).max() <= 1e-5 * max(1.0, np.abs(base).max())
+        assert (got[O:] == 7.5).all()
+
+
+def _depthwise_case(case, seed):
+    N, C, H, W, KH, KW, stride, begin, end, dil, act = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    x[0, 1 % C, 0, 0] = np.nan
+    x[-1, -1, -1, -1] = np.inf
+    w = rng.standard_normal((C, 1, KH, KW)).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    OH = (H + begin[0] + end[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
+    OW = (W + begin[1] + end[1] - (KW - 1) * dil[1] - 1) // stride[1] + 1
+    return x, w, b, (OH, OW)
+
+
+def _agree(y, want):
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    ok = np.isfinite(want)
+    assert np.array_equal(y[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
+    assert np.abs(y[ok] - want[ok]).max(initial=0) <= 1e-5 * max(1.0, np.abs(want[ok]).max(initial=0))
+
+
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W, KH, KW, stride, begin, end, dilation, act)
+    (1, 37, 7, 7, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1), 5),
+    (2, 16, 6, 5, 5, 5, (2, 2), (2, 2), (2, 2), (1, 1), 8),
+    (1, 20, 9, 8, 3, 3, (2, 1), (0, 1), (1, 0), (2, 2), 2),
+    (1, 5, 3, 3, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1), 1),
+    (2, 33, 12, 13, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1), 6),
+    (1, 48, 10, 10, 5, 5, (1, 1), (2, 2), (2, 2), (1, 1), 0),
+])
+@pytest.mark.parametrize("layouts", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("nt", [1, 2, 5])
+def test_blocked_depthwise_equals_the_definition(case, layouts, nt):
+    """The blocked depthwise kernel in each pairing of input and output layouts, NaN and inf
+    included, channels that fill no whole block, against the float64 definition; a blocked
+    input's lanes past C hold garbage that must not reach an output, a blocked output's
+    lanes past C are zero."""
+    _compiled_or_skip()
+    xb, yb = layouts
+    x, w, b, out_hw = _depthwise_case(case, sum(case[:4]) + nt)
+    act = case[-1]
+    a0, a1 = _PARAMS[act]
+    kern = K.DepthwiseBlocked(w, b, (*case[6], *case[7], *case[9], 1, act, a0, a1), x.shape,
+                              out_hw, xb, yb)
+    xi = to_blocked(x) if xb else x
+    C = x.shape[1]
+    if xb and C % 16:
+        xi[:, -1, :, :, C % 16:] = 3.0
+    y = kern(xi, nt)
+    if yb:
+        assert (y[:, -1, :, :, C % 16 or 16:] == 0).all()
+        y = from_blocked(y, C)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = _ACTS[act](_direct64(x, w, b, case[6], case[7], case[9], 1, out_hw))
+    _agree(y, want)
+
+
+@pytest.mark.parametrize("dims", [(2, 20, 36, 5, 7), (1, 16, 16, 1, 1), (1, 70, 9, 13, 11),
+                                  (2, 3, 100, 4, 4)])
+@pytest.mark.parametrize("layouts", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("act", [0, 2, 5])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_blocked_pointwise_equals_the_definition(dims, layouts, act, nt):
+    """The 1 x 1 convolution with a blocked input or output: bias, the residual (an NCHW
+    output), the activation in the machine code's store (Relu, Clip) or after it
+    (HardSwish), NaN in the input; against float64; a blocked output's lanes past O zero."""
+    _compiled_or_skip()
+    N, C, O, H, W = dims
+    xb, yb = layouts
+    rng = np.random.default_rng(C * O + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    w = (rng.standard_normal((O, C)) / np.sqrt(C)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    res = None if yb else rng.standard_normal((N, O, H, W)).astype(np.float32)
+    a0, a1 = _PARAMS[act]
+    kern = K.PointwiseBlocked(w, b, (act, a0, a1), x.shape, xb, yb)
+    xi = to_blocked(x) if xb else x
+    if xb and C % 16:
+        xi[:, -1, :, :, C % 16:] = 3.0
+    y = kern(xi, res, nt)
+    if yb:
+        assert (y[:, -1, :, :, O % 16 or 16:] == 0).all()
+        y = from_blocked(y, O)
+    want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x.astype(np.float64))
+    want += b[None, :, None, None]
+    if res is not None:
+        want += res
+    with np.errstate(invalid="ignore"):
+        want = _ACTS[act](want)
+    _agree(y, want)
+
+
+def _chain(C=20, E=40, H=9, res=True, se=False):
+    """A MobileNetV2-like block: 1 x 1 expand + Clip, depthwise 3 x 3 + Clip (with a
+    squeeze-and-excite pair after it if ``se``), 1 x 1 project, the residual Add."""
+    rng = np.random.default_rng(C + E + H)
+    inits = {"we": rng.standard_normal((E, C, 1, 1)).astype(np.float32) * 0.3,
+             "be": rng.standard_normal(E).astype(np.float32) * 0.1,
+             "wd": rng.standard_normal((E, 1, 3, 3)).astype(np.float32) * 0.3,
+             "wp": rng.standard_normal((C, E, 1, 1)).astype(np.float32) * 0.3,
+             "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["e"]),
+             helper.make_node("Clip", ["e", "lo", "hi"], ["ec"]),
+             helper.make_node("Conv", ["ec", "wd"], ["d"], group=E, pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["dc"])]
+    last = "dc"
+    if se:
+        nodes += [helper.make_node("GlobalAveragePool", ["dc"], ["g"]),
+                  helper.make_node("Sigmoid", ["g"], ["s"]),
+                  helper.make_node("Mul", ["dc", "s"], ["m"])]
+        last = "m"
+    nodes.append(helper.make_node("Conv", [last, "wp"], ["p"]))
+    out = "p"
+    if res:
+        nodes.append(helper.make_node("Add", ["p", "x"], ["y"]))
+        out = "y"
+    x = rng.standard_normal((2, C, H, H)).astype(np.float32)
+    return nodes, x, inits, out
+
+
+@pytest.mark.parametrize("se", [False, True])
+def test_the_schedule_blocks_what_only_blocked_steps_touch(se):
+    """Between an expansion and a projection the expanded tensors are blocked; a tensor that
+    a squeeze-and-excite pair reads, the input and the output stay NCHW."""
+    from tensorlayout.graph import load_graph
+
+    nodes, x, inits, out = _chain(se=se)
+    s = schedule_cpu(load_graph(make_model(nodes, {"x": x}, [out], inits).SerializeToString()))
+    assert s.blocked == ({"ec"} if se else {"ec", "dc"})
+
+
+def test_a_depthwise_step_writes_blocks_only_from_blocks():
+    """A depthwise convolution of the graph's input would have to transpose: its output
+    stays NCHW, and so the projection reads NCHW."""
+    from tensorlayout.graph import load_graph
+
+    nodes, x, inits, _ = _chain(res=False)
+    nodes = [n for n in nodes[2:]]
+    nodes[0] = helper.make_node("Conv", ["x", "wd"], ["d"], group=20, pads=[1, 1, 1, 1])
+    inits["wd"] = inits["wd"][:20]
+    inits["wp"] = inits["wp"][:, :20]
+    s = schedule_cpu(load_graph(make_model(nodes, {"x": x}, ["p"], inits).SerializeToString()))
+    assert s.blocked == frozenset()
+
+
+@pytest.mark.parametrize("se", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocked_networks_agree_with_onnxruntime_on_every_path(se, threads, monkeypatch):
+    """The chain through the bound run, the per-step loop (a profile), a tap (which sees
+    every tensor in NCHW) and the NumPy twins: onnxruntime's results each time."""
+    _compiled_or_skip()
+    nodes, x, inits, out = _chain(se=se)
+    compare(nodes, {"x": x}, [out], inits)
+    data = make_model(nodes, {"x": x}, [out], inits).SerializeToString()
+    ref = ort_session(data).run(None, {"x": x})[0]
+    m = load(data)
+    prog = m.cpu()
+    assert prog.blocked
+    assert rel_l2(prog.run({"x": x}, threads=threads)[0][0], ref) <= 1e-5
+    assert rel_l2(prog.run({"x": x}, threads=threads, profile=True)[0][0], ref) <= 1e-5
+    seen = {}
+    prog.run({"x": x}, threads=threads, tap=lambda st, outs: seen.update(
+        {n: v.copy() for n, v in zip(st.outputs, outs) if n}))
+    for name in prog.blocked:
+        assert seen[name].shape == prog.graph.shapes[name]
+    ec = np.clip(np.einsum("oc,nchw->nohw", inits["we"][:, :, 0, 0], x)
+                 + inits["be"][None, :, None, None], 0, 6)
+    assert np.abs(seen["ec"] - ec).max() <= 1e-4
+    monkeypatch.setattr(K, "ready", lambda: False)
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=threads)[0][0], ref) <= 1e-5
