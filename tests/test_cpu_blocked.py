@@ -138,6 +138,28 @@ def test_gemm_at_reads_either_layout_and_writes_each_store(isa, dims):
         assert (got[O:] == 7.5).all()
 
 
+@pytest.mark.parametrize("P", [1, 5, 37])
+@pytest.mark.parametrize("lanes", [16, 5])
+def test_block_means_and_scaling_equal_the_definition(isa, P, lanes):
+    """``tl_block_mean`` (the lanes' means over the positions, only ``lanes`` of them
+    written) and ``tl_block_scale`` (each position times the block's factors, lanes past
+    ``lanes`` times 0) on every vector path, against float64."""
+    mod = _simd.module(isa)
+    rng = np.random.default_rng(P + lanes)
+    x = rng.standard_normal((P, 16)).astype(np.float32)
+    y = np.full(17, 7.5, np.float32)
+    _fn(mod, "tl_block_mean", 4)(x.ctypes.data, P, y.ctypes.data, lanes)
+    want = x.astype(np.float64).mean(axis=0)
+    assert np.abs(y[:lanes] - want[:lanes]).max() <= 1e-6 * max(1.0, np.abs(want).max())
+    assert (y[lanes:] == 7.5).all()
+    s = rng.standard_normal(lanes).astype(np.float32)
+    out = np.full((P + 1, 16), 7.5, np.float32)
+    _fn(mod, "tl_block_scale", 5)(x.ctypes.data, s.ctypes.data, out.ctypes.data, P, lanes)
+    f = np.zeros(16, np.float32)
+    f[:lanes] = s
+    assert np.array_equal(out[:P], x * f) and (out[P] == 7.5).all()
+
+
 def _depthwise_case(case, seed):
     N, C, H, W, KH, KW, stride, begin, end, dil, act = case
     rng = np.random.default_rng(seed)
@@ -258,15 +280,18 @@ def _chain(C=20, E=40, H=9, res=True, se=False):
     return nodes, x, inits, out
 
 
-@pytest.mark.parametrize("se", [False, True])
-def test_the_schedule_blocks_what_only_blocked_steps_touch(se):
-    """Between an expansion and a projection the expanded tensors are blocked; a tensor that
-    a squeeze-and-excite pair reads, the input and the output stay NCHW."""
+@pytest.mark.parametrize("case", ["plain", "se", "shown"])
+def test_the_schedule_blocks_what_only_blocked_steps_touch(case):
+    """Between an expansion and a projection the expanded tensors are blocked, the
+    squeeze-and-excite pair's plane mean and scaling reading them too (the scaled tensor
+    blocked as well); a tensor that is also a graph output, the input and the output stay
+    NCHW."""
     from tensorlayout.graph import load_graph
 
-    nodes, x, inits, out = _chain(se=se)
-    s = schedule_cpu(load_graph(make_model(nodes, {"x": x}, [out], inits).SerializeToString()))
-    assert s.blocked == ({"ec"} if se else {"ec", "dc"})
+    nodes, x, inits, out = _chain(se=case == "se")
+    outs = [out] + (["dc"] if case == "shown" else [])
+    s = schedule_cpu(load_graph(make_model(nodes, {"x": x}, outs, inits).SerializeToString()))
+    assert s.blocked == {"plain": {"ec", "dc"}, "se": {"ec", "dc", "m"}, "shown": {"ec"}}[case]
 
 
 def test_a_depthwise_step_writes_blocks_only_from_blocks():

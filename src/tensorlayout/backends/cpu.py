@@ -1,8 +1,9 @@
 """The CPU backend: a schedule's steps as prepared NumPy kernels, run in order.
 
-Each node's kernel is built once from its parameters (convolutions through
+Each node's kernel is built once from its parameters (:mod:`.cpu_steps`; convolutions through
 :func:`tensorlayout.winograd.plan_conv2d` with the algorithm and tile the schedule chose,
-weights transformed once).  A run goes through :class:`~.cpu_bound.BoundRun` once the
+weights transformed once), tensors in the layout the schedule gives them (NCHW, or the
+blocked NCHW16c of :func:`tensorlayout.schedule.cpu.blocked_tensors`).  A run goes through :class:`~.cpu_bound.BoundRun` once the
 compiled kernels are ready: the compiled steps bound to one arena laid out from liveness,
 each run of consecutive compiled steps handed to the native workers by one compiled loop.
 The per-step loop (:meth:`CpuProgram._steps`: a profile, a tap, the NumPy twins while the
@@ -25,11 +26,11 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
-from ..graph.ops.nn import gemm_weight, pool_divisor
-from ..schedule.cpu import plane_scale_input
 from . import cpu_kernels as kernels
 from .cpu_bound import BoundRun
-from .cpu_twins import blocked_shape, from_blocked, to_blocked
+from .cpu_steps import (depthwise_step, fc_step, im2col_step, planes_step, pointwise_step,
+                        pool_step, with_epilogue, work)
+from .cpu_twins import blocked_shape, from_blocked
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
 
@@ -78,220 +79,6 @@ def run_step(node, step, inputs, out=None, where: str = ""):
         raise ModelError(f"node {node.name!r} ({node.op}) failed{where}: {_first_line(exc)}") from None
 
 
-def _once(make, *args):
-    """``get()``: ``make(*args)``, built on the first call (a compiled kernel's object is made
-    once the kernels are ready, by whichever of a step's run or its binding comes first)."""
-    return functools.lru_cache(maxsize=None)(lambda: make(*args))
-
-
-def _depthwise(node, ctx, act, xb=False, yb=False):
-    """The backend's depthwise loops (bias and activation in the same pass); ``xb``, ``yb``:
-    the input, the output in the blocked layout."""
-    p = node.params
-    w = np.ascontiguousarray(ctx.consts[1], np.float32)
-    b = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
-         else np.zeros(w.shape[0], np.float32))
-    out_shape = ctx.out_shapes[0]
-    args = (*p.strides, *p.begin, *p.dilations, p.multiplier, *act)
-    cl, one = None, p.multiplier == 1
-    if xb or yb or (one and kernels.CHANNELS_LAST_BELOW <= out_shape[3] < kernels.BLOCKED_BELOW):
-        # blocks of 16 channels: one vector per position and tap
-        cl = _once(kernels.DepthwiseBlocked, w, b, args, ctx.in_shapes[0], out_shape[2:], xb, yb)
-    elif one and out_shape[3] < kernels.CHANNELS_LAST_BELOW:      # the channels' vectors
-        cl = _once(kernels.DepthwiseChannelsLast, w, b, args, ctx.in_shapes[0], out_shape[2:])
-
-    def run(inputs, out=None):
-        x = np.ascontiguousarray(inputs[0])
-        if cl is not None and x.dtype == np.float32 and kernels.ready():
-            return [cl()(x)]
-        if xb:
-            x = from_blocked(x, ctx.in_shapes[0][1])
-        y = np.empty(out_shape, np.float32)
-        y = kernels.depthwise(x, w, b, y, args)
-        return [to_blocked(y) if yb else y]
-
-    def calls(ins, y, nt):
-        if cl is not None:
-            return cl().calls(ins[0], y, nt)
-        return kernels.depthwise_calls(ins[0], w, b, y, args, nt)
-    run.calls = calls
-    return run
-
-
-def _pointwise(node, ctx, bias, act, residual, xb=False, yb=False):
-    """A 1x1 convolution as GEMMs of the weights by the input's (C, H·W) planes, the bias,
-    the residual (the last input) and the activation applied block by block: the backend's
-    :class:`~tensorlayout.backends.cpu_kernels.Pointwise` on the native workers when its
-    kernels are ready (:class:`~tensorlayout.backends.cpu_kernels.PointwiseBlocked` where
-    ``xb`` or ``yb`` puts the input or the output in the blocked layout), else NumPy's
-    matmul and the NumPy epilogue."""
-    p = node.params
-    w = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32).reshape(p.out_channels, -1))
-    sh, sw = p.strides
-    N, O, OH, OW = ctx.out_shapes[0]
-    if xb or yb:
-        gemm = _once(kernels.PointwiseBlocked, w, bias, act, (N, w.shape[1], OH, OW), xb, yb)
-    else:
-        gemm = _once(kernels.Pointwise, w, bias, act, (N, w.shape[1], OH, OW))
-
-    def run(inputs, out=None):
-        x = inputs[0]
-        if (sh, sw) != (1, 1):
-            x = x[:, :, ::sh, ::sw]
-        x = np.ascontiguousarray(x, np.float32)
-        res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
-        if kernels.ready():
-            return [gemm()(x, res)]
-        if xb:
-            x = from_blocked(x, w.shape[1])
-        y = np.empty((N, O, OH, OW), np.float32)
-        y3 = y.reshape(N, O, OH * OW)
-        np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
-        kernels.epilogue(y3, bias, None if res is None else res.reshape(y3.shape), act)
-        return [to_blocked(y) if yb else y]
-
-    def calls(ins, y, nt):
-        return gemm().calls(ins[0], y, ins[-1] if residual is not None else None, nt)
-    if (sh, sw) == (1, 1):
-        run.calls = calls
-    return run
-
-
-def _fc(node, ctx, act):
-    """A fully connected layer (Gemm or MatMul of (M, K) by constant weights) as the
-    backend's :class:`~tensorlayout.backends.cpu_kernels.Pointwise` GEMM of the weights
-    (N, K) by the input's transpose, C and the activation in its epilogue; NumPy while the
-    kernels compile."""
-    p = node.params
-    wk = gemm_weight(p, ctx.consts[1])                       # (K, N), alpha folded in
-    w = np.ascontiguousarray(wk.T)                           # (N, K)
-    M, N = ctx.out_shapes[0]
-    c = ctx.consts[2] if len(ctx.inputs) > 2 and ctx.inputs[2] else None
-    bias = None
-    if c is not None:
-        bias = np.ascontiguousarray(np.broadcast_to(np.asarray(c, np.float32).reshape(-1)
-                                                    * np.float32(p.beta), (N,)), np.float32)
-    gemm = _once(kernels.Pointwise, w, bias, act, (1, w.shape[1], M, 1))
-
-    def run(inputs, out=None):
-        x = np.ascontiguousarray(inputs[0], np.float32)
-        if not kernels.ready():
-            y = x @ wk
-            if bias is not None:
-                y += bias
-            kernels.activate_numpy(y, *act)
-            return [y]
-        xt = x.reshape(-1, 1) if M == 1 else np.ascontiguousarray(x.T)
-        y = gemm()(xt)                                      # (1, N, M, 1)
-        return [y.reshape(1, N) if M == 1 else np.ascontiguousarray(y.reshape(N, M).T)]
-
-    def calls(ins, y, nt):
-        return gemm().calls(ins[0].reshape(-1, 1), y.reshape(1, N, 1, 1), None, nt)
-    if M == 1 and len(ctx.in_shapes[0]) == 2:
-        run.calls = calls
-    return run
-
-
-def _pool(node, ctx, fallback):
-    """A 2-D MaxPool or AveragePool of float32 on the native workers
-    (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`); ``fallback`` (the graph's NumPy
-    kernel) while the kernels compile."""
-    x_shape = ctx.in_shapes[0]
-    pool = _once(kernels.Pool2d, node.params, x_shape, pool_divisor(node.params, x_shape[2:]))
-
-    def run(inputs, out=None):
-        x = inputs[0]
-        if not (kernels.ready() and x.dtype == np.float32):
-            return fallback(inputs, out)
-        return [pool()(np.ascontiguousarray(x))]
-
-    def calls(ins, y, nt):
-        return pool().calls(ins[0], y, nt)
-    run.calls = calls
-    return run
-
-
-def _planes(node, graph, kind, fallback):
-    """GlobalAveragePool ("gap") or a Mul by one factor per plane ("scale") of float32 on the
-    native workers; ``fallback`` (the graph's NumPy kernel) while the kernels compile."""
-    big = plane_scale_input(graph, node) if kind == "scale" else 0
-
-    def run(inputs, out=None):
-        if not kernels.ready():
-            return fallback(inputs, out)
-        x = np.ascontiguousarray(inputs[big], np.float32)
-        if kind == "gap":                     # (N, C, 1, 1) or, keepdims 0, (N, C)
-            return [kernels.plane_means(x).reshape(graph.shapes[node.outputs[0]])]
-        return [kernels.scale_planes(x, inputs[1 - big])]
-
-    def calls(ins, y, nt):
-        x = ins[big]
-        rows = x.shape[0] * x.shape[1]
-        if kind == "gap":
-            return kernels.rows_calls(x.reshape(rows, -1), y, None, 0, nt)
-        return kernels.rows_calls(x.reshape(rows, -1), y.reshape(rows, -1),
-                                  ins[1 - big].reshape(-1), 1, nt)
-    run.calls = calls
-    return run
-
-
-def _work(kind, node, ctx) -> int:
-    """A step's multiply-adds (convolutions, fully connected layers) or output elements."""
-    out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
-    if node.op == "Conv" and kind != "kernel":
-        w = ctx.consts[1]
-        return out * int(np.prod(w.shape[1:]))
-    if kind == "fc":
-        return out * int(ctx.in_shapes[0][-1])
-    if kind == "pool":
-        return out * int(np.prod(node.params.kernel))
-    return out
-
-
-def _im2col(node, ctx, engine, act, residual, kind):
-    """A convolution as the packed GEMM with its epilogue, ``kind``
-    :class:`~tensorlayout.backends.cpu_kernels.Im2col` (by unfolded columns) or
-    :class:`~tensorlayout.backends.cpu_kernels.Shifted` (one GEMM per tap), when the
-    backend's kernels are ready, else ``engine`` (the engine's im2col plan with the epilogue
-    after it)."""
-    p = node.params
-    w = np.asarray(ctx.consts[1], np.float32)
-    bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
-            else None)
-    conv = _once(kind, w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
-                 p.dilations, ctx.out_shapes[0][2:])
-
-    def run(inputs, out=None):
-        if not kernels.ready():
-            return engine(inputs, out)
-        res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
-        return [conv()(np.ascontiguousarray(inputs[0], np.float32), res)]
-
-    def calls(ins, y, nt):
-        return conv().calls(ins[0], y, ins[-1] if residual is not None else None, nt)
-    run.calls = calls
-    return run
-
-
-def _with_epilogue(run, bias, act, residual):
-    """``run``, then (in place on its first output) the bias, the residual (the last input)
-    and the activation, in one compiled pass over each (batch, channel) plane."""
-    def fused(inputs, out=None):
-        y = run(inputs if residual is None else inputs[:-1], out)[0]
-        if not isinstance(y, np.ndarray):              # NumPy gives scalars for 0-d
-            y = np.array(y)
-        elif not y.flags.c_contiguous:
-            y = np.ascontiguousarray(y)
-        if y.ndim < 2:
-            kernels.activate_numpy(y, *act)
-            return [y]
-        n, c = y.shape[:2]
-        res = None if residual is None else np.ascontiguousarray(inputs[-1]).reshape(n, c, -1)
-        kernels.epilogue(y.reshape(n, c, -1), bias, res, act)
-        return [y]
-    return fused
-
-
 class CpuProgram:
     """The prepared CPU run of a :class:`~tensorlayout.schedule.CpuSchedule`."""
 
@@ -316,33 +103,33 @@ class CpuProgram:
                 info.update(algorithm="shifted GEMM" if shifted else plan.info.name,
                             tile=plan.info.tile, reason=s.reason)
                 if plan.info.name == "im2col" and node.params.group == 1:
-                    engine = (_with_epilogue(run, None, act, residual)
+                    engine = (with_epilogue(run, None, act, residual)
                               if residual or act[0] else run)
-                    run = _im2col(node, ctx, engine, act, residual,
+                    run = im2col_step(node, ctx, engine, act, residual,
                                   kernels.Shifted if shifted else kernels.Im2col)
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first
-                run = _depthwise(node, ctx, act if residual is None else kernels.act_code(None),
-                                 xb, yb)
+                run = depthwise_step(node, ctx,
+                                     act if residual is None else kernels.act_code(None), xb, yb)
                 info.update(algorithm="depthwise loops")
                 if residual is None:
                     act = kernels.act_code(None)
             elif s.kind == "fc":
-                run = _fc(node, ctx, act)
+                run = fc_step(node, ctx, act)
                 info.update(algorithm="fc GEMM")
                 own_epilogue = True
             elif s.kind == "pointwise":
                 if node.params.has_bias:
                     bias = np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1)
-                run = _pointwise(node, ctx, bias, act, residual, xb, yb)
+                run = pointwise_step(node, ctx, bias, act, residual, xb, yb)
                 info.update(algorithm="pointwise GEMM")
                 own_epilogue = True
             elif s.kind == "pool":
-                run = _pool(node, ctx, graph.kernel(node))
+                run = pool_step(node, ctx, graph.kernel(node))
                 info.update(algorithm="pool loops")
             elif s.kind in ("gap", "scale"):
-                run = _planes(node, graph, s.kind, graph.kernel(node))
+                run = planes_step(node, graph, s.kind, graph.kernel(node), blocked)
                 info.update(algorithm="plane loops")
             else:
                 run = graph.kernel(node)
@@ -356,9 +143,9 @@ class CpuProgram:
             if s.fused:
                 info["fused"] = list(s.fused)
                 if (bias is not None or residual or act[0]) and not own_epilogue:
-                    run = _with_epilogue(run, bias, act, residual)
+                    run = with_epilogue(run, bias, act, residual)
             elif bias is not None and not own_epilogue:
-                run = _with_epilogue(run, bias, act, None)
+                run = with_epilogue(run, bias, act, None)
             if node.name in graph.folded:
                 info["folded"] = graph.folded[node.name]
             inputs = tuple(node.inputs) + ((residual,) if residual else ())
@@ -367,7 +154,7 @@ class CpuProgram:
             out_shapes = [self.stored_shape(o) if o else None for o in outputs]
             self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,
                                    s.free, inputs, outputs, s.fused,
-                                   max(1, _work(s.kind, node, ctx) // WORK_PER_THREAD),
+                                   max(1, work(s.kind, node, ctx) // WORK_PER_THREAD),
                                    getattr(run, "calls", None)))
 
     def stored_shape(self, name):

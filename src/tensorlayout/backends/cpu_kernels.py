@@ -54,7 +54,7 @@ __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBl
            "BLOCKED_BELOW",
            "epilogue", "Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "Pool2d", "plane_means",
            "scale_planes",
-           "threads", "set_threads", "run_calls", "rows_calls", "depthwise_calls",
+           "threads", "set_threads", "run_calls", "rows_calls", "block_rows_calls", "depthwise_calls",
            "concat_calls", "transpose_calls",
            "depthwise_numpy", "epilogue_numpy", "activate_numpy", "module_source", "ready",
            "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
@@ -66,7 +66,7 @@ def _warm():
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
               mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY, mod.PERMUTE_ENTRY,
-              mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY):
+              mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY, mod.BLOCK_ROWS_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -109,7 +109,8 @@ def ready() -> bool:
            mod.channel_means, mod.scale_rows, mod.ROWS_ENTRY,
            mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY,
            mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows, mod.PERMUTE_ENTRY,
-           mod.block_in, mod.block_out, mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY] + [
+           mod.block_in, mod.block_out, mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY,
+           mod.BLOCK_ROWS_ENTRY] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):
@@ -373,6 +374,21 @@ def transpose_calls(perm, ins, y, nt):
     rows = y.size // int(dims[-1]) if y.size else 0
     return [(_module().PERMUTE_ENTRY.address, ctx,
              max(1, min(nt, y.size // 16384 or 1, rows or 1)), (x, y, dims, st))]
+
+
+def block_rows_calls(x, y, s, op, nt):
+    """The native call of a blocked tensor's plane means (op 0: ``x`` (N, B, H, W, 16) into
+    ``y``, N·C floats) or its planes each times one factor (op 1: ``s``, N·C floats, into
+    blocked ``y``), one block of 16 channels per unit; ``C`` is y's (op 0) or s's length
+    over N."""
+    from ..winograd import _simd
+
+    N, B = x.shape[:2]
+    P = int(np.prod(x.shape[2:-1], dtype=np.int64))
+    C = (y.size if op == 0 else s.size) // N
+    fn = _simd.module().addr["tl_block_mean" if op == 0 else "tl_block_scale"]
+    ctx = np.array([_at(x), N, C, P, _at(y), 0 if s is None else _at(s), op, fn], np.int64)
+    return [(_module().BLOCK_ROWS_ENTRY.address, ctx, max(1, min(nt, N * B)), (x, y, s))]
 
 
 def _rows(x2, y, s, op, nt):

@@ -517,4 +517,4 @@ def module_source() -> str:
             f'(version {VERSION}): do not edit."""\n' + _HEAD.replace("{ACT_ROW}", _act_row_source())
             + "".join(_special_source(*s) for s in SPECIAL)
             + unfold_source() + _entries_source() + reduce_source() + shift_source()
-            + move_source() + block_source())
+            + move_source() + block_source(ACT.values()))

@@ -15,7 +15,9 @@ zeroes them; a reader multiplies them by zero weights, so that they must be fini
 
 from __future__ import annotations
 
-__all__ = ["source", "DWB_CTX", "PWB_CTX"]
+from ..winograd._simd_block import IR_ACTS
+
+__all__ = ["source", "DWB_CTX", "PWB_CTX", "BROWS_CTX"]
 
 #: The blocked depthwise entry's context (``w``: (blocks, KH, KW, 16), ``bias``: (blocks,
 #: 16), both zero past C; ``pad``: (PH, PW·16) floats per thread, ``ybuf``: OH·OW·16 per
@@ -31,6 +33,11 @@ DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "s
 #: ``biasp``: the bias padded with zeros to whole strips; ``lohi``: Clip's bounds, float32).
 PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "unused", "y", "bias", "has_bias", "res", "has_res",
            "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi")
+
+#: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
+#: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
+#: code's address, ``tl_block_mean`` or ``tl_block_scale``).
+BROWS_CTX = ("x", "N", "C", "P", "y", "s", "op", "fn")
 
 _SOURCE = '''
 
@@ -97,11 +104,11 @@ def block_entry(ctx, tid, nt):
         else:
             out = ybuf
             at = a[23] + tid * OH * OW * 64
-        # Relu and Clip in the machine code's store, the other activations after it
+        # the activation in the machine code's store; one it lacks (Tanh) after it
         call_void(a[24], (a[20] + tid * PH * PW * 64, PW * 16, a[5] + b * a[10] * a[11] * 64,
                           a[6] + b * 64, at, OH, OW, a[10], a[11], a[12], a[13], a[16], a[17],
-                          xat, H, W, a[14], a[15], a[18] if a[18] <= 2 else 0, a[27]))
-        if a[18] > 2:
+                          xat, H, W, a[14], a[15], a[18], a[27]))
+        if {AFTER18}:
             act_row(out, 0, OH * OW * 16, a[18], f[0], f[1])
         if a[26] == 0:
             block_out(ybuf, y, n, c0, cl)
@@ -154,15 +161,14 @@ def pw_block_entry(ctx, tid, nt):
         wat = a[6] + st * K * nr * 4
         aat = a[0] + (n * K * P + p0 * ars) * 4
         if a[17] != 0:
-            # into y's blocks, with the bias and (Relu, Clip) the activation; another
-            # activation over each block's rows after; the lanes past O zeroed
+            # into y's blocks, with the bias and the activation (one the machine code
+            # lacks over each block's rows after); the lanes past O zeroed
             call_void(a[15], (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
                               a[8] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
-                              P * 16, a[20] + o0 * 4 if a[10] != 0 else 0,
-                              a[13] if a[13] <= 2 else 0, a[21], 0, 0))
+                              P * 16, a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], 0, 0))
             for ob in range(o0 // 16, (o1 + 15) // 16):
                 blk = yb[n, ob, p0:p1].reshape(R * 16)
-                if a[13] > 2:
+                if {AFTER13}:
                     lo = max(o0, ob * 16) - ob * 16
                     hi = min(o1, ob * 16 + 16) - ob * 16
                     if lo == 0 and (hi == 16 or ob * 16 + hi == O):
@@ -176,21 +182,52 @@ def pw_block_entry(ctx, tid, nt):
                         for i in range(O % 16, 16):
                             blk[r * 16 + i] = z
             continue
-        # into y's planes, scattered, with the bias, the residual and (Relu, Clip) the
-        # activation; another activation over the planes' rows after
+        # into y's planes, scattered, with the bias, the residual and the activation (one
+        # the machine code lacks over the planes' rows after)
         call_void(a[15], (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
                           a[8] + ((n * O + o0) * P + p0) * 4, 0, 16,
-                          a[20] + o0 * 4 if a[10] != 0 else 0, a[13] if a[13] <= 2 else 0,
-                          a[21], P, a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
-        if a[13] > 2:
+                          a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], P,
+                          a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
+        if {AFTER13}:
             for j in range(cnt):
                 act_row(y[n, o0 + j], p0, p1, a[13], f[0], f[1])
 
 
 PW_BLOCK_ENTRY = Entry(pw_block_entry)
+
+
+def block_rows_entry(ctx, tid, nt):
+    # units (image, block of 16 channels): a blocked tensor's plane means, or its planes
+    # each times one factor, in machine code
+    a = carray(ptr_i64(ctx), ({r},))
+    N = a[1]
+    C = a[2]
+    P = a[3]
+    B = (C + 15) // 16
+    units = N * B
+    for u in range(tid * units // nt, (tid + 1) * units // nt):
+        n = u // B
+        b = u - n * B
+        lanes = min(16, C - b * 16)
+        blk = a[0] + (n * B + b) * P * 64
+        if a[6] == 0:
+            call_void(a[7], (blk, P, a[4] + (n * C + b * 16) * 4, lanes))
+        else:
+            call_void(a[7], (blk, a[5] + (n * C + b * 16) * 4, a[4] + (n * B + b) * P * 64, P,
+                             lanes))
+
+
+BLOCK_ROWS_ENTRY = Entry(block_rows_entry)
 '''
 
 
-def source() -> str:
-    """The blocked depthwise kernels and entry."""
-    return _SOURCE.replace("{n}", str(len(DWB_CTX))).replace("{m}", str(len(PWB_CTX)))
+def _after(field: str, codes) -> str:
+    """The test that context field ``field``'s activation is one the machine code lacks."""
+    return " or ".join(f"a[{field}] == {c}" for c in codes if c and c not in IR_ACTS) or "False"
+
+
+def source(codes) -> str:
+    """The blocked kernels and their entries; ``codes``: every activation code."""
+    return (_SOURCE.replace("{n}", str(len(DWB_CTX))).replace("{m}", str(len(PWB_CTX)))
+            .replace("{r}", str(len(BROWS_CTX)))
+            .replace("{AFTER18}", _after("18", codes)).replace("{AFTER13}", _after("13", codes)))

@@ -70,15 +70,24 @@ class CpuSchedule:
 
 
 def _blockable(graph, st, role: str) -> bool:
-    """Whether step ``st`` can write (``role`` "out") or read as its input 0 ("in") a
-    tensor in the blocked layout: a depthwise convolution of multiplier 1, or a 1 x 1
-    convolution of stride 1 (writing it only without a fused residual)."""
+    """Whether step ``st`` can write (``role`` "out") or read as its data input ("in") a
+    tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
+    convolution of stride 1 (writing it only without a fused residual), a Mul by one factor
+    per plane (both), a GlobalAveragePool or a ReduceMean over the planes (reading)."""
     node = st.node
     if st.kind == "depthwise":
         return node.params.multiplier == 1
     if st.kind == "pointwise":
         return node.params.strides == (1, 1) and (role == "in" or not st.residual)
-    return False
+    return st.kind == "scale" or (st.kind == "gap" and role == "in")
+
+
+def _data_input(graph, st) -> str:
+    """The input of step ``st`` that a blocked layout would be of (a plane scaling's
+    tensor, not its factors; every other step's first input)."""
+    if st.kind == "scale":
+        return st.node.inputs[plane_scale_input(graph, st.node)]
+    return st.node.inputs[0] if st.node.inputs else ""
 
 
 def blocked_tensors(graph, steps) -> frozenset:
@@ -87,9 +96,9 @@ def blocked_tensors(graph, steps) -> frozenset:
     vector of channels per tap with no transposes.  A tensor is blocked when the step that
     writes it and every step that reads it can take the layout (:func:`_blockable`; a
     reader reads it as its data input, never as a residual), it is 4-D float32 of static
-    shape and no graph output, and a depthwise step's output only where its input is
-    blocked too (a 1 x 1 step converts between the layouts in its GEMM's packing and store;
-    the depthwise step would have to transpose)."""
+    shape and no graph output, and a depthwise or scaling step's output only where its
+    input is blocked too (a 1 x 1 step converts between the layouts in its GEMM's reads
+    and store; the others would have to transpose)."""
     outputs = set(graph.outputs)
     by_node = {}
     for st in steps:
@@ -106,7 +115,7 @@ def blocked_tensors(graph, steps) -> frozenset:
                 or not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape)
                 or not _blockable(graph, st, "out")):
             continue
-        if all(_blockable(graph, r, "in") and r.node.inputs[0] == t and r.residual != t
+        if all(_blockable(graph, r, "in") and _data_input(graph, r) == t and r.residual != t
                and r.node.inputs.count(t) == 1 for r in rs):
             got.add(t)
     changed = True
@@ -114,7 +123,7 @@ def blocked_tensors(graph, steps) -> frozenset:
         changed = False
         for t in sorted(got):
             st = made[t]
-            if st.kind == "depthwise" and st.node.inputs[0] not in got:
+            if st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got:
                 got.discard(t)
                 changed = True
     return frozenset(got)

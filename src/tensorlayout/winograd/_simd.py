@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_block import BLOCK, BLOCK_NAMES, block_ir, gemm_at_ir
+from ._simd_block import BLOCK, BLOCK_NAMES, block_ir, fexp_ir, gemm_at_ir, rows_ir
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -703,11 +703,16 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
     L += [f"declare {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr>, i32, <{w} x i1>, {vt})",
           f"declare void @llvm.masked.scatter.v{w}f32.v{w}p0({vt}, <{w} x ptr>, i32, "
           f"<{w} x i1>)"]
+    L += fexp_ir(w)
     if w != BLOCK:
-        L.append(f"declare {_vt(BLOCK)} @llvm.fmuladd.v{BLOCK}f32({_vt(BLOCK)}, {_vt(BLOCK)}, "
-                 f"{_vt(BLOCK)})")
+        vb = _vt(BLOCK)
+        L += [f"declare {vb} @llvm.fmuladd.v{BLOCK}f32({vb}, {vb}, {vb})",
+              f"declare {vb} @llvm.masked.load.v{BLOCK}f32.p0(ptr, i32, <{BLOCK} x i1>, {vb})",
+              f"declare void @llvm.masked.store.v{BLOCK}f32.p0({vb}, ptr, i32, <{BLOCK} x i1>)"]
+        L += fexp_ir(BLOCK)
     L += block_ir()
     L += gemm_at_ir(mr, nv, w)
+    L += rows_ir()
     src = "\n".join(L)
     if with_pool:
         x86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -744,7 +749,8 @@ class Module:
         self._engine = llvm.create_mcjit_compiler(mod, tm)   # owns the code: kept alive
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
+        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_block_mean",
+                 "tl_block_scale", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64

@@ -14,7 +14,11 @@ floats is one AVX-512 register, two AVX2 or four SSE/NEON ones: the compiler spl
 
 from __future__ import annotations
 
-__all__ = ["block_ir", "gemm_at_ir", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
+import struct
+
+import numpy as np
+
+__all__ = ["block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "IR_ACTS", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
 BLOCK = 16
@@ -73,14 +77,8 @@ def _positions(L, tag: str, n: int) -> None:
           f"  %i{tag}.n = add i64 %i{tag}, 1",
           f"  br label %{tag}.kh",
           f"{tag}.st:"]
-    for p in range(n):
-        v = f"%a{tag}{p}"
-        # Relu: v < 0 ? 0 : v; Clip: v < lo ? lo : (v > hi ? hi : v) (NaN stays NaN)
-        L += [f"  %lt{tag}{p} = fcmp olt {_V} {v}, %lov",
-              f"  %m{tag}{p} = select <{BLOCK} x i1> %lt{tag}{p}, {_V} %lov, {_V} {v}",
-              f"  %gt{tag}{p} = fcmp ogt {_V} %m{tag}{p}, %hiv",
-              f"  %h{tag}{p} = select <{BLOCK} x i1> %gt{tag}{p}, {_V} %hiv, {_V} %m{tag}{p}",
-              f"  %z{tag}{p} = select i1 %doact, {_V} %h{tag}{p}, {_V} {v}"]
+    act_block(L, [f"%a{tag}{p}" for p in range(n)], [f"%z{tag}{p}" for p in range(n)],
+              f"{tag}.act", BLOCK)
     for p in range(n):
         L += [f"  %yo{tag}{p} = add i64 %yrow, %o{tag}",
               f"  %yq{tag}{p} = add i64 %yo{tag}{p}, {p}",
@@ -130,36 +128,25 @@ def _body() -> list:
          "  br label %cp.h",
          "start:",
          f"  %bv = load {_V}, ptr %b, align 4",
-         # the activation: 0 none, 1 Relu (bounds 0 and +inf), 2 Clip (lohi: its bounds)
-         "  %doact = icmp ne i64 %act, 0",
-         "  %isclip = icmp eq i64 %act, 2",
-         "  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
-         "  %lo.c = load float, ptr %lohi, align 4",
-         "  %hi.c = load float, ptr %lohi1, align 4",
-         "  %lo = select i1 %isclip, float %lo.c, float 0.0",
-         "  %hi = select i1 %isclip, float %hi.c, float 0x7FF0000000000000",
-         f"  %lov.i = insertelement {_V} poison, float %lo, i64 0",
-         f"  %lov = shufflevector {_V} %lov.i, {_V} poison, <{BLOCK} x i32> zeroinitializer",
-         f"  %hiv.i = insertelement {_V} poison, float %hi, i64 0",
-         f"  %hiv = shufflevector {_V} %hiv.i, {_V} poison, <{BLOCK} x i32> zeroinitializer",
          "  %ow4 = and i64 %OW, -4",
          "  %sw0 = add i64 0, 0",
          "  %sw1 = add i64 %sw, 0",
          "  %sw2 = shl i64 %sw, 1",
-         "  %sw3 = add i64 %sw2, %sw",
-         "  br label %oh",
-         "oh:",
-         "  %h = phi i64 [0, %start], [%h.n, %q4.end]",
-         "  %hc = icmp slt i64 %h, %OH",
-         "  br i1 %hc, label %ohb, label %exit",
-         "ohb:",
-         "  %hrow = mul i64 %h, %sh",
-         "  %yrow = mul i64 %h, %OW",
-         "  br label %q4",
-         "q4:",
-         "  %oq4 = phi i64 [0, %ohb], [%oq4.n, %q4.done]",
-         "  %qc = icmp slt i64 %oq4, %ow4",
-         "  br i1 %qc, label %q4.go, label %q1"]
+         "  %sw3 = add i64 %sw2, %sw"]
+    act_prologue(L, BLOCK)
+    L += ["  br label %oh",
+          "oh:",
+          "  %h = phi i64 [0, %start], [%h.n, %q4.end]",
+          "  %hc = icmp slt i64 %h, %OH",
+          "  br i1 %hc, label %ohb, label %exit",
+          "ohb:",
+          "  %hrow = mul i64 %h, %sh",
+          "  %yrow = mul i64 %h, %OW",
+          "  br label %q4",
+          "q4:",
+          "  %oq4 = phi i64 [0, %ohb], [%oq4.n, %q4.done]",
+          "  %qc = icmp slt i64 %oq4, %ow4",
+          "  br i1 %qc, label %q4.go, label %q1"]
     _positions(L, "q4", 4)
     L += ["q4.done:",
           "  %oq4.n = add i64 %oq4, 4",
@@ -183,7 +170,8 @@ def _body() -> list:
 
 def block_ir() -> list:
     """The IR lines of :data:`BLOCK_NAMES` (and the ``@dwb`` they inline); the module
-    declares ``llvm.fmuladd`` for 16 floats itself when its vectors are narrower."""
+    declares ``llvm.fmuladd`` and defines ``@fexp16`` itself when its vectors are
+    narrower."""
     L = _body()
     names = ("pad", "prow", "w", "b", "y", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "x",
              "H", "W", "ph", "pw", "act", "lohi")
@@ -222,7 +210,8 @@ def gemm_at_ir(mr: int, nv: int, w: int) -> list:
     tensor's positions with ldc 16 and cbs its block's size; with ``cps`` not 0 at
     ``c + j·cps + i`` instead (NCHW planes, scattered), the residual ``res`` (same places,
     or 0) added after the bias.  ``bias``:
-    nr floats or 0; ``act`` 0 none, 1 Relu, 2 Clip (``lohi``: its bounds as two floats).
+    nr floats or 0; ``act`` an activation code of :data:`IR_ACTS` (``lohi``: its two
+    parameters as floats; another code: none).
     Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
     last panel's missing rows read its last row again)."""
     vt = _vt(w)
@@ -242,23 +231,11 @@ def gemm_at_ir(mr: int, nv: int, w: int) -> list:
          "  %hasres = icmp ne i64 %resi, 0",
          "  %lohi = inttoptr i64 %lohii to ptr",
          "  %hasbias = icmp ne i64 %biasi, 0",
-         "  %doact = icmp ne i64 %act, 0",
-         "  %isclip = icmp eq i64 %act, 2",
-         "  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
-         "  br i1 %isclip, label %clipb, label %bnds",
-         "clipb:",
-         "  %lo.c = load float, ptr %lohi, align 4",
-         "  %hi.c = load float, ptr %lohi1, align 4",
          "  br label %bnds",
-         "bnds:",
-         "  %lo = phi float [0.0, %entry], [%lo.c, %clipb]",
-         "  %hi = phi float [0x7FF0000000000000, %entry], [%hi.c, %clipb]",
-         f"  %lov.i = insertelement {vt} poison, float %lo, i64 0",
-         f"  %lov = shufflevector {vt} %lov.i, {vt} poison, <{w} x i32> zeroinitializer",
-         f"  %hiv.i = insertelement {vt} poison, float %hi, i64 0",
-         f"  %hiv = shufflevector {vt} %hiv.i, {vt} poison, <{w} x i32> zeroinitializer",
-         "  br i1 %hasbias, label %biasb, label %start",
-         "biasb:"]
+         "bnds:"]
+    act_prologue(L, w)
+    L += ["  br i1 %hasbias, label %biasb, label %start",
+          "biasb:"]
     for v in range(nv):
         L += [f"  %bsp{v} = getelementptr inbounds float, ptr %bias, i64 {v * w}",
               f"  %bsl{v} = load {vt}, ptr %bsp{v}, align 4"]
@@ -367,16 +344,18 @@ def gemm_at_ir(mr: int, nv: int, w: int) -> list:
         for v in range(nv):
             e = f"{r}_{v}"
             L.append(f"  %eq{e} = phi {vt} [%e{e}, %sp{r}], [%er{e}, %sg{r}]")
+        act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
+                  f"q{r}", w)
         for v in range(nv):
             e = f"{r}_{v}"
-            _activation(L, f"%eq{e}", f"%zq{e}", f"q{e}", w)
             L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
                      f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
         L.append(f"  br label %{nxt}")
         L.append(f"sr{r}:")
+        act_block(L, [f"%e{r}_{v}" for v in range(nv)], [f"%z{r}_{v}" for v in range(nv)],
+                  f"r{r}", w)
         for v in range(nv):
             e = f"{r}_{v}"
-            _activation(L, f"%e{e}", f"%z{e}", f"r{e}", w)
             L += [f"  %cp{e} = getelementptr inbounds float, ptr %cr{r}, i64 %vo{v}",
                   f"  call void @llvm.masked.store.v{w}f32.p0({vt} %z{e}, ptr %cp{e}, "
                   f"i32 4, <{w} x i1> %mask{v})"]
@@ -391,16 +370,226 @@ def gemm_at_ir(mr: int, nv: int, w: int) -> list:
     return L
 
 
-def _activation(L, src: str, dst: str, tag: str, w: int) -> None:
-    """``dst`` = the activation (``%doact``, bounds ``%lov``, ``%hiv``) of ``src``: Relu
-    and Clip as onnxruntime computes them (v < lo ? lo : (v > hi ? hi : v); NaN stays)."""
+def _f(c: float) -> str:
+    """A float32 constant as LLVM IR writes it (the double of the same value, in hex)."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(np.float32(c))))[0]
+
+
+#: The activations the machine code applies in its store (codes of
+#: :data:`tensorlayout.backends.cpu_source.ACT`); another (Tanh) is left to the caller.
+IR_ACTS = (1, 2, 3, 4, 5, 6, 8)
+
+
+def fexp_ir(w: int) -> list:
+    """``@fexp{w}``: e ** x for ``w`` floats as the backend's ``fexp`` computes it (range
+    reduction, Cephes' degree-6 polynomial; past float32's range inf, below it 0, NaN
+    stays NaN), multiplies and adds rounded one by one as there."""
+    vt, iv = _vt(w), f"<{w} x i32>"
+
+    def splat(c):
+        return "<" + ", ".join(f"float {_f(c)}" for _ in range(w)) + ">"
+
+    def isplat(c):
+        return "<" + ", ".join(f"i32 {c}" for _ in range(w)) + ">"
+    L = [f"define internal {vt} @fexp{w}({vt} %x) alwaysinline nounwind {{",
+         "entry:",
+         f"  %big = fcmp ogt {vt} %x, {splat(88.72283)}",
+         f"  %lc = fcmp olt {vt} %x, {splat(-87.33654)}",
+         f"  %x1 = select <{w} x i1> %lc, {vt} {splat(-87.33654)}, {vt} %x",
+         f"  %hc = fcmp ogt {vt} %x1, {splat(88.37626)}",
+         f"  %x2 = select <{w} x i1> %hc, {vt} {splat(88.37626)}, {vt} %x1",
+         # NaN: its exponent from 0 (a defined conversion); the polynomial keeps the NaN
+         f"  %nan = fcmp uno {vt} %x2, %x2",
+         f"  %xs = select <{w} x i1> %nan, {vt} zeroinitializer, {vt} %x2",
+         f"  %t0 = fmul {vt} %xs, {splat(1.442695)}",
+         f"  %t = fadd {vt} %t0, {splat(0.5)}",
+         f"  %k0 = fptosi {vt} %t to {iv}",
+         f"  %kf0 = sitofp {iv} %k0 to {vt}",
+         f"  %dn = fcmp ogt {vt} %kf0, %t",
+         f"  %k1 = sub {iv} %k0, {isplat(1)}",
+         f"  %k = select <{w} x i1> %dn, {iv} %k1, {iv} %k0",
+         f"  %kf = sitofp {iv} %k to {vt}",
+         f"  %r0 = fmul {vt} %kf, {splat(0.693359375)}",
+         f"  %r1 = fsub {vt} %x2, %r0",
+         f"  %r2 = fmul {vt} %kf, {splat(2.12194440e-4)}",
+         f"  %r = fadd {vt} %r1, %r2"]
+    prev = splat(1.9875691500e-4)
+    for i, c in enumerate((1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                           5.0000001201e-1)):
+        L += [f"  %pm{i} = fmul {vt} {prev}, %r", f"  %p{i} = fadd {vt} %pm{i}, {splat(c)}"]
+        prev = f"%p{i}"
+    L += [f"  %q0 = fmul {vt} {prev}, %r",
+          f"  %q1 = fmul {vt} %q0, %r",
+          f"  %q2 = fadd {vt} %q1, %r",
+          f"  %q = fadd {vt} %q2, {splat(1)}",
+          f"  %kb = add {iv} %k, {isplat(127)}",
+          f"  %ks = shl {iv} %kb, {isplat(23)}",
+          f"  %s = bitcast {iv} %ks to {vt}",
+          f"  %e = fmul {vt} %q, %s",
+          f"  %y = select <{w} x i1> %big, {vt} {splat(np.inf)}, {vt} %e",
+          f"  ret {vt} %y",
+          "}"]
+    return L
+
+
+def act_prologue(L, w: int) -> None:
+    """``%lov``, ``%hiv``: the activation's two parameters (``%lohi``: two floats) splat."""
     vt = _vt(w)
-    L += [f"  %lt{tag} = fcmp olt {vt} {src}, %lov",
-          f"  %mn{tag} = select <{w} x i1> %lt{tag}, {vt} %lov, {vt} {src}",
-          f"  %gt{tag} = fcmp ogt {vt} %mn{tag}, %hiv",
-          f"  %mx{tag} = select <{w} x i1> %gt{tag}, {vt} %hiv, {vt} %mn{tag}",
-          f"  {dst} = select i1 %doact, {vt} %mx{tag}, {vt} {src}"]
+    L += ["  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
+          "  %lo = load float, ptr %lohi, align 4",
+          "  %hi = load float, ptr %lohi1, align 4",
+          f"  %lov.i = insertelement {vt} poison, float %lo, i64 0",
+          f"  %lov = shufflevector {vt} %lov.i, {vt} poison, <{w} x i32> zeroinitializer",
+          f"  %hiv.i = insertelement {vt} poison, float %hi, i64 0",
+          f"  %hiv = shufflevector {vt} %hiv.i, {vt} poison, <{w} x i32> zeroinitializer"]
+
+
+def act_block(L, srcs, dsts, tag: str, w: int) -> None:
+    """The activation of code ``%act`` (one of :data:`IR_ACTS`, else none) of each vector
+    in ``srcs`` into ``dsts``, as ``cpu_source.ACT_EXPR`` computes it (NaN propagating the
+    same way): a switch to one block per activation, joined at label ``{tag}.aj`` where the
+    caller's code goes on."""
+    vt = _vt(w)
+    z, one = "zeroinitializer", "<" + ", ".join(f"float {_f(1)}" for _ in range(w)) + ">"
+    cases = " ".join(f"i64 {c}, label %{tag}.a{c}" for c in IR_ACTS)
+    L += [f"  br label %{tag}.pre",
+          f"{tag}.pre:",
+          f"  switch i64 %act, label %{tag}.aj [ {cases} ]"]
+    out = {}
+
+    def clamp01(g, t):
+        L.extend([f"  %{t}l = fcmp olt {vt} {g}, {z}",
+                  f"  %{t}a = select <{w} x i1> %{t}l, {vt} {z}, {vt} {g}",
+                  f"  %{t}h = fcmp ogt {vt} %{t}a, {one}",
+                  f"  %{t}b = select <{w} x i1> %{t}h, {vt} {one}, {vt} %{t}a"])
+        return f"%{t}b"
+    for c in IR_ACTS:
+        L.append(f"{tag}.a{c}:")
+        res = []
+        for i, v in enumerate(srcs):
+            t = f"{tag}.{c}.{i}."
+            if c == 1:
+                L += [f"  %{t}c = fcmp olt {vt} {v}, {z}",
+                      f"  %{t}r = select <{w} x i1> %{t}c, {vt} {z}, {vt} {v}"]
+            elif c == 2:
+                L += [f"  %{t}c = fcmp olt {vt} {v}, %lov",
+                      f"  %{t}m = select <{w} x i1> %{t}c, {vt} %lov, {vt} {v}",
+                      f"  %{t}d = fcmp ogt {vt} %{t}m, %hiv",
+                      f"  %{t}r = select <{w} x i1> %{t}d, {vt} %hiv, {vt} %{t}m"]
+            elif c == 3:
+                L += [f"  %{t}c = fcmp oge {vt} {v}, {z}",
+                      f"  %{t}m = fmul {vt} {v}, %lov",
+                      f"  %{t}r = select <{w} x i1> %{t}c, {vt} {v}, {vt} %{t}m"]
+            elif c in (4, 8):
+                L += [f"  %{t}n = fneg {vt} {v}",
+                      f"  %{t}e = call {vt} @fexp{w}({vt} %{t}n)",
+                      f"  %{t}d = fadd {vt} {one}, %{t}e",
+                      f"  %{t}{'r' if c == 4 else 's'} = fdiv {vt} {one}, %{t}d"]
+                if c == 8:
+                    L.append(f"  %{t}r = fmul {vt} {v}, %{t}s")
+            else:                                  # 5 HardSwish, 6 HardSigmoid
+                L += [f"  %{t}m = fmul {vt} {v}, %lov", f"  %{t}g = fadd {vt} %{t}m, %hiv"]
+                g = clamp01(f"%{t}g", t)
+                if c == 5:
+                    L.append(f"  %{t}r = fmul {vt} {v}, {g}")
+                else:                              # g itself (x + -0 is x)
+                    nz = "<" + ", ".join(f"float {_f(-0.0)}" for _ in range(w)) + ">"
+                    L.append(f"  %{t}r = fadd {vt} {g}, {nz}")
+            res.append(f"%{t}r")
+        out[c] = res
+        L.append(f"  br label %{tag}.aj")
+    L.append(f"{tag}.aj:")
+    for i, (v, d) in enumerate(zip(srcs, dsts)):
+        inc = ", ".join([f"[{v}, %{tag}.pre]"] + [f"[{out[c][i]}, %{tag}.a{c}]" for c in IR_ACTS])
+        L.append(f"  {d} = phi {vt} {inc}")
 
 
 def _vt(w: int) -> str:
     return f"<{w} x float>"
+
+
+def rows_ir() -> list:
+    """IR of a blocked tensor's plane means and scaling, one block of 16 channels at a time:
+    ``tl_block_mean(x, P, y, lanes)``: y[i] = the mean of lane i over the P positions at x
+    (16 floats each; four running sums, each in order, added at the end), times 1/P, for
+    the first ``lanes`` lanes (the rest of y untouched); ``tl_block_scale(x, s, y, P, lanes)``:
+    each position of x times the 16 factors at s (those past ``lanes`` read as 0) into y."""
+    v, m = _V, f"<{BLOCK} x i1>"
+    lane = "<" + ", ".join(f"i64 {i}" for i in range(BLOCK)) + ">"
+
+    def mask(L):
+        L += [f"  %lv.i = insertelement <{BLOCK} x i64> poison, i64 %lanes, i64 0",
+              f"  %lv = shufflevector <{BLOCK} x i64> %lv.i, <{BLOCK} x i64> poison, "
+              f"<{BLOCK} x i32> zeroinitializer",
+              f"  %mask = icmp slt <{BLOCK} x i64> {lane}, %lv"]
+    L = ["define void @tl_block_mean(i64 %xi, i64 %P, i64 %yi, i64 %lanes) nounwind {",
+         "entry:",
+         "  %x = inttoptr i64 %xi to ptr",
+         "  %y = inttoptr i64 %yi to ptr",
+         "  %P4 = and i64 %P, -4",
+         "  br label %l4",
+         "l4:",
+         "  %p = phi i64 [0, %entry], [%p.n, %b4]"]
+    L += [f"  %s{j} = phi {v} [zeroinitializer, %entry], [%t{j}, %b4]" for j in range(4)]
+    L += ["  %c4 = icmp slt i64 %p, %P4",
+          "  br i1 %c4, label %b4, label %l1",
+          "b4:"]
+    for j in range(4):
+        L += [f"  %q{j} = add i64 %p, {j}",
+              f"  %o{j} = shl i64 %q{j}, 4",
+              f"  %a{j} = getelementptr inbounds float, ptr %x, i64 %o{j}",
+              f"  %v{j} = load {v}, ptr %a{j}, align 4",
+              f"  %t{j} = fadd {v} %s{j}, %v{j}"]
+    L += ["  %p.n = add i64 %p, 4",
+          "  br label %l4",
+          "l1:",
+          "  %r = phi i64 [%p, %l4], [%r.n, %b1]",
+          f"  %u = phi {v} [%s0, %l4], [%w, %b1]",
+          "  %c1 = icmp slt i64 %r, %P",
+          "  br i1 %c1, label %b1, label %done",
+          "b1:",
+          "  %ro = shl i64 %r, 4",
+          "  %ra = getelementptr inbounds float, ptr %x, i64 %ro",
+          f"  %rv = load {v}, ptr %ra, align 4",
+          f"  %w = fadd {v} %u, %rv",
+          "  %r.n = add i64 %r, 1",
+          "  br label %l1",
+          "done:",
+          f"  %h0 = fadd {v} %u, %s1",
+          f"  %h1 = fadd {v} %s2, %s3",
+          f"  %h = fadd {v} %h0, %h1",
+          "  %pf = sitofp i64 %P to float",
+          f"  %inv = fdiv float {_f(1)}, %pf",
+          f"  %iv.i = insertelement {v} poison, float %inv, i64 0",
+          f"  %iv = shufflevector {v} %iv.i, {v} poison, <{BLOCK} x i32> zeroinitializer",
+          f"  %mean = fmul {v} %h, %iv"]
+    mask(L)
+    L += [f"  call void @llvm.masked.store.v{BLOCK}f32.p0({v} %mean, ptr %y, i32 4, {m} %mask)",
+          "  ret void",
+          "}",
+          "define void @tl_block_scale(i64 %xi, i64 %si, i64 %yi, i64 %P, i64 %lanes) nounwind {",
+          "entry:",
+          "  %x = inttoptr i64 %xi to ptr",
+          "  %s = inttoptr i64 %si to ptr",
+          "  %y = inttoptr i64 %yi to ptr"]
+    mask(L)
+    L += [f"  %f = call {v} @llvm.masked.load.v{BLOCK}f32.p0(ptr %s, i32 4, {m} %mask, "
+          f"{v} zeroinitializer)",
+          "  br label %l",
+          "l:",
+          "  %p = phi i64 [0, %entry], [%p.n, %b]",
+          "  %c = icmp slt i64 %p, %P",
+          "  br i1 %c, label %b, label %done",
+          "b:",
+          "  %o = shl i64 %p, 4",
+          "  %a = getelementptr inbounds float, ptr %x, i64 %o",
+          f"  %xv = load {v}, ptr %a, align 4",
+          f"  %yv = fmul {v} %xv, %f",
+          "  %d = getelementptr inbounds float, ptr %y, i64 %o",
+          f"  store {v} %yv, ptr %d, align 4",
+          "  %p.n = add i64 %p, 1",
+          "  br label %l",
+          "done:",
+          "  ret void",
+          "}"]
+    return L
