@@ -9,28 +9,28 @@ OpenCL images or the NPU simulator, and every tensor's layout on each target.
 >>> main(["plan", path, "--max-image", "40,40"])    # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
 model '...tiny.onnx': opset 17, 10 nodes, input x (1, 3, 16, 16)
 image limits [40, 40] (given), float32 images; ! marks an image past them
-  tensor            role        shape            buffer  image type      [W, H]    f32 bytes  f16 bytes  waste  note
-  x                 input       (1, 3, 16, 16)   NCHW    IN_OUT_CHANNEL  [16, 16]       4096       2048  25.0%
-  b                 activation  (1, 16, 16, 16)  -       -               -                 -          -      -  fused: layer conv1 writes relu1 into c
-  c                 activation  (1, 16, 16, 16)  NCHW    IN_OUT_CHANNEL  [64, 16]      16384       8192   0.0%  held as 2 images of 8 channels
-  d                 activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
-  e                 activation  (1, 16, 8, 8)    -       -               -                 -          -      -  fused: layer conv2 writes relu2 into f
-  f                 activation  (1, 16, 8, 8)    NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
-  g                 activation  (1, 32, 4, 4)    -       -               -                 -          -      -  fused: layer conv3 writes relu3 into h
-  h                 activation  (1, 32, 4, 4)    NCHW    IN_OUT_CHANNEL  [32, 4]        2048       1024   0.0%
-  i                 activation  (1, 32, 1, 1)    NCHW    IN_OUT_CHANNEL  [8, 1]          128         64   0.0%
-  j                 activation  (1, 32)          -       -               -                 -          -      -  moved by flatten (Flatten): no image of its own; read where used
-  y                 output      (1, 10)          NCHW    IN_OUT_CHANNEL  [3, 1]           48         24  16.7%
-  conv1.B_bn[0:8]   bias        (8,)             W       ARGUMENT        [2, 1]           32         16   0.0%
-  conv1.W_bn[0:8]   weight      (8, 3, 3, 3)     OIHW    CONV2D_FILTER   [3, 18]         864        432   0.0%
-  conv1.B_bn[8:16]  bias        (8,)             W       ARGUMENT        [2, 1]           32         16   0.0%
-  conv1.W_bn[8:16]  weight      (8, 3, 3, 3)     OIHW    CONV2D_FILTER   [3, 18]         864        432   0.0%
-  c2.b              bias        (16,)            W       ARGUMENT        [4, 1]           64         32   0.0%
-  c2.w              weight      (16, 16, 3, 3)   OIHW    CONV2D_FILTER   [16, 36]       9216       4608   0.0%
-  c3.b              bias        (32,)            W       ARGUMENT        [8, 1]          128         64   0.0%
-! c3.w              weight      (32, 16, 3, 3)   OIHW    CONV2D_FILTER   [16, 72]      18432       9216   0.0%
-  fc.b              bias        (10,)            W       ARGUMENT        [3, 1]           48         24  16.7%
-  fc.w              weight      (10, 32, 1, 1)   OIHW    WEIGHT_WIDTH    [8, 10]        1280        640   0.0%
+  tensor            role        shape            cpu        buffer  image type      [W, H]    f32 bytes  f16 bytes  waste  note
+  x                 input       (1, 3, 16, 16)   NCHW       NCHW    IN_OUT_CHANNEL  [16, 16]       4096       2048  25.0%
+  b                 activation  (1, 16, 16, 16)  -          -       -               -                 -          -      -  fused: layer conv1 writes relu1 into c
+  c                 activation  (1, 16, 16, 16)  NCHW       NCHW    IN_OUT_CHANNEL  [64, 16]      16384       8192   0.0%  held as 2 images of 8 channels
+  d                 activation  (1, 16, 8, 8)    NCHW       NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
+  e                 activation  (1, 16, 8, 8)    -          -       -               -                 -          -      -  fused: layer conv2 writes relu2 into f
+  f                 activation  (1, 16, 8, 8)    NCHW       NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
+  g                 activation  (1, 32, 4, 4)    -          -       -               -                 -          -      -  fused: layer conv3 writes relu3 into h
+  h                 activation  (1, 32, 4, 4)    NCHW       NCHW    IN_OUT_CHANNEL  [32, 4]        2048       1024   0.0%
+  i                 activation  (1, 32, 1, 1)    NCHW       NCHW    IN_OUT_CHANNEL  [8, 1]          128         64   0.0%
+  j                 activation  (1, 32)          row-major  -       -               -                 -          -      -  moved by flatten (Flatten): no image of its own; read where used
+  y                 output      (1, 10)          row-major  NCHW    IN_OUT_CHANNEL  [3, 1]           48         24  16.7%
+  conv1.B_bn[0:8]   bias        (8,)             -          W       ARGUMENT        [2, 1]           32         16   0.0%
+  conv1.W_bn[0:8]   weight      (8, 3, 3, 3)     -          OIHW    CONV2D_FILTER   [3, 18]         864        432   0.0%
+  conv1.B_bn[8:16]  bias        (8,)             -          W       ARGUMENT        [2, 1]           32         16   0.0%
+  conv1.W_bn[8:16]  weight      (8, 3, 3, 3)     -          OIHW    CONV2D_FILTER   [3, 18]         864        432   0.0%
+  c2.b              bias        (16,)            -          W       ARGUMENT        [4, 1]           64         32   0.0%
+  c2.w              weight      (16, 16, 3, 3)   -          OIHW    CONV2D_FILTER   [16, 36]       9216       4608   0.0%
+  c3.b              bias        (32,)            -          W       ARGUMENT        [8, 1]          128         64   0.0%
+! c3.w              weight      (32, 16, 3, 3)   -          OIHW    CONV2D_FILTER   [16, 72]      18432       9216   0.0%
+  fc.b              bias        (10,)            -          W       ARGUMENT        [3, 1]           48         24  16.7%
+  fc.w              weight      (10, 32, 1, 1)   -          OIHW    WEIGHT_WIDTH    [8, 10]        1280        640   0.0%
 <BLANKLINE>
 fallback           conv1: 'c' [64, 16] held as 2 images of 8 channels (width past the limit [40, 40])
 fallback           conv2: Winograd tile 4 -> direct kernel (V [16, 64], M [16, 64], U [4, 256] past the limit [40, 40])
