@@ -86,17 +86,19 @@ def test_block_functions_cover_their_windows():
     assert block_function(5, 5, 1, 1, 2, 2) == "tl_dw_block"          # dilated
 
 
-@pytest.mark.parametrize("dims", [(5, 37, 20), (1, 16, 3), (30, 70, 33), (14, 1, 1)])
-def test_gemm_at_reads_either_layout_and_writes_each_store(isa, dims):
-    """``tl_gemm_at`` over an NCHW input (positions at stride 1, channels at stride P) and
-    a blocked one (runs of 16 channels), into a row-major tile, a blocked tensor's positions
-    and NCHW planes with a residual; bias, Relu and Clip; against float64, nothing written
-    outside the m x n columns it owns."""
+@pytest.mark.parametrize("dims", [(5, 37, 20), (1, 16, 3), (30, 70, 33), (14, 1, 1), (61, 9, 16)])
+@pytest.mark.parametrize("name", ["tl_gemm_at", "tl_gemm_at1"])
+def test_gemm_at_reads_either_layout_and_writes_each_store(isa, dims, name):
+    """``tl_gemm_at`` (and ``tl_gemm_at1``, twice the rows by one vector of columns) over an
+    NCHW input (positions at stride 1, channels at stride P) and a blocked one (runs of 16
+    channels), into a row-major tile, a blocked tensor's positions and NCHW planes with a
+    residual; bias, Relu and Clip; against float64, nothing written outside the m x n
+    columns it owns."""
     P, C, O = dims
     mod = _simd.module(isa)
     nr = mod.isa.nr
-    O = min(O, nr)
-    fn = _fn(mod, "tl_gemm_at", 17)
+    O = min(O, nr if name == "tl_gemm_at" else mod.isa.lanes)
+    fn = _fn(mod, name, 17)
     rng = np.random.default_rng(P + C)
     x = rng.standard_normal((C, P)).astype(np.float32)
     w = rng.standard_normal((O, C)).astype(np.float32)

@@ -177,6 +177,7 @@ class PointwiseBlocked:
         self.biasp = np.zeros(-(-O // nr) * nr, np.float32)
         if bias is not None:
             self.biasp[:O] = self.bias
+        # whole panels of 2·mr (the one-vector kernel's) where the positions fill them
         self.rows = max(mr, min(BLOCKED_ROWS // mr, -(-P // mr)) * mr)
         self.N, self.P, self.O, self.nr = N, P, O, nr
         self.shape = (N, -(-O // 16), H, W, 16) if y_blocked else (N, O, H, W)
@@ -185,7 +186,7 @@ class PointwiseBlocked:
             [0, N, C, P, O, nr, self.wb.ctypes.data, 0, 0, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_gemm_at"],
              int(x_blocked), int(y_blocked), self.rows, K, self.biasp.ctypes.data,
-             self.lohi.ctypes.data], np.int64)
+             self.lohi.ctypes.data, mod.addr["tl_gemm_at1"], mod.isa.lanes], np.int64)
 
     def __call__(self, x, res=None, nt=None):
         y = np.empty(self.shape, np.float32)

@@ -30,9 +30,10 @@ DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "s
 #: ``K`` rows deep (C, or whole blocks of 16 for a blocked input, zero past C); ``t``: rows ·
 #: nr floats per thread; ``rows``: output positions per unit; ``gemm``: ``tl_gemm_at``'s
 #: address; ``xb``, ``yb``: 1 where x, y are blocked; a residual only with an NCHW output;
-#: ``biasp``: the bias padded with zeros to whole strips; ``lohi``: Clip's bounds, float32).
+#: ``biasp``: the bias padded with zeros to whole strips; ``lohi``: the activation's two
+#: parameters, float32; ``gemm1``: ``tl_gemm_at1``, for a strip of at most ``lanes`` columns).
 PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "unused", "y", "bias", "has_bias", "res", "has_res",
-           "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi")
+           "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi", "gemm1", "lanes")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -160,12 +161,13 @@ def pw_block_entry(ctx, tid, nt):
         R = p1 - p0
         wat = a[6] + st * K * nr * 4
         aat = a[0] + (n * K * P + p0 * ars) * 4
+        fn = a[22] if cnt <= a[23] else a[15]       # one vector of columns: twice the rows
         if a[17] != 0:
             # into y's blocks, with the bias and the activation (one the machine code
             # lacks over each block's rows after); the lanes past O zeroed
-            call_void(a[15], (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
-                              a[8] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
-                              P * 16, a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], 0, 0))
+            call_void(fn, (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
+                           a[8] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
+                           P * 16, a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], 0, 0))
             for ob in range(o0 // 16, (o1 + 15) // 16):
                 blk = yb[n, ob, p0:p1].reshape(R * 16)
                 if {AFTER13}:
@@ -184,10 +186,10 @@ def pw_block_entry(ctx, tid, nt):
             continue
         # into y's planes, scattered, with the bias, the residual and the activation (one
         # the machine code lacks over the planes' rows after)
-        call_void(a[15], (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
-                          a[8] + ((n * O + o0) * P + p0) * 4, 0, 16,
-                          a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], P,
-                          a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
+        call_void(fn, (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
+                       a[8] + ((n * O + o0) * P + p0) * 4, 0, 16,
+                       a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], P,
+                       a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
         if {AFTER13}:
             for j in range(cnt):
                 act_row(y[n, o0 + j], p0, p1, a[13], f[0], f[1])

@@ -712,6 +712,7 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
         L += fexp_ir(BLOCK)
     L += block_ir()
     L += gemm_at_ir(mr, nv, w)
+    L += gemm_at_ir(2 * mr, 1, w, "tl_gemm_at1", nv * w)
     L += rows_ir()
     src = "\n".join(L)
     if with_pool:
@@ -749,7 +750,7 @@ class Module:
         self._engine = llvm.create_mcjit_compiler(mod, tm)   # owns the code: kept alive
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_block_mean",
+        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
                  "tl_block_scale", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}

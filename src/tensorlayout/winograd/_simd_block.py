@@ -198,7 +198,7 @@ def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
     return "tl_dw_block"
 
 
-def gemm_at_ir(mr: int, nv: int, w: int) -> list:
+def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0) -> list:
     """IR of ``tl_gemm_at(m, n, k, a, ars, aks, runs, rstride, b, c, ldc, cbs, bias, act,
     lohi, cps, res)`` (every argument an int64): C (m x n) = act(A (m x runs·k) · B + bias
     [+ res]), A read
@@ -213,12 +213,14 @@ def gemm_at_ir(mr: int, nv: int, w: int) -> list:
     nr floats or 0; ``act`` an activation code of :data:`IR_ACTS` (``lohi``: its two
     parameters as floats; another code: none).
     Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
-    last panel's missing rows read its last row again)."""
+    last panel's missing rows read its last row again).  ``name``: the function's name
+    (``tl_gemm_at1`` is the same with 2·mr rows by one vector, for strips of one vector);
+    ``bstride``: floats from one row of B to the next (default nv·w: the strip's width)."""
     vt = _vt(w)
     fma = f"@llvm.fmuladd.v{w}f32"
-    nr = nv * w
+    nr = bstride or nv * w
     acc = [(r, v) for r in range(mr) for v in range(nv)]
-    L = ["define void @tl_gemm_at(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %ars, i64 %aks, "
+    L = [f"define void @{name}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %ars, i64 %aks, "
          "i64 %runs, i64 %rstride, i64 %bi, i64 %ci, i64 %ldc, i64 %cbs, i64 %biasi, "
          "i64 %act, i64 %lohii, i64 %cps, i64 %resi) nounwind {",
          "entry:",
