@@ -230,6 +230,11 @@ def test_wrong_input_shape_and_dtype(tiny, tmp_path, capsys):
     assert "input 'x' has shape (1, 3, 15, 16)" in line and "(1, 3, 16, 16)" in line
     line = _err(capsys, ["run", tiny, "--input", str(tmp_path / "bad_dtype.npy")])
     assert "input 'x' has dtype float64" in line and "float32" in line
+    # every runtime checks its inputs before it runs (the NPU path before the simulator)
+    for argv in (["npu", "run-onnx", tiny], ["run", tiny, "--runtime", "npu"],
+                 ["compare", tiny, "--a", "cpu", "--b", "cpu"]):
+        line = _err(capsys, argv + ["--input", str(tmp_path / "bad_shape.npy")])
+        assert "input 'x' has shape (1, 3, 15, 16)" in line, argv
     (tmp_path / "junk.npy").write_text("junk")
     assert "cannot be read as a .npy array" in _err(capsys, ["run", tiny, "--input",
                                                              str(tmp_path / "junk.npy")])

@@ -184,7 +184,7 @@ def read_inputs(args, model):
     for name in files:
         if name not in model.inputs:
             raise LayoutError(f"--input names {name!r}: the model's inputs are {', '.join(names)}")
-    return feeds
+    return model.feeds((feeds,), {})             # each checked against the model's shape
 
 
 def onnxruntime_outputs(path, feeds, threads=None):
