@@ -173,6 +173,18 @@ class CpuProgram:
         values.update(feeds)
         prof = [] if profile else None
         numba = _backend.numba()
+        if not profile and tap is None and numba is not None:
+            # a run bound whole (no Python step) touches neither numba's threads nor BLAS:
+            # it takes its threads without setting either
+            base = min(_wanted(threads), numba.config.NUMBA_NUM_THREADS)
+            bound = self._bound(base)
+            if bound is not None and bound.native_only:
+                kernels.set_threads(base)
+                try:
+                    if bound.try_run(values, None):
+                        return [values[n] for n in graph.outputs], None
+                finally:
+                    kernels.set_threads(0)
         with threads_limit(threads), np.errstate(over="ignore", invalid="ignore",
                                                  divide="ignore", under="ignore"):
             base = numba.get_num_threads() if numba is not None else 1
@@ -307,6 +319,14 @@ def _cgroup_cpus():
     return None
 
 
+def _wanted(n) -> int:
+    """The threads a run asks for: ``n`` checked, or :func:`available_cpus` for None."""
+    n = available_cpus() if n is None else check_positive_int("threads", n)
+    if n > MAX_THREADS:
+        raise LayoutError(f"threads = {n} is not allowed: it must be at most {MAX_THREADS}")
+    return n
+
+
 @contextlib.contextmanager
 def threads_limit(n):
     """Run with ``n`` threads on the native workers (the backend's kernels and the Winograd
@@ -316,9 +336,7 @@ def threads_limit(n):
     after a call (OpenBLAS for about a tenth of a second) and would take the cores the
     workers need; what still calls BLAS (products of two computed tensors, the engine's
     paths while kernels compile) runs on the calling thread."""
-    n = available_cpus() if n is None else check_positive_int("threads", n)
-    if n > MAX_THREADS:
-        raise LayoutError(f"threads = {n} is not allowed: it must be at most {MAX_THREADS}")
+    n = _wanted(n)
     restore = []
     numba = _backend.numba()
     if numba is not None:

@@ -137,7 +137,8 @@ class BoundRun:
     consecutive compiled steps, in one compiled loop) or ``("python", i)`` (step i);
     ``arena_bytes``: the arena's size; ``roots``: the tensors that are parts of another's
     slot (a reshape's, a leading slice's output, a Concat's input), each to its root;
-    ``view_steps``: the steps that thereby run nothing."""
+    ``view_steps``: the steps that thereby run nothing; ``native_only``: no step runs in
+    Python."""
 
     def __init__(self, program, threads: int):
         graph, steps = program.graph, program.steps
@@ -247,6 +248,8 @@ class BoundRun:
         self._keep = keep
         self.bound_steps = sum(b is not False for b in bound)
         self.view_steps = sum(b is None for b in bound)
+        #: every step compiled or a view: a run calls no Python step
+        self.native_only = all(seg[0] == "native" for seg in self.segments)
         native.pool().reserve(max(want, default=1))
         # tensors a Python step writes that a compiled step reads: copied into the arena
         self.copy_in = {n for n in self.views if n in made_by and bound[made_by[n]] is False}
