@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 
 from tensorlayout import errors
-from tensorlayout.buffer import BUFFER_FORMATS, KINDS, buffer_layout, convert, kind_of
+from tensorlayout.buffer import BUFFER_FORMATS, KINDS, block_of, buffer_layout, convert, kind_of
 
 SIZES = {"N": 2, "C": 3, "H": 4, "W": 5, "O": 3, "I": 2, "M": 2}
+#: The formats that are permutations of their kind's letters (not blocked).
+DENSE = [f for f in BUFFER_FORMATS if not block_of(f)]
+BLOCKED = [f for f in BUFFER_FORMATS if block_of(f)]
 
 
 def _shape(fmt):
@@ -18,7 +21,7 @@ def _shape(fmt):
 
 
 def _pairs():
-    for a, b in itertools.product(BUFFER_FORMATS, repeat=2):
+    for a, b in itertools.product(DENSE, repeat=2):
         if BUFFER_FORMATS[a][0] == BUFFER_FORMATS[b][0]:
             yield a, b
 
@@ -37,7 +40,7 @@ def test_convert_matches_transpose_and_a_letter_loop(src, dst):
     np.testing.assert_array_equal(convert(y, dst, src), x)
 
 
-@pytest.mark.parametrize("fmt", list(BUFFER_FORMATS))
+@pytest.mark.parametrize("fmt", DENSE)
 def test_buffer_offsets_are_row_major(fmt):
     shape = _shape(fmt)
     lay = buffer_layout(fmt, shape)
@@ -51,6 +54,70 @@ def test_buffer_offsets_are_row_major(fmt):
         assert lay.element_at((off,)) == idx
     x = np.arange(lay.count).reshape(shape)
     np.testing.assert_array_equal(lay.pack(x), x.reshape(-1))
+
+
+@pytest.mark.parametrize("fmt", BLOCKED)
+@pytest.mark.parametrize("shape", [(2, 20, 3, 4), (1, 3, 2, 2), (1, 16, 1, 3)])
+def test_blocked_offsets_follow_the_definition(fmt, shape):
+    """Element (n, c, h, w) of a blocked format at ((n·B + c // b)·H + h)·W·b + w·b + c % b
+    (B = ceil(C/b) blocks of b), both ways; the lanes past C hold no element and pack
+    writes them as zero."""
+    b = block_of(fmt)
+    N, C, H, W = shape
+    B = -(-C // b)
+    lay = buffer_layout(fmt, shape)
+    assert lay.physical_shape == (N * B * H * W * b,)
+    assert lay.padding_waste == pytest.approx((B * b - C) / (B * b))
+    seen = set()
+    for n, c, h, w in itertools.product(*(range(s) for s in shape)):
+        off = ((n * B + c // b) * H + h) * W * b + w * b + c % b
+        assert lay.locate_flat((n, c, h, w)) == off
+        assert lay.element_at((off,)) == (n, c, h, w)
+        seen.add(off)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32) + 5
+    flat = lay.pack(x)
+    assert all(flat[o] == 0 for o in set(range(flat.size)) - seen)
+    np.testing.assert_array_equal(lay.unpack(flat), x)
+
+
+@pytest.mark.parametrize("fmt", BLOCKED)
+def test_blocked_conversions_and_the_runtime_twins(fmt):
+    """NCHW and NHWC to a blocked format and back (channels given), one blocked format to
+    another, against a per-element loop; the CPU runtime's NumPy twins hold NCHW16c the
+    same way."""
+    from tensorlayout.backends.cpu_twins import from_blocked, to_blocked
+
+    b = block_of(fmt)
+    x = np.random.default_rng(2).standard_normal((2, 21, 3, 2)).astype(np.float32)
+    xb = convert(x, "NCHW", fmt)
+    assert xb.shape == (2, -(-21 // b), 3, 2, b)
+    for n, c, h, w in itertools.product(*(range(s) for s in x.shape)):
+        assert xb[n, c // b, h, w, c % b] == x[n, c, h, w]
+    assert (xb[:, -1, :, :, 21 % b or b:] == 0).all()
+    np.testing.assert_array_equal(convert(xb, fmt, "NCHW", channels=21), x)
+    np.testing.assert_array_equal(convert(xb, fmt, "NHWC", channels=21), x.transpose(0, 2, 3, 1))
+    np.testing.assert_array_equal(convert(x.transpose(0, 2, 3, 1), "NHWC", fmt), xb)
+    other = BLOCKED[(BLOCKED.index(fmt) + 1) % len(BLOCKED)]
+    np.testing.assert_array_equal(convert(convert(xb, fmt, other, channels=21), other, "NCHW",
+                                          channels=21), x)
+    if b == 16:
+        np.testing.assert_array_equal(to_blocked(x), xb)
+        np.testing.assert_array_equal(from_blocked(xb, 21), x)
+
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda: convert(np.zeros((1, 2, 3, 3, 16)), "NCHW16c", "NCHW"), r"channels = None"),
+    (lambda: convert(np.zeros((1, 2, 3, 3, 16)), "NCHW16c", "NCHW", channels=16),
+     r"channels = 16 .* 17 to 32"),
+    (lambda: convert(np.zeros((1, 2, 3, 3, 8)), "NCHW16c", "NCHW", channels=20),
+     r"array has shape \(1, 2, 3, 3, 8\)"),
+    (lambda: convert(np.zeros((1, 2, 3, 3)), "NCHW", "NCHW8c", channels=2), r"only a blocked"),
+    (lambda: convert(np.zeros((1, 2, 3, 3)), "NCHW", "OIHW8c"), r"dst = 'OIHW8c'"),
+    (lambda: convert(np.zeros((1, 2, 3, 3)), "OIHW", "NCHW8c"), r"same kind"),
+])
+def test_blocked_conversion_errors_name_the_argument(call, pattern):
+    with pytest.raises(errors.LayoutError, match=pattern):
+        call()
 
 
 def test_lower_case_names_and_kinds():

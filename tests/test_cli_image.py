@@ -53,6 +53,15 @@ def test_buffer_answers(capsys):
     # OIHW offset of o=1: I*H*W = 27; HWOI (0, 0, 1, 0): offset I = 3.
     assert info["where"][0]["offset"] == 27
     assert info["where"][0]["to"] == {"index": [0, 0, 1, 0], "offset": 3}
+    # a blocked format both ways: (n, c, h, w) at ((n·B + c // 16)·H + h)·W·16 + w·16 + c % 16
+    assert main(["buffer", "nchw16c", "--shape", "1,20,2,3", "--where", "0,17,1,2", "--to", "NHWC",
+                 "--offset", "177", "--offset", "180", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format"] == "NCHW16c" and info["slots"] == 192 and info["elements"] == 120
+    assert info["where"][0] == {"index": [0, 17, 1, 2], "offset": 177,
+                                "to": {"index": [0, 1, 2, 17], "offset": 117}}
+    assert info["offsets"] == [{"offset": 177, "element": [0, 17, 1, 2]},
+                               {"offset": 180, "element": None}]
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -70,6 +79,8 @@ def test_buffer_answers(capsys):
     (["buffer", "NCWH", "--shape", "1,2,3,4"], "format = 'NCWH'"),
     (["buffer", "NCHW", "--shape", "1,2,3,4", "--to", "OIHW"], "--to = 'OIHW'"),
     (["buffer", "NCHW", "--shape", "1,2,3,4", "--where", "0,0,3,0"], "index h = 3"),
+    (["buffer", "NCHW8c", "--shape", "1,2,3,4", "--offset", "96"], "--offset = 96"),
+    (["buffer", "NCHW8c", "--shape", "1,2,3", "--offset", "0"], "shape = (1, 2, 3)"),
 ])
 def test_errors_exit_2_with_one_line(argv, needle, capsys):
     assert main(argv) == 2

@@ -7,6 +7,17 @@ its kind's canonical dimensions, so a buffer is a :class:`~tensorlayout.core.Lay
 whose digits are the row-major strides of that permutation, and conversion
 between two formats of the same kind is one strided copy.
 
+The blocked activation formats NCHW4c, NCHW8c and NCHW16c (this library's CPU runtime
+holds the tensors between its 1 x 1 and depthwise layers in NCHW16c, see
+:func:`tensorlayout.schedule.cpu.blocked_tensors`) split the channels into blocks of c
+held side by side at each position: element (n, c, h, w) at
+``((n·ceil(C/c) + c // b)·H + h)·W·b + w·b + c % b`` for blocks of b, the lanes past C
+zero.  Their shape is given, and their elements indexed, in NCHW; the array
+:func:`convert` makes of one is (N, ceil(C/b), H, W, b).
+
+>>> buffer_layout("NCHW16c", (1, 20, 2, 3)).locate_flat((0, 17, 1, 2))   # block 1, lane 1
+177
+
 >>> import numpy as np
 >>> x = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)       # NCHW
 >>> y = convert(x, "NCHW", "NHWC")
@@ -23,7 +34,7 @@ import numpy as np
 from .core import Layout
 from .errors import LayoutError, check_array, check_shape
 
-__all__ = ["BUFFER_FORMATS", "KINDS", "buffer_layout", "convert", "kind_of"]
+__all__ = ["BUFFER_FORMATS", "KINDS", "buffer_layout", "convert", "kind_of", "block_of", "dims_of"]
 
 #: The canonical dimension order of each kind of tensor.
 KINDS = {
@@ -42,15 +53,33 @@ BUFFER_FORMATS = {
     "MIHW": ("depthwise", "CPU depthwise filter; GPU depthwise from MACE v0.7 (seeds 000, 002)"),
     "HWIM": ("depthwise", "GPU depthwise filter up to MACE v0.6 (seeds 000, 001)"),
     "W": ("argument", "1-D argument such as a bias (seeds 000, 001, 002)"),
+    "NCHW4c": ("activation", "blocks of 4 channels at each position (a 4-lane vector)"),
+    "NCHW8c": ("activation", "blocks of 8 channels at each position (an AVX2 vector)"),
+    "NCHW16c": ("activation", "blocks of 16 channels at each position: the CPU runtime's "
+                              "tensors between its 1 x 1 and depthwise layers"),
 }
 
 
+def block_of(fmt: str) -> int:
+    """The channels per block of a blocked format (NCHW16c: 16), else 0."""
+    fmt = _check_format("format", fmt)
+    return int(fmt[4:-1]) if fmt.startswith("NCHW") and fmt.endswith("c") else 0
+
+
+def dims_of(fmt: str) -> str:
+    """The letters a format's shape and indices are given in (a blocked format's: NCHW)."""
+    fmt = _check_format("format", fmt)
+    return "NCHW" if block_of(fmt) else fmt
+
+
 def _check_format(name: str, fmt: str) -> str:
-    if not isinstance(fmt, str) or fmt.upper() not in BUFFER_FORMATS:
+    """``fmt`` as :data:`BUFFER_FORMATS` spells it (any case given)."""
+    found = {k.upper(): k for k in BUFFER_FORMATS}.get(fmt.upper()) if isinstance(fmt, str) else None
+    if found is None:
         raise LayoutError(
             f"{name} = {fmt!r} is not a buffer format: it must be one of {', '.join(BUFFER_FORMATS)}"
         )
-    return fmt.upper()
+    return found
 
 
 def _article(word: str) -> str:
@@ -72,6 +101,13 @@ def buffer_layout(fmt: str, shape) -> Layout:
     23
     """
     fmt = _check_format("format", fmt)
+    b = block_of(fmt)
+    if b:
+        N, C, H, W = check_shape("shape", shape, rank=4)
+        blocks = -(-C // b)
+        digits = {"n": blocks * H * W * b, "c": [(b, 1), (None, H * W * b)], "h": W * b, "w": b}
+        return Layout(fmt, ("n", "c", "h", "w"), (N, C, H, W),
+                      (N * blocks * H * W * b,), digits)
     shape = check_shape("shape", shape, rank=len(fmt))
     strides = {}
     step = 1
@@ -81,15 +117,25 @@ def buffer_layout(fmt: str, shape) -> Layout:
     return Layout(fmt, tuple(fmt.lower()), shape, (math.prod(shape),), strides)
 
 
-def convert(array, src: str, dst: str) -> np.ndarray:
+def convert(array, src: str, dst: str, channels: int | None = None) -> np.ndarray:
     """Convert a dense tensor from format ``src`` to format ``dst`` of the same kind.
+    A blocked array (N, ceil(C/b), H, W, b) does not say C: converting from one takes
+    ``channels``.
 
     >>> w = np.zeros((8, 3, 3, 3))            # OIHW: 8 filters of 3 channels, 3x3
     >>> convert(w, "OIHW", "HWOI").shape
     (3, 3, 8, 3)
+    >>> x = np.arange(2 * 20 * 3 * 3, dtype=np.float32).reshape(2, 20, 3, 3)
+    >>> xb = convert(x, "NCHW", "NCHW16c")
+    >>> xb.shape, float(xb[1, 1, 2, 0, 3]) == float(x[1, 19, 2, 0])
+    ((2, 2, 3, 3, 16), True)
+    >>> bool((convert(xb, "NCHW16c", "NHWC", channels=20) == x.transpose(0, 2, 3, 1)).all())
+    True
     """
     src = _check_format("src", src)
     dst = _check_format("dst", dst)
+    if block_of(src) or block_of(dst):
+        return _convert_blocked(array, src, dst, channels)
     if kind_of(src) != kind_of(dst):
         raise LayoutError(
             f"src = {src!r} holds {_article(kind_of(src))} tensor and dst = {dst!r} "
@@ -103,3 +149,34 @@ def convert(array, src: str, dst: str) -> np.ndarray:
     dst_shape = tuple(array.shape[p] for p in perm)
     out = buffer_layout(dst, dst_shape).pack(np.transpose(array, perm))
     return out.reshape(dst_shape)
+
+
+def _convert_blocked(array, src: str, dst: str, channels) -> np.ndarray:
+    """:func:`convert` where either format is blocked: through NCHW, each blocked side by
+    its layout's pack or unpack."""
+    if kind_of(src) != kind_of(dst):
+        raise LayoutError(f"dst = {dst!r} holds {_article(kind_of(dst))} tensor and src = "
+                          f"{src!r} an activation: conversion needs two formats of the same kind")
+    b = block_of(src)
+    if b:
+        array = check_array("array", array, rank=5)
+        N, B, H, W, lanes = array.shape
+        if lanes != b:
+            raise LayoutError(f"array has shape {array.shape}: a {src} array is "
+                              f"(N, ceil(C/{b}), H, W, {b})")
+        if channels is None or isinstance(channels, bool) or not isinstance(
+                channels, (int, np.integer)) or not (B - 1) * b < channels <= B * b:
+            raise LayoutError(f"channels = {channels!r} is not allowed: converting from {src} "
+                              f"blocks of shape {array.shape} needs the channel count C, "
+                              f"{(B - 1) * b + 1} to {B * b}")
+        nchw = buffer_layout(src, (N, int(channels), H, W)).unpack(array.reshape(-1))
+    else:
+        if channels is not None:
+            raise LayoutError(f"channels = {channels!r} is not allowed: only a blocked source "
+                              "needs it (its array does not say C)")
+        nchw = convert(array, src, "NCHW")
+    if not block_of(dst):
+        return convert(nchw, "NCHW", dst)
+    lay = buffer_layout(dst, nchw.shape)
+    N, C, H, W = nchw.shape
+    return lay.pack(nchw).reshape(N, -(-C // block_of(dst)), H, W, block_of(dst))

@@ -18,7 +18,8 @@ def blocked_shape(shape) -> tuple:
 
 
 def to_blocked(x):
-    """NCHW ``x`` in the blocked layout (N, ceil(C/16), H, W, 16), the lanes past C zero.
+    """NCHW ``x`` in the blocked layout (N, ceil(C/16), H, W, 16), the lanes past C zero:
+    the layout core's NCHW16c (:func:`tensorlayout.buffer.convert`), by a NumPy transpose.
 
     >>> import numpy as np
     >>> to_blocked(np.arange(2 * 3, dtype=np.float32).reshape(1, 2, 1, 3))[0, 0, 0, :, :3]
