@@ -162,6 +162,30 @@ def test_block_means_and_scaling_equal_the_definition(isa, P, lanes):
     assert np.array_equal(out[:P], x * f) and (out[P] == 7.5).all()
 
 
+@pytest.mark.parametrize("act", [1, 3, 4, 5, 6, 7, 8])
+def test_act_pass_equals_the_definition(isa, act):
+    """``tl_act`` in place over any count of floats (NaN, infinities, both ends of float32's
+    range), for the activations a store leaves to it; Relu (done in the stores) and Tanh
+    (done by the compiled loops) leave the floats as they are."""
+    from tensorlayout.winograd._simd_block import POST_ACTS
+
+    mod = _simd.module(isa)
+    rng = np.random.default_rng(act)
+    x = np.concatenate([rng.standard_normal(37) * 8, [np.nan, np.inf, -np.inf, 88.5, -88.5,
+                                                      -104.0, 0.0, -0.0]]).astype(np.float32)
+    for n in (len(x), 1, 0):
+        y = np.concatenate([x, [7.5]]).astype(np.float32)
+        lohi = np.array(_PARAMS[act], np.float32)
+        _fn(mod, "tl_act", 4)(y.ctypes.data, n, act, lohi.ctypes.data)
+        assert y[-1] == 7.5 and np.array_equal(y[n:-1], x[n:], equal_nan=True)
+        if act not in POST_ACTS:
+            assert np.array_equal(y[:-1], x, equal_nan=True)
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = _ACTS[act](x[:n].astype(np.float64))
+        _agree(y[:n], want)
+
+
 def _depthwise_case(case, seed):
     N, C, H, W, KH, KW, stride, begin, end, dil, act = case
     rng = np.random.default_rng(seed)

@@ -49,3 +49,25 @@ def test_first_call_computes_with_numpy_while_the_kernels_compile(tmp_path):
     assert out["first"] == "numpy" and out["after"] == "numba"
     assert out["same"] < 1e-4 and out["err"] < 1e-4
     assert out["image_same"]
+
+
+def test_a_warm_cache_makes_the_cpu_kernels_ready_at_once():
+    """Once the CPU backend's kernels are compiled into the cache, a fresh process finds
+    every one of them there: ready() is true at its first call, with no compile in the
+    background (a kernel the cache never holds, such as one only ever inlined, would keep a
+    process on the NumPy twins until it compiled everything again)."""
+    pytest.importorskip("numba")
+    from tensorlayout import _jit
+    from tensorlayout.backends import cpu_kernels
+
+    cpu_kernels.ready()
+    _jit.wait()
+    assert cpu_kernels.ready()
+    env = dict(os.environ)
+    env.pop("TENSORLAYOUT_COMPILE", None)
+    child = ("from tensorlayout.backends import cpu_kernels as K; "
+             "from tensorlayout import _jit; print(K.ready(), _jit.busy())")
+    res = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "False"], res.stdout

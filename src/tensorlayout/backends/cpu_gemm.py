@@ -186,7 +186,8 @@ class PointwiseBlocked:
             [0, N, C, P, O, nr, self.wb.ctypes.data, 0, 0, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_gemm_at"],
              int(x_blocked), int(y_blocked), self.rows, K, self.biasp.ctypes.data,
-             self.lohi.ctypes.data, mod.addr["tl_gemm_at1"], mod.isa.lanes], np.int64)
+             self.lohi.ctypes.data, mod.addr["tl_gemm_at1"], mod.isa.lanes, mod.addr["tl_act"]],
+            np.int64)
 
     def __call__(self, x, res=None, nt=None):
         y = np.empty(self.shape, np.float32)

@@ -244,8 +244,8 @@ class DepthwiseBlocked:
         self.template = np.array(
             [0, N, C, H, W, self.w.ctypes.data, self.bias.ctypes.data, 0, OH, OW, KH, KW, sh, sw,
              ph, pw, dh, dw, act, self.f.ctypes.data, 0, PH, PW, 0,
-             _simd.module().addr[name], int(x_blocked), int(y_blocked), self.lohi.ctypes.data],
-            np.int64)
+             _simd.module().addr[name], int(x_blocked), int(y_blocked), self.lohi.ctypes.data,
+             _simd.module().addr["tl_act"]], np.int64)
 
     def __call__(self, x, nt=None):
         y = np.empty(self.shape, np.float32)

@@ -15,25 +15,28 @@ zeroes them; a reader multiplies them by zero weights, so that they must be fini
 
 from __future__ import annotations
 
-from ..winograd._simd_block import IR_ACTS
+from ..winograd._simd_block import IR_ACTS, POST_ACTS
 
 __all__ = ["source", "DWB_CTX", "PWB_CTX", "BROWS_CTX"]
 
 #: The blocked depthwise entry's context (``w``: (blocks, KH, KW, 16), ``bias``: (blocks,
 #: 16), both zero past C; ``pad``: (PH, PW·16) floats per thread, ``ybuf``: OH·OW·16 per
-#: thread; ``fn``: the machine code's address; ``xb``, ``yb``: 1 where x, y are blocked).
+#: thread; ``fn``: the machine code's address; ``xb``, ``yb``: 1 where x, y are blocked;
+#: ``lohi``: the activation's parameters, float32; ``actfn``: ``tl_act``).
 DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "sh", "sw",
            "ph", "pw", "dh", "dw", "act", "fparams", "pad", "PH", "PW", "ybuf", "fn", "xb",
-           "yb", "lohi")
+           "yb", "lohi", "actfn")
 
 #: The blocked 1 x 1 convolution's context (``wb``: the weights transposed, in strips of nr,
 #: ``K`` rows deep (C, or whole blocks of 16 for a blocked input, zero past C); ``t``: rows ·
 #: nr floats per thread; ``rows``: output positions per unit; ``gemm``: ``tl_gemm_at``'s
 #: address; ``xb``, ``yb``: 1 where x, y are blocked; a residual only with an NCHW output;
 #: ``biasp``: the bias padded with zeros to whole strips; ``lohi``: the activation's two
-#: parameters, float32; ``gemm1``: ``tl_gemm_at1``, for a strip of at most ``lanes`` columns).
+#: parameters, float32; ``gemm1``: ``tl_gemm_at1``, for a strip of at most ``lanes`` columns;
+#: ``actfn``: ``tl_act``, the activations the machine code's store leaves).
 PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "unused", "y", "bias", "has_bias", "res", "has_res",
-           "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi", "gemm1", "lanes")
+           "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi", "gemm1", "lanes",
+           "actfn")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -41,6 +44,16 @@ PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "unused", "y", "bias", "has_bias
 BROWS_CTX = ("x", "N", "C", "P", "y", "s", "op", "fn")
 
 _SOURCE = '''
+
+@njit(inline="always", error_model="numpy")
+def after_act(fn, at, arr, lo, hi, act, f0, f1, lohi):
+    # the activation a kernel's store leaves (code act) over arr[lo:hi], arr at address at:
+    # the machine code's tl_act, or the compiled loops for one it lacks
+    if {POST}:
+        call_void(fn, (at + lo * 4, hi - lo, act, lohi))
+    elif {LOOPS}:
+        act_row(arr, lo, hi, act, f0, f1)
+
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def block_in(x, n, c0, cl, pad, ph, pw):
@@ -105,12 +118,11 @@ def block_entry(ctx, tid, nt):
         else:
             out = ybuf
             at = a[23] + tid * OH * OW * 64
-        # the activation in the machine code's store; one it lacks (Tanh) after it
+        # Relu and Clip in the machine code's store, another activation after it
         call_void(a[24], (a[20] + tid * PH * PW * 64, PW * 16, a[5] + b * a[10] * a[11] * 64,
                           a[6] + b * 64, at, OH, OW, a[10], a[11], a[12], a[13], a[16], a[17],
                           xat, H, W, a[14], a[15], a[18], a[27]))
-        if {AFTER18}:
-            act_row(out, 0, OH * OW * 16, a[18], f[0], f[1])
+        after_act(a[28], at, out, 0, OH * OW * 16, a[18], f[0], f[1], a[27])
         if a[26] == 0:
             block_out(ybuf, y, n, c0, cl)
         elif cl < 16:                   # a blocked output's lanes past C: zero
@@ -170,14 +182,16 @@ def pw_block_entry(ctx, tid, nt):
                            P * 16, a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], 0, 0))
             for ob in range(o0 // 16, (o1 + 15) // 16):
                 blk = yb[n, ob, p0:p1].reshape(R * 16)
-                if {AFTER13}:
+                bat = a[8] + ((n * OB + ob) * P + p0) * 64
+                if a[13] > 2:
                     lo = max(o0, ob * 16) - ob * 16
                     hi = min(o1, ob * 16 + 16) - ob * 16
                     if lo == 0 and (hi == 16 or ob * 16 + hi == O):
-                        act_row(blk, 0, R * 16, a[13], f[0], f[1])
+                        after_act(a[24], bat, blk, 0, R * 16, a[13], f[0], f[1], a[21])
                     else:           # a strip narrower than a block: its lanes only
                         for r in range(R):
-                            act_row(blk, r * 16 + lo, r * 16 + hi, a[13], f[0], f[1])
+                            after_act(a[24], bat, blk, r * 16 + lo, r * 16 + hi, a[13], f[0],
+                                      f[1], a[21])
                 if ob == OB - 1 and O % 16 != 0:
                     z = np.float32(0)
                     for r in range(R):
@@ -190,9 +204,10 @@ def pw_block_entry(ctx, tid, nt):
                        a[8] + ((n * O + o0) * P + p0) * 4, 0, 16,
                        a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], P,
                        a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
-        if {AFTER13}:
+        if a[13] > 2:
             for j in range(cnt):
-                act_row(y[n, o0 + j], p0, p1, a[13], f[0], f[1])
+                after_act(a[24], a[8] + (n * O + o0 + j) * P * 4, y[n, o0 + j], p0, p1, a[13],
+                          f[0], f[1], a[21])
 
 
 PW_BLOCK_ENTRY = Entry(pw_block_entry)
@@ -223,13 +238,10 @@ BLOCK_ROWS_ENTRY = Entry(block_rows_entry)
 '''
 
 
-def _after(field: str, codes) -> str:
-    """The test that context field ``field``'s activation is one the machine code lacks."""
-    return " or ".join(f"a[{field}] == {c}" for c in codes if c and c not in IR_ACTS) or "False"
-
-
 def source(codes) -> str:
     """The blocked kernels and their entries; ``codes``: every activation code."""
+    post = " or ".join(f"act == {c}" for c in POST_ACTS) or "False"
+    loops = " or ".join(f"act == {c}" for c in codes if c and c not in IR_ACTS) or "False"
     return (_SOURCE.replace("{n}", str(len(DWB_CTX))).replace("{m}", str(len(PWB_CTX)))
-            .replace("{r}", str(len(BROWS_CTX)))
-            .replace("{AFTER18}", _after("18", codes)).replace("{AFTER13}", _after("13", codes)))
+            .replace("{r}", str(len(BROWS_CTX))).replace("{POST}", post)
+            .replace("{LOOPS}", loops))

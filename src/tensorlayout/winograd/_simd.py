@@ -30,7 +30,9 @@ all summed in the registers before C is touched.
 The same module holds what :mod:`tensorlayout.winograd._pool` needs for its native
 workers (futex parking, a barrier) and ``tl_peak``, a loop of independent multiply-adds
 that measures the core's peak rate with the same vector width (``benchmarks/bench_gemm.py``).
-Compiling it takes a few tens of milliseconds, once per process.
+Compiling it takes about a second; the object code is then kept in the user cache
+(``tensorlayout._jit.cache_dir``, keyed by the IR, the target and llvmlite's version), and
+later processes load it in milliseconds.
 
 >>> import numpy as np
 >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import os
 import platform
 import threading
@@ -51,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_block import BLOCK, BLOCK_NAMES, block_ir, fexp_ir, gemm_at_ir, rows_ir
+from ._simd_block import BLOCK, BLOCK_NAMES, act_ir, block_ir, fexp_ir, gemm_at_ir, rows_ir
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -709,11 +712,11 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
         L += [f"declare {vb} @llvm.fmuladd.v{BLOCK}f32({vb}, {vb}, {vb})",
               f"declare {vb} @llvm.masked.load.v{BLOCK}f32.p0(ptr, i32, <{BLOCK} x i1>, {vb})",
               f"declare void @llvm.masked.store.v{BLOCK}f32.p0({vb}, ptr, i32, <{BLOCK} x i1>)"]
-        L += fexp_ir(BLOCK)
     L += block_ir()
     L += gemm_at_ir(mr, nv, w)
     L += gemm_at_ir(2 * mr, 1, w, "tl_gemm_at1", nv * w)
     L += rows_ir()
+    L += act_ir(w)
     src = "\n".join(L)
     if with_pool:
         x86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -743,24 +746,88 @@ class Module:
                 llvm.add_symbol(sym, ctypes.cast(getattr(libc, sym), ctypes.c_void_p).value)
         tm = llvm.Target.from_default_triple().create_target_machine(
             cpu=target.cpu, features=target.features, opt=3, jit=True)
-        mod = llvm.parse_assembly(_module_ir(target, self.pool))
-        mod.verify()
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-        pb.getModulePassManager().run(mod, pb)
+        text = _module_ir(target, self.pool)
+        # the machine code is kept between processes in the cache, keyed by everything it
+        # is made from: a later process loads that object (into an empty module) instead of
+        # parsing, optimising and compiling the IR again
+        path = _object_path(text, target, llvm)
+        cached = _read(path)
+        self._optimised = cached is None
+        self._text = text
+        if cached is None:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+            self._optimise(mod, tm)
+        else:
+            mod = llvm.parse_assembly("")
         self._engine = llvm.create_mcjit_compiler(mod, tm)   # owns the code: kept alive
+        self._engine.set_object_cache(lambda _m, buf: _write(path, buf),
+                                      lambda _m: cached)
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
         names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
-                 "tl_block_scale", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
+                 "tl_block_scale", "tl_act", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64
         self.sgemm = ctypes.CFUNCTYPE(None, *[i64] * 9)(self.addr["tl_sgemm"])
         self.peak = ctypes.CFUNCTYPE(None, i64, i64)(self.addr["tl_peak"])
 
+    @staticmethod
+    def _optimise(mod, tm) -> None:
+        llvm = _llvm()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+
     def assembly(self) -> str:
         """The machine code as assembly text (to read what the compiler made of it)."""
+        if not self._optimised:                 # loaded from the cache: compile the IR here
+            self._mod = _llvm().parse_assembly(self._text)
+            self._optimise(self._mod, self._tm)
+            self._optimised = True
         return self._tm.emit_assembly(self._mod)
+
+
+def _object_path(text: str, target: Isa, llvm) -> str | None:
+    """Where the compiled object of IR ``text`` for ``target`` is cached (None: nowhere)."""
+    from .._jit import cache_dir
+
+    try:
+        import llvmlite
+
+        key = hashlib.sha1("\n".join([text, target.name, target.cpu, target.features,
+                                       llvmlite.__version__, platform.machine()])
+                           .encode()).hexdigest()[:20]
+        return os.path.join(cache_dir(), "simd", f"{target.name}-{key}.o")
+    except Exception:  # noqa: BLE001 - no cache: compile every time
+        return None
+
+
+def _read(path):
+    """The cached object at ``path``, or None (absent, unreadable, or not what was written:
+    each file starts with its object's SHA-1)."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    obj = data[20:]
+    return obj if len(data) > 20 and hashlib.sha1(obj).digest() == data[:20] else None
+
+
+def _write(path, buf) -> None:
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(hashlib.sha1(buf).digest() + bytes(buf))
+        os.replace(tmp, path)
+    except OSError:                      # a read-only cache: compiled again next time
+        pass
 
 
 _MODULES: dict = {}

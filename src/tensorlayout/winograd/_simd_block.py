@@ -18,7 +18,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "IR_ACTS", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
+__all__ = ["block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", "STORE_ACTS",
+           "POST_ACTS", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
 BLOCK = 16
@@ -78,7 +79,7 @@ def _positions(L, tag: str, n: int) -> None:
           f"  br label %{tag}.kh",
           f"{tag}.st:"]
     act_block(L, [f"%a{tag}{p}" for p in range(n)], [f"%z{tag}{p}" for p in range(n)],
-              f"{tag}.act", BLOCK)
+              f"{tag}.act", BLOCK, STORE_ACTS)
     for p in range(n):
         L += [f"  %yo{tag}{p} = add i64 %yrow, %o{tag}",
               f"  %yq{tag}{p} = add i64 %yo{tag}{p}, {p}",
@@ -210,7 +211,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     tensor's positions with ldc 16 and cbs its block's size; with ``cps`` not 0 at
     ``c + j·cps + i`` instead (NCHW planes, scattered), the residual ``res`` (same places,
     or 0) added after the bias.  ``bias``:
-    nr floats or 0; ``act`` an activation code of :data:`IR_ACTS` (``lohi``: its two
+    nr floats or 0; ``act`` an activation code of :data:`STORE_ACTS` (``lohi``: its two
     parameters as floats; another code: none).
     Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
     last panel's missing rows read its last row again).  ``name``: the function's name
@@ -347,7 +348,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
             e = f"{r}_{v}"
             L.append(f"  %eq{e} = phi {vt} [%e{e}, %sp{r}], [%er{e}, %sg{r}]")
         act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
-                  f"q{r}", w)
+                  f"q{r}", w, STORE_ACTS)
         for v in range(nv):
             e = f"{r}_{v}"
             L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
@@ -355,7 +356,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         L.append(f"  br label %{nxt}")
         L.append(f"sr{r}:")
         act_block(L, [f"%e{r}_{v}" for v in range(nv)], [f"%z{r}_{v}" for v in range(nv)],
-                  f"r{r}", w)
+                  f"r{r}", w, STORE_ACTS)
         for v in range(nv):
             e = f"{r}_{v}"
             L += [f"  %cp{e} = getelementptr inbounds float, ptr %cr{r}, i64 %vo{v}",
@@ -377,9 +378,13 @@ def _f(c: float) -> str:
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(np.float32(c))))[0]
 
 
-#: The activations the machine code applies in its store (codes of
+#: The activations the machine code computes (codes of
 #: :data:`tensorlayout.backends.cpu_source.ACT`); another (Tanh) is left to the caller.
 IR_ACTS = (1, 2, 3, 4, 5, 6, 8)
+#: Those its kernels apply in their store (Relu, Clip: a compare and a select); the rest go
+#: through ``tl_act`` over what was stored (one copy of their code, not one per store).
+STORE_ACTS = (1, 2)
+POST_ACTS = tuple(c for c in IR_ACTS if c not in STORE_ACTS)
 
 
 def fexp_ir(w: int) -> list:
@@ -446,14 +451,15 @@ def act_prologue(L, w: int) -> None:
           f"  %hiv = shufflevector {vt} %hiv.i, {vt} poison, <{w} x i32> zeroinitializer"]
 
 
-def act_block(L, srcs, dsts, tag: str, w: int) -> None:
-    """The activation of code ``%act`` (one of :data:`IR_ACTS`, else none) of each vector
-    in ``srcs`` into ``dsts``, as ``cpu_source.ACT_EXPR`` computes it (NaN propagating the
-    same way): a switch to one block per activation, joined at label ``{tag}.aj`` where the
-    caller's code goes on."""
+def act_block(L, srcs, dsts, tag: str, w: int, codes=None) -> None:
+    """The activation of code ``%act`` (one of ``codes``, default :data:`IR_ACTS`; another:
+    none) of each vector in ``srcs`` into ``dsts``, as ``cpu_source.ACT_EXPR`` computes it
+    (NaN propagating the same way): a switch to one block per activation, joined at label
+    ``{tag}.aj`` where the caller's code goes on."""
+    codes = IR_ACTS if codes is None else codes
     vt = _vt(w)
     z, one = "zeroinitializer", "<" + ", ".join(f"float {_f(1)}" for _ in range(w)) + ">"
-    cases = " ".join(f"i64 {c}, label %{tag}.a{c}" for c in IR_ACTS)
+    cases = " ".join(f"i64 {c}, label %{tag}.a{c}" for c in codes)
     L += [f"  br label %{tag}.pre",
           f"{tag}.pre:",
           f"  switch i64 %act, label %{tag}.aj [ {cases} ]"]
@@ -465,7 +471,7 @@ def act_block(L, srcs, dsts, tag: str, w: int) -> None:
                   f"  %{t}h = fcmp ogt {vt} %{t}a, {one}",
                   f"  %{t}b = select <{w} x i1> %{t}h, {vt} {one}, {vt} %{t}a"])
         return f"%{t}b"
-    for c in IR_ACTS:
+    for c in codes:
         L.append(f"{tag}.a{c}:")
         res = []
         for i, v in enumerate(srcs):
@@ -502,7 +508,7 @@ def act_block(L, srcs, dsts, tag: str, w: int) -> None:
         L.append(f"  br label %{tag}.aj")
     L.append(f"{tag}.aj:")
     for i, (v, d) in enumerate(zip(srcs, dsts)):
-        inc = ", ".join([f"[{v}, %{tag}.pre]"] + [f"[{out[c][i]}, %{tag}.a{c}]" for c in IR_ACTS])
+        inc = ", ".join([f"[{v}, %{tag}.pre]"] + [f"[{out[c][i]}, %{tag}.a{c}]" for c in codes])
         L.append(f"  {d} = phi {vt} {inc}")
 
 
@@ -590,6 +596,41 @@ def rows_ir() -> list:
           "  %d = getelementptr inbounds float, ptr %y, i64 %o",
           f"  store {v} %yv, ptr %d, align 4",
           "  %p.n = add i64 %p, 1",
+          "  br label %l",
+          "done:",
+          "  ret void",
+          "}"]
+    return L
+
+
+def act_ir(w: int) -> list:
+    """IR of ``tl_act(p, n, act, lohi)``: the activation of code ``act`` (one of
+    :data:`POST_ACTS`; another: nothing) in place over the ``n`` floats at ``p``, vectors of
+    ``w`` lanes (a masked last one); ``lohi``: its two parameters as floats."""
+    vt, m = _vt(w), f"<{w} x i1>"
+    lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
+    L = ["define void @tl_act(i64 %pi, i64 %n, i64 %act, i64 %lohii) nounwind {",
+         "entry:",
+         "  %p = inttoptr i64 %pi to ptr",
+         "  %lohi = inttoptr i64 %lohii to ptr"]
+    act_prologue(L, w)
+    L += ["  br label %l",
+          "l:",
+          "  %i = phi i64 [0, %entry], [%i.n, %v.aj]",
+          "  %go = icmp slt i64 %i, %n",
+          "  br i1 %go, label %b, label %done",
+          "b:",
+          "  %left = sub i64 %n, %i",
+          f"  %lv.i = insertelement <{w} x i64> poison, i64 %left, i64 0",
+          f"  %lv = shufflevector <{w} x i64> %lv.i, <{w} x i64> poison, <{w} x i32> "
+          "zeroinitializer",
+          f"  %mask = icmp slt <{w} x i64> {lane}, %lv",
+          "  %a = getelementptr inbounds float, ptr %p, i64 %i",
+          f"  %x = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %a, i32 4, {m} %mask, "
+          f"{vt} zeroinitializer)"]
+    act_block(L, ["%x"], ["%y"], "v", w, POST_ACTS)
+    L += [f"  call void @llvm.masked.store.v{w}f32.p0({vt} %y, ptr %a, i32 4, {m} %mask)",
+          f"  %i.n = add i64 %i, {w}",
           "  br label %l",
           "done:",
           "  ret void",
