@@ -320,6 +320,29 @@ def test_the_schedule_blocks_what_only_blocked_steps_touch(case):
     assert s.blocked == {"plain": {"ec", "dc"}, "se": {"ec", "dc", "m"}, "shown": {"ec"}}[case]
 
 
+def test_squeeze_excite_convolutions_on_one_position_stay_nchw():
+    """The 1 x 1 convolutions of a squeeze-and-excite block run on (N, C, 1, 1) maps (the
+    matrix-vector product): their tensors are not blocked, the tensors around them are; the
+    network agrees with onnxruntime."""
+    from tensorlayout.graph import load_graph
+
+    nodes, x, inits, out = _chain()
+    rng = np.random.default_rng(3)
+    inits.update(w1=rng.standard_normal((8, 40, 1, 1)).astype(np.float32) * 0.3,
+                 w2=rng.standard_normal((40, 8, 1, 1)).astype(np.float32) * 0.3)
+    se = [helper.make_node("GlobalAveragePool", ["dc"], ["g"]),
+          helper.make_node("Conv", ["g", "w1"], ["s1"]),
+          helper.make_node("Relu", ["s1"], ["s1r"]),
+          helper.make_node("Conv", ["s1r", "w2"], ["s2"]),
+          helper.make_node("Sigmoid", ["s2"], ["s"]),
+          helper.make_node("Mul", ["dc", "s"], ["m"])]
+    nodes = nodes[:4] + se + [helper.make_node("Conv", ["m", "wp"], ["p"])] + nodes[5:]
+    data = make_model(nodes, {"x": x}, [out], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    assert s.blocked == {"ec", "dc", "m"}
+    compare(nodes, {"x": x}, [out], inits)
+
+
 def test_a_depthwise_step_writes_blocks_only_from_blocks():
     """A depthwise convolution of the graph's input would have to transpose: its output
     stays NCHW, and so the projection reads NCHW."""

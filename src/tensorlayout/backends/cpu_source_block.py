@@ -205,9 +205,14 @@ def pw_block_entry(ctx, tid, nt):
                        a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], P,
                        a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
         if a[13] > 2:
-            for j in range(cnt):
-                after_act(a[24], a[8] + (n * O + o0 + j) * P * 4, y[n, o0 + j], p0, p1, a[13],
-                          f[0], f[1], a[21])
+            if R == P:                  # the planes o0..o1 whole: one stretch of floats
+                yf = y[n, o0:o1].reshape(cnt * P)
+                after_act(a[24], a[8] + (n * O + o0) * P * 4, yf, 0, cnt * P, a[13], f[0],
+                          f[1], a[21])
+            else:
+                for j in range(cnt):
+                    after_act(a[24], a[8] + (n * O + o0 + j) * P * 4, y[n, o0 + j], p0, p1,
+                              a[13], f[0], f[1], a[21])
 
 
 PW_BLOCK_ENTRY = Entry(pw_block_entry)

@@ -96,7 +96,9 @@ def blocked_tensors(graph, steps) -> frozenset:
     vector of channels per tap with no transposes.  A tensor is blocked when the step that
     writes it and every step that reads it can take the layout (:func:`_blockable`; a
     reader reads it as its data input, never as a residual), it is 4-D float32 of static
-    shape and no graph output, and a depthwise or scaling step's output only where its
+    shape with more than one position (a squeeze-and-excite block's 1 x 1 maps take the
+    matrix-vector product) and no graph output, and a depthwise or scaling step's output only
+    where its
     input is blocked too (a 1 x 1 step converts between the layouts in its GEMM's reads
     and store; the others would have to transpose)."""
     outputs = set(graph.outputs)
@@ -113,7 +115,7 @@ def blocked_tensors(graph, steps) -> frozenset:
         rs = [by_node[r.name] for r in readers.get(t, [])]
         if (t in outputs or not rs or not _f32(graph, t) or shape is None or len(shape) != 4
                 or not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape)
-                or not _blockable(graph, st, "out")):
+                or shape[2] * shape[3] == 1 or not _blockable(graph, st, "out")):
             continue
         if all(_blockable(graph, r, "in") and _data_input(graph, r) == t and r.residual != t
                and r.node.inputs.count(t) == 1 for r in rs):
