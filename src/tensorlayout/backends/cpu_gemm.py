@@ -1,7 +1,8 @@
 """The CPU backend's GEMM-based layers on the SIMD micro-kernel of
 :mod:`tensorlayout.winograd._simd`: the 1 x 1 convolution (:class:`Pointwise`: blocks of
 columns with their epilogue; a matrix-vector product for one column; the GEMM turned over
-for a few columns) and the im2col convolution (:class:`Im2col`)."""
+for a few columns; :class:`PointwiseBlocked` for a blocked input or output), the im2col
+convolution (:class:`Im2col`) and the shifted GEMM (:class:`Shifted`)."""
 
 from __future__ import annotations
 

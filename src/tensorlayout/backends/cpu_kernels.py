@@ -21,7 +21,10 @@ code is kept between processes.  A depthwise window of a common size and stride 
 compiler vectorises over the output row; other windows run a generic kernel.  Both read each
 plane from a zero-padded copy, so the inner loops have no bounds tests.  Planes whose rows
 are narrower than :data:`CHANNELS_LAST_BELOW` run vectorised over channels instead
-(:class:`DepthwiseChannelsLast`).
+(:class:`DepthwiseChannelsLast`), and those under :data:`BLOCKED_BELOW` columns, like every
+layer whose tensors the schedule blocks (NCHW16c), by blocks of 16 channels in machine code
+(:class:`DepthwiseBlocked`, :class:`PointwiseBlocked` and :func:`block_rows_calls`, see
+:mod:`.cpu_source_block`).
 
 Activation codes are those of :data:`ACT`; ``a0`` and ``a1`` are the activation's
 parameters as :class:`~tensorlayout.graph.ops.Activation` holds them (Clip's bounds,

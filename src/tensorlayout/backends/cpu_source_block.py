@@ -1,16 +1,20 @@
-"""The source of the CPU backend's blocked depthwise convolution, generated as text.
+"""The source of the CPU backend's entries for the blocked layout NCHW16c, generated as text.
 
 The channels go in blocks of 16 (:data:`tensorlayout.winograd._simd_block.BLOCK`): a
-block's plane is held as positions of 16 floats, one per channel, so that the machine code
-``tl_dw_block`` (:mod:`tensorlayout.winograd._simd_block`) sums each output position's
-taps for all 16 channels in one vector register.  ``block_entry`` gives each thread whole
-(image, block) units: the block's input moved into the thread's zero-bordered plane
-(``pad``; its border, zero from the allocation, is never written), from NCHW planes (16
-strided writes per position) or, for a blocked input, row by row; the kernel; then the
-activation, and for an NCHW output the block's 16 planes written out of the thread's
-buffer.  A blocked tensor is (N, ceil(C/16), H, W, 16), its lanes past C zero (every writer
-zeroes them; a reader multiplies them by zero weights, so that they must be finite).  :func:`source` is part of
-:func:`tensorlayout.backends.cpu_source.module_source`'s module.
+blocked tensor is (N, ceil(C/16), H, W, 16), its lanes past C zero (every writer zeroes them;
+a reader multiplies them by zero weights, so that they must be finite).  The arithmetic is
+machine code (:mod:`tensorlayout.winograd._simd_block`); the entries split the work among
+the threads and move what the machine code does not.
+
+``block_entry`` (the depthwise convolution) gives each thread whole (image, block) units: the
+block's input moved into the thread's zero-bordered plane (``pad``; its border, zero from the
+allocation, is never written), from NCHW planes (16 strided writes per position) or, for a
+blocked input, by ``tl_dw_block`` itself; the kernel; an activation its store leaves; for
+an NCHW output the block's 16 planes written out of the thread's buffer.
+``pw_block_entry`` (the 1 x 1 convolution) runs units (image, rows of positions, strip of
+output channels) through ``tl_gemm_at``; ``block_rows_entry`` a block's plane means or
+scaling.  :func:`source` is part of :func:`tensorlayout.backends.cpu_source.module_source`'s
+module.
 """
 
 from __future__ import annotations

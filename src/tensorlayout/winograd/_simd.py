@@ -27,7 +27,8 @@ and Inf propagate as in any other order of the same sums; a multiply-add is roun
 offsets (the taps of a convolution over a shifted input: the CPU backend's shifted GEMM),
 all summed in the registers before C is touched.
 
-The same module holds what :mod:`tensorlayout.winograd._pool` needs for its native
+The same module holds the CPU backend's kernels for the blocked layout NCHW16c
+(:mod:`._simd_block`) and what :mod:`tensorlayout.winograd._pool` needs for its native
 workers (futex parking, a barrier) and ``tl_peak``, a loop of independent multiply-adds
 that measures the core's peak rate with the same vector width (``benchmarks/bench_gemm.py``).
 Compiling it takes about a second; the object code is then kept in the user cache
@@ -730,8 +731,8 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
 # ---------------------------------------------------------------------------- compiling
 
 class Module:
-    """The compiled code for one :class:`Isa`: addresses of ``tl_sgemm``, ``tl_sgemm_taps``,
-    ``tl_peak`` and,
+    """The compiled code for one :class:`Isa`: addresses (``addr``) of ``tl_sgemm``,
+    ``tl_sgemm_taps``, ``tl_peak``, the blocked layout's kernels and,
     where the platform has futexes (Linux on x86-64 or ARM64), the pool primitives
     (``pool`` False otherwise)."""
 

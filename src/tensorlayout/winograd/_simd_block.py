@@ -1,15 +1,23 @@
-"""LLVM IR of the blocked depthwise kernel that :mod:`._simd` compiles with its GEMM.
+"""LLVM IR of the CPU backend's kernels for the blocked layout NCHW16c, compiled by
+:mod:`._simd` with its GEMM (every argument an int64, pointers as addresses).
 
-``tl_dw_block(pad, prow, w, b, y, OH, OW, KH, KW, sh, sw, dh, dw)`` (every argument an
-int64, the pointers as addresses) convolves one block of 16 channels held as a zero-padded
-plane of 16-float positions (``pad``: rows of ``prow`` floats, position (r, c) at
-``r·prow + 16·c``) with its window (``w``: KH·KW taps of 16 floats, row-major) into
-``y`` (OH·OW positions of 16 floats, row-major), the bias ``b`` (16 floats) first and the
-taps in order, as onnxruntime's and the per-plane kernels sum them.  Each output position's
-16 channels are one vector sum kept in the registers over every tap; four neighbouring
-positions at a time share each tap's weights.  ``tl_dw_block3`` and ``tl_dw_block5`` are the
-same for 3 x 3 and 5 x 5 windows (KH and KW ignored), their taps unrolled.  A vector of 16
-floats is one AVX-512 register, two AVX2 or four SSE/NEON ones: the compiler splits it.
+``tl_dw_block(pad, prow, w, b, y, OH, OW, KH, KW, sh, sw, dh, dw, x, H, W, ph, pw, act, lohi)``
+convolves one block of 16 channels held as a zero-padded plane of 16-float positions (``pad``:
+rows of ``prow`` floats, position (r, c) at ``r·prow + 16·c``; with ``x`` not 0 the block's
+unpadded (H, W, 16) plane at ``x`` is first copied into it at (ph, pw)) with its window
+(``w``: KH·KW taps of 16 floats, row-major) into ``y`` (OH·OW positions of 16 floats), the
+bias ``b`` (16 floats) first and the taps in order, as onnxruntime's and the per-plane kernels
+sum them.  Each output position's 16 channels are one vector sum kept in the registers over
+every tap; four neighbouring positions at a time share each tap's weights.
+``tl_dw_block{KH}x{KW}s{s}`` (:data:`BLOCK_SPECIAL`) are the same for one window and stride,
+their taps unrolled (:func:`block_function` picks).  Relu and Clip (``act`` 1, 2;
+``lohi``: the activation's two parameters as floats) are applied in the store.
+
+``tl_gemm_at`` and ``tl_gemm_at1`` are the 1 x 1 convolution's GEMM turned over, reading
+their input where it lies (:func:`gemm_at_ir`); ``tl_block_mean`` and ``tl_block_scale`` a
+block's plane means and scaling (:func:`rows_ir`); ``tl_act`` the activations the stores
+leave (:data:`POST_ACTS`, :func:`act_ir`).  A vector of 16 floats is one AVX-512 register, two
+AVX2 or four SSE/NEON ones: the compiler splits it.
 """
 
 from __future__ import annotations
@@ -23,9 +31,9 @@ __all__ = ["block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", 
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
 BLOCK = 16
-#: The exported functions.
 #: The windows with a function of their own: (KH, KW, stride), dilation 1.
 BLOCK_SPECIAL = ((3, 3, 1), (3, 3, 2), (5, 5, 1), (5, 5, 2))
+#: The exported depthwise functions.
 BLOCK_NAMES = ("tl_dw_block",) + tuple(f"tl_dw_block{kh}x{kw}s{s}" for kh, kw, s in BLOCK_SPECIAL)
 
 _V = f"<{BLOCK} x float>"
@@ -171,8 +179,7 @@ def _body() -> list:
 
 def block_ir() -> list:
     """The IR lines of :data:`BLOCK_NAMES` (and the ``@dwb`` they inline); the module
-    declares ``llvm.fmuladd`` and defines ``@fexp16`` itself when its vectors are
-    narrower."""
+    declares the 16-float intrinsics itself when its vectors are narrower."""
     L = _body()
     names = ("pad", "prow", "w", "b", "y", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "x",
              "H", "W", "ph", "pw", "act", "lohi")
