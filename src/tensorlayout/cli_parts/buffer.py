@@ -121,9 +121,9 @@ def demo(tour) -> None:
             lay = buffer_layout(other, oshape)
             idx = tuple(named[c] for c in dims_of(other))
             off = lay.locate_flat(idx)
-            back = lay.element_at((off + 1,)) if off + 1 < lay.count else None
+            back = lay.element_at((off + 1,)) if off + 1 < lay.physical_size else None
             rows.append((label, other, "x".join(map(str, oshape)), str(lay.count), f"{lay.padding_waste:.0%}",
-                         f"{idx} -> {off}", f"{off + 1} -> {back}"))
+                         f"{idx} -> {off}", f"{off + 1} -> {'padding' if back is None else back}"))
     head = ("tensor", "format", "shape", "elements", "waste", "element -> offset", "offset -> element")
     print_table(tour, head, rows)
     tour.print("Try: tensorlayout buffer NCHW --shape 1,3,5,6 --where 0,2,4,5 --to NHWC")
