@@ -458,60 +458,58 @@ def act_prologue(L, w: int) -> None:
           f"  %hiv = shufflevector {vt} %hiv.i, {vt} poison, <{w} x i32> zeroinitializer"]
 
 
-def act_block(L, srcs, dsts, tag: str, w: int, codes=None) -> None:
-    """The activation of code ``%act`` (one of ``codes``, default :data:`IR_ACTS`; another:
-    none) of each vector in ``srcs`` into ``dsts``, as ``cpu_source.ACT_EXPR`` computes it
-    (NaN propagating the same way): a switch to one block per activation, joined at label
-    ``{tag}.aj`` where the caller's code goes on."""
-    codes = IR_ACTS if codes is None else codes
+def _act_one(L, c: int, v: str, t: str, w: int) -> str:
+    """The activation of code ``c`` of vector ``v`` (names prefixed ``%{t}``), as
+    ``cpu_source.ACT_EXPR`` computes it (NaN propagating the same way); its result's name."""
     vt = _vt(w)
     z, one = "zeroinitializer", "<" + ", ".join(f"float {_f(1)}" for _ in range(w)) + ">"
+    if c == 1:
+        L += [f"  %{t}c = fcmp olt {vt} {v}, {z}",
+              f"  %{t}r = select <{w} x i1> %{t}c, {vt} {z}, {vt} {v}"]
+    elif c == 2:
+        L += [f"  %{t}c = fcmp olt {vt} {v}, %lov",
+              f"  %{t}m = select <{w} x i1> %{t}c, {vt} %lov, {vt} {v}",
+              f"  %{t}d = fcmp ogt {vt} %{t}m, %hiv",
+              f"  %{t}r = select <{w} x i1> %{t}d, {vt} %hiv, {vt} %{t}m"]
+    elif c == 3:
+        L += [f"  %{t}c = fcmp oge {vt} {v}, {z}",
+              f"  %{t}m = fmul {vt} {v}, %lov",
+              f"  %{t}r = select <{w} x i1> %{t}c, {vt} {v}, {vt} %{t}m"]
+    elif c in (4, 8):
+        L += [f"  %{t}n = fneg {vt} {v}",
+              f"  %{t}e = call {vt} @fexp{w}({vt} %{t}n)",
+              f"  %{t}d = fadd {vt} {one}, %{t}e",
+              f"  %{t}{'r' if c == 4 else 's'} = fdiv {vt} {one}, %{t}d"]
+        if c == 8:
+            L.append(f"  %{t}r = fmul {vt} {v}, %{t}s")
+    else:                                          # 5 HardSwish, 6 HardSigmoid
+        L += [f"  %{t}m = fmul {vt} {v}, %lov", f"  %{t}g = fadd {vt} %{t}m, %hiv",
+              f"  %{t}l = fcmp olt {vt} %{t}g, {z}",
+              f"  %{t}a = select <{w} x i1> %{t}l, {vt} {z}, {vt} %{t}g",
+              f"  %{t}h = fcmp ogt {vt} %{t}a, {one}",
+              f"  %{t}b = select <{w} x i1> %{t}h, {vt} {one}, {vt} %{t}a"]
+        if c == 5:
+            L.append(f"  %{t}r = fmul {vt} {v}, %{t}b")
+        else:                                      # the clamp itself (x + -0 is x)
+            nz = "<" + ", ".join(f"float {_f(-0.0)}" for _ in range(w)) + ">"
+            L.append(f"  %{t}r = fadd {vt} %{t}b, {nz}")
+    return f"%{t}r"
+
+
+def act_block(L, srcs, dsts, tag: str, w: int, codes=None) -> None:
+    """The activation of code ``%act`` (one of ``codes``, default :data:`IR_ACTS`; another:
+    none) of each vector in ``srcs`` into ``dsts`` (:func:`_act_one`): a switch to one block
+    per activation, joined at label ``{tag}.aj`` where the caller's code goes on."""
+    codes = IR_ACTS if codes is None else codes
+    vt = _vt(w)
     cases = " ".join(f"i64 {c}, label %{tag}.a{c}" for c in codes)
     L += [f"  br label %{tag}.pre",
           f"{tag}.pre:",
           f"  switch i64 %act, label %{tag}.aj [ {cases} ]"]
     out = {}
-
-    def clamp01(g, t):
-        L.extend([f"  %{t}l = fcmp olt {vt} {g}, {z}",
-                  f"  %{t}a = select <{w} x i1> %{t}l, {vt} {z}, {vt} {g}",
-                  f"  %{t}h = fcmp ogt {vt} %{t}a, {one}",
-                  f"  %{t}b = select <{w} x i1> %{t}h, {vt} {one}, {vt} %{t}a"])
-        return f"%{t}b"
     for c in codes:
         L.append(f"{tag}.a{c}:")
-        res = []
-        for i, v in enumerate(srcs):
-            t = f"{tag}.{c}.{i}."
-            if c == 1:
-                L += [f"  %{t}c = fcmp olt {vt} {v}, {z}",
-                      f"  %{t}r = select <{w} x i1> %{t}c, {vt} {z}, {vt} {v}"]
-            elif c == 2:
-                L += [f"  %{t}c = fcmp olt {vt} {v}, %lov",
-                      f"  %{t}m = select <{w} x i1> %{t}c, {vt} %lov, {vt} {v}",
-                      f"  %{t}d = fcmp ogt {vt} %{t}m, %hiv",
-                      f"  %{t}r = select <{w} x i1> %{t}d, {vt} %hiv, {vt} %{t}m"]
-            elif c == 3:
-                L += [f"  %{t}c = fcmp oge {vt} {v}, {z}",
-                      f"  %{t}m = fmul {vt} {v}, %lov",
-                      f"  %{t}r = select <{w} x i1> %{t}c, {vt} {v}, {vt} %{t}m"]
-            elif c in (4, 8):
-                L += [f"  %{t}n = fneg {vt} {v}",
-                      f"  %{t}e = call {vt} @fexp{w}({vt} %{t}n)",
-                      f"  %{t}d = fadd {vt} {one}, %{t}e",
-                      f"  %{t}{'r' if c == 4 else 's'} = fdiv {vt} {one}, %{t}d"]
-                if c == 8:
-                    L.append(f"  %{t}r = fmul {vt} {v}, %{t}s")
-            else:                                  # 5 HardSwish, 6 HardSigmoid
-                L += [f"  %{t}m = fmul {vt} {v}, %lov", f"  %{t}g = fadd {vt} %{t}m, %hiv"]
-                g = clamp01(f"%{t}g", t)
-                if c == 5:
-                    L.append(f"  %{t}r = fmul {vt} {v}, {g}")
-                else:                              # g itself (x + -0 is x)
-                    nz = "<" + ", ".join(f"float {_f(-0.0)}" for _ in range(w)) + ">"
-                    L.append(f"  %{t}r = fadd {vt} {g}, {nz}")
-            res.append(f"%{t}r")
-        out[c] = res
+        out[c] = [_act_one(L, c, v, f"{tag}.{c}.{i}.", w) for i, v in enumerate(srcs)]
         L.append(f"  br label %{tag}.aj")
     L.append(f"{tag}.aj:")
     for i, (v, d) in enumerate(zip(srcs, dsts)):
@@ -612,8 +610,9 @@ def rows_ir() -> list:
 
 def act_ir(w: int) -> list:
     """IR of ``tl_act(p, n, act, lohi)``: the activation of code ``act`` (one of
-    :data:`POST_ACTS`; another: nothing) in place over the ``n`` floats at ``p``, vectors of
-    ``w`` lanes (a masked last one); ``lohi``: its two parameters as floats."""
+    :data:`POST_ACTS`; another: nothing) in place over the ``n`` floats at ``p``: one loop per
+    activation over whole vectors of ``w`` lanes, then a masked last one; ``lohi``: its two
+    parameters as floats."""
     vt, m = _vt(w), f"<{w} x i1>"
     lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
     L = ["define void @tl_act(i64 %pi, i64 %n, i64 %act, i64 %lohii) nounwind {",
@@ -621,25 +620,38 @@ def act_ir(w: int) -> list:
          "  %p = inttoptr i64 %pi to ptr",
          "  %lohi = inttoptr i64 %lohii to ptr"]
     act_prologue(L, w)
-    L += ["  br label %l",
-          "l:",
-          "  %i = phi i64 [0, %entry], [%i.n, %v.aj]",
-          "  %go = icmp slt i64 %i, %n",
-          "  br i1 %go, label %b, label %done",
-          "b:",
-          "  %left = sub i64 %n, %i",
-          f"  %lv.i = insertelement <{w} x i64> poison, i64 %left, i64 0",
-          f"  %lv = shufflevector <{w} x i64> %lv.i, <{w} x i64> poison, <{w} x i32> "
-          "zeroinitializer",
-          f"  %mask = icmp slt <{w} x i64> {lane}, %lv",
-          "  %a = getelementptr inbounds float, ptr %p, i64 %i",
-          f"  %x = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %a, i32 4, {m} %mask, "
-          f"{vt} zeroinitializer)"]
-    act_block(L, ["%x"], ["%y"], "v", w, POST_ACTS)
-    L += [f"  call void @llvm.masked.store.v{w}f32.p0({vt} %y, ptr %a, i32 4, {m} %mask)",
-          f"  %i.n = add i64 %i, {w}",
-          "  br label %l",
-          "done:",
+    L += [f"  %nw = and i64 %n, {-w}",
+          "  switch i64 %act, label %done [ " + " ".join(f"i64 {c}, label %l{c}"
+                                                          for c in POST_ACTS) + " ]"]
+    for c in POST_ACTS:
+        L += [f"l{c}:",
+              f"  %i{c} = phi i64 [0, %entry], [%i{c}.n, %b{c}]",
+              f"  %go{c} = icmp slt i64 %i{c}, %nw",
+              f"  br i1 %go{c}, label %b{c}, label %t{c}",
+              f"b{c}:",
+              f"  %a{c} = getelementptr inbounds float, ptr %p, i64 %i{c}",
+              f"  %x{c} = load {vt}, ptr %a{c}, align 4"]
+        y = _act_one(L, c, f"%x{c}", f"v{c}.", w)
+        L += [f"  store {vt} {y}, ptr %a{c}, align 4",
+              f"  %i{c}.n = add i64 %i{c}, {w}",
+              f"  br label %l{c}",
+              f"t{c}:",
+              f"  %left{c} = sub i64 %n, %nw",
+              f"  %any{c} = icmp sgt i64 %left{c}, 0",
+              f"  br i1 %any{c}, label %m{c}, label %done",
+              f"m{c}:",
+              f"  %lv{c}.i = insertelement <{w} x i64> poison, i64 %left{c}, i64 0",
+              f"  %lv{c} = shufflevector <{w} x i64> %lv{c}.i, <{w} x i64> poison, "
+              f"<{w} x i32> zeroinitializer",
+              f"  %mask{c} = icmp slt <{w} x i64> {lane}, %lv{c}",
+              f"  %ta{c} = getelementptr inbounds float, ptr %p, i64 %nw",
+              f"  %tx{c} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %ta{c}, i32 4, "
+              f"{m} %mask{c}, {vt} zeroinitializer)"]
+        ty = _act_one(L, c, f"%tx{c}", f"u{c}.", w)
+        L += [f"  call void @llvm.masked.store.v{w}f32.p0({vt} {ty}, ptr %ta{c}, i32 4, "
+              f"{m} %mask{c})",
+              "  br label %done"]
+    L += ["done:",
           "  ret void",
           "}"]
     return L
