@@ -320,6 +320,27 @@ def test_the_schedule_blocks_what_only_blocked_steps_touch(case):
     assert s.blocked == {"plain": {"ec", "dc"}, "se": {"ec", "dc", "m"}, "shown": {"ec"}}[case]
 
 
+def test_the_plan_shows_each_tensors_cpu_layout(capsys, tmp_path):
+    """``plan_model`` and ``tensorlayout plan`` give each tensor's CPU layout: NCHW16c for a
+    blocked one, NCHW for the input and output, none for a tensor fused into its step."""
+    import json
+
+    from tensorlayout.cli import main
+    from tensorlayout.model import plan_model
+
+    nodes, x, inits, out = _chain()
+    data = make_model(nodes, {"x": x}, [out], inits).SerializeToString()
+    p = plan_model(load(data))
+    assert [p.tensor(n)["cpu"] for n in ("x", "e", "ec", "d", "dc", "p", out)] == [
+        "NCHW", None, "NCHW16c", None, "NCHW16c", None, "NCHW"]
+    assert all(r["cpu"] is None for r in p.tensors if r["role"] in ("weight", "bias"))
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(data)
+    assert main(["plan", str(path), "--json"]) == 0
+    rows = {r["name"]: r["cpu"] for r in json.loads(capsys.readouterr().out)["tensors"]}
+    assert rows["ec"] == "NCHW16c" and rows["x"] == "NCHW"
+
+
 def test_squeeze_excite_convolutions_on_one_position_stay_nchw():
     """The 1 x 1 convolutions of a squeeze-and-excite block run on (N, C, 1, 1) maps (the
     matrix-vector product): their tensors are not blocked, the tensors around them are; the
