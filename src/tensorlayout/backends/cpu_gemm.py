@@ -178,13 +178,13 @@ class PointwiseBlocked:
         self.biasp = np.zeros(-(-O // nr) * nr, np.float32)
         if bias is not None:
             self.biasp[:O] = self.bias
-        # whole panels of 2·mr (the one-vector kernel's) where the positions fill them
+        # positions per unit: whole panels of mr, at most BLOCKED_ROWS
         self.rows = max(mr, min(BLOCKED_ROWS // mr, -(-P // mr)) * mr)
         self.N, self.P, self.O, self.nr = N, P, O, nr
         self.shape = (N, -(-O // 16), H, W, 16) if y_blocked else (N, O, H, W)
         self.y_blocked = y_blocked
         self.template = np.array(
-            [0, N, C, P, O, nr, self.wb.ctypes.data, 0, 0, self.bias.ctypes.data,
+            [0, N, C, P, O, nr, self.wb.ctypes.data, 0, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_gemm_at"],
              int(x_blocked), int(y_blocked), self.rows, K, self.biasp.ctypes.data,
              self.lohi.ctypes.data, mod.addr["tl_gemm_at1"], mod.isa.lanes, mod.addr["tl_act"]],
@@ -202,9 +202,9 @@ class PointwiseBlocked:
             raise ValueError("a blocked output takes no residual")
         units = self.N * -(-self.P // self.rows) * -(-self.O // self.nr)
         ctx = self.template.copy()
-        ctx[0], ctx[8] = _at(x), _at(y)
+        ctx[0], ctx[7] = _at(x), _at(y)
         if res is not None:
-            ctx[11], ctx[12] = _at(res), 1
+            ctx[10], ctx[11] = _at(res), 1
         return [(_module().PW_BLOCK_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
 
 

@@ -38,7 +38,7 @@ DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "s
 #: ``biasp``: the bias padded with zeros to whole strips; ``lohi``: the activation's two
 #: parameters, float32; ``gemm1``: ``tl_gemm_at1``, for a strip of at most ``lanes`` columns;
 #: ``actfn``: ``tl_act``, the activations the machine code's store leaves).
-PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "unused", "y", "bias", "has_bias", "res", "has_res",
+PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", "has_res",
            "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi", "gemm1", "lanes",
            "actfn")
 
@@ -146,20 +146,20 @@ def pw_block_entry(ctx, tid, nt):
     # blocks of channels or (scattered) by planes with the bias, the residual and Relu or
     # Clip; another activation after it; a blocked y's lanes past O zeroed
     a = carray(ptr_i64(ctx), ({m},))
-    f = carray(ptr_f64(a[14]), (2,))
+    f = carray(ptr_f64(a[13]), (2,))
     N = a[1]
     C = a[2]
     P = a[3]
     O = a[4]
     nr = a[5]
-    K = a[19]
+    K = a[18]
     OB = (O + 15) // 16
-    rows = a[18]
+    rows = a[17]
     nch = (P + rows - 1) // rows
     ns = (O + nr - 1) // nr
-    y = carray(ptr_f32(a[8]), (N, O, P))
-    yb = carray(ptr_f32(a[8]), (N, OB, P, 16))
-    if a[16] != 0:          # blocked: position i, channel 16·b + j at 16·(b·P + i) + j
+    y = carray(ptr_f32(a[7]), (N, O, P))
+    yb = carray(ptr_f32(a[7]), (N, OB, P, 16))
+    if a[15] != 0:          # blocked: position i, channel 16·b + j at 16·(b·P + i) + j
         ars, aks, depth, runs, rstride = 16, 1, 16, K // 16, P * 16
     else:                   # NCHW: position i, channel c at c·P + i
         ars, aks, depth, runs, rstride = 1, P, C, 1, 0
@@ -177,25 +177,25 @@ def pw_block_entry(ctx, tid, nt):
         R = p1 - p0
         wat = a[6] + st * K * nr * 4
         aat = a[0] + (n * K * P + p0 * ars) * 4
-        fn = a[22] if cnt <= a[23] else a[15]       # one vector of columns: twice the rows
-        if a[17] != 0:
+        fn = a[21] if cnt <= a[22] else a[14]       # one vector of columns: twice the rows
+        if a[16] != 0:
             # into y's blocks, with the bias and the activation (one the machine code
             # lacks over each block's rows after); the lanes past O zeroed
             call_void(fn, (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
-                           a[8] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
-                           P * 16, a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], 0, 0))
+                           a[7] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
+                           P * 16, a[19] + o0 * 4 if a[9] != 0 else 0, a[12], a[20], 0, 0))
             for ob in range(o0 // 16, (o1 + 15) // 16):
                 blk = yb[n, ob, p0:p1].reshape(R * 16)
-                bat = a[8] + ((n * OB + ob) * P + p0) * 64
-                if a[13] > 2:
+                bat = a[7] + ((n * OB + ob) * P + p0) * 64
+                if a[12] > 2:
                     lo = max(o0, ob * 16) - ob * 16
                     hi = min(o1, ob * 16 + 16) - ob * 16
                     if lo == 0 and (hi == 16 or ob * 16 + hi == O):
-                        after_act(a[24], bat, blk, 0, R * 16, a[13], f[0], f[1], a[21])
+                        after_act(a[23], bat, blk, 0, R * 16, a[12], f[0], f[1], a[20])
                     else:           # a strip narrower than a block: its lanes only
                         for r in range(R):
-                            after_act(a[24], bat, blk, r * 16 + lo, r * 16 + hi, a[13], f[0],
-                                      f[1], a[21])
+                            after_act(a[23], bat, blk, r * 16 + lo, r * 16 + hi, a[12], f[0],
+                                      f[1], a[20])
                 if ob == OB - 1 and O % 16 != 0:
                     z = np.float32(0)
                     for r in range(R):
@@ -205,18 +205,18 @@ def pw_block_entry(ctx, tid, nt):
         # into y's planes, scattered, with the bias, the residual and the activation (one
         # the machine code lacks over the planes' rows after)
         call_void(fn, (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
-                       a[8] + ((n * O + o0) * P + p0) * 4, 0, 16,
-                       a[20] + o0 * 4 if a[10] != 0 else 0, a[13], a[21], P,
-                       a[11] + ((n * O + o0) * P + p0) * 4 if a[12] != 0 else 0))
-        if a[13] > 2:
+                       a[7] + ((n * O + o0) * P + p0) * 4, 0, 16,
+                       a[19] + o0 * 4 if a[9] != 0 else 0, a[12], a[20], P,
+                       a[10] + ((n * O + o0) * P + p0) * 4 if a[11] != 0 else 0))
+        if a[12] > 2:
             if R == P:                  # the planes o0..o1 whole: one stretch of floats
                 yf = y[n, o0:o1].reshape(cnt * P)
-                after_act(a[24], a[8] + (n * O + o0) * P * 4, yf, 0, cnt * P, a[13], f[0],
-                          f[1], a[21])
+                after_act(a[23], a[7] + (n * O + o0) * P * 4, yf, 0, cnt * P, a[12], f[0],
+                          f[1], a[20])
             else:
                 for j in range(cnt):
-                    after_act(a[24], a[8] + (n * O + o0 + j) * P * 4, y[n, o0 + j], p0, p1,
-                              a[13], f[0], f[1], a[21])
+                    after_act(a[23], a[7] + (n * O + o0 + j) * P * 4, y[n, o0 + j], p0, p1,
+                              a[12], f[0], f[1], a[20])
 
 
 PW_BLOCK_ENTRY = Entry(pw_block_entry)
