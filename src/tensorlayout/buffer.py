@@ -152,8 +152,9 @@ def convert(array, src: str, dst: str, channels: int | None = None) -> np.ndarra
 
 
 def _convert_blocked(array, src: str, dst: str, channels) -> np.ndarray:
-    """:func:`convert` where either format is blocked: through NCHW, each blocked side by
-    its layout's pack or unpack."""
+    """:func:`convert` where either format is blocked: through NCHW; a blocked side is its
+    layout's element order, (n, c // b, h, w, c % b), as one reshape and transpose (the
+    lanes past C zero), which the layout's own pack would do one element at a time."""
     if kind_of(src) != kind_of(dst):
         raise LayoutError(f"dst = {dst!r} holds {_article(kind_of(dst))} tensor and src = "
                           f"{src!r} an activation: conversion needs two formats of the same kind")
@@ -169,14 +170,19 @@ def _convert_blocked(array, src: str, dst: str, channels) -> np.ndarray:
             raise LayoutError(f"channels = {channels!r} is not allowed: converting from {src} "
                               f"blocks of shape {array.shape} needs the channel count C, "
                               f"{(B - 1) * b + 1} to {B * b}")
-        nchw = buffer_layout(src, (N, int(channels), H, W)).unpack(array.reshape(-1))
+        nchw = np.ascontiguousarray(
+            array.transpose(0, 1, 4, 2, 3).reshape(N, B * b, H, W)[:, :int(channels)])
     else:
         if channels is not None:
             raise LayoutError(f"channels = {channels!r} is not allowed: only a blocked source "
                               "needs it (its array does not say C)")
-        nchw = convert(array, src, "NCHW")
+        nchw = array if src == "NCHW" else convert(array, src, "NCHW")
+        nchw = check_array("array", nchw, rank=4)
     if not block_of(dst):
-        return convert(nchw, "NCHW", dst)
-    lay = buffer_layout(dst, nchw.shape)
+        return nchw if dst == "NCHW" else convert(nchw, "NCHW", dst)
+    b = block_of(dst)
     N, C, H, W = nchw.shape
-    return lay.pack(nchw).reshape(N, -(-C // block_of(dst)), H, W, block_of(dst))
+    B = -(-C // b)
+    z = np.zeros((N, B * b, H, W), nchw.dtype)
+    z[:, :C] = nchw
+    return np.ascontiguousarray(z.reshape(N, B, b, H, W).transpose(0, 1, 3, 4, 2))

@@ -149,7 +149,7 @@ class CpuProgram:
             if node.name in graph.folded:
                 info["folded"] = graph.folded[node.name]
             inputs = tuple(node.inputs) + ((residual,) if residual else ())
-            outputs = (s.output,) if s.fused else tuple(node.outputs)
+            outputs = s.writes
             in_shapes = list(ctx.in_shapes) + ([graph.shapes[residual]] if residual else [])
             out_shapes = [self.stored_shape(o) if o else None for o in outputs]
             self.steps.append(Step(node, run, in_shapes, out_shapes, info, plan, s.in_place,

@@ -51,7 +51,7 @@ from .cpu_native import pool as _pool
 from .cpu_native import run_calls, set_threads, threads
 from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
-from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy
+from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, to_blocked
 
 __all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
            "BLOCKED_BELOW",
@@ -232,11 +232,9 @@ class DepthwiseBlocked:
         KH, KW = w.shape[2:]
         OH, OW = out_hw
         B = -(-C // 16)
-        wb = np.zeros((B * 16, KH, KW), np.float32)
-        wb[:C] = np.asarray(w, np.float32)[:, 0]
-        self.w = np.ascontiguousarray(wb.reshape(B, 16, KH, KW).transpose(0, 2, 3, 1))
-        self.bias = np.zeros(B * 16, np.float32)
-        self.bias[:C] = np.asarray(bias, np.float32).reshape(-1)
+        # the window and the bias blocked as the activations are: (B, KH, KW, 16), (B·16,)
+        self.w = to_blocked(np.asarray(w, np.float32).reshape(1, C, KH, KW))[0]
+        self.bias = to_blocked(np.asarray(bias, np.float32).reshape(1, C, 1, 1)).reshape(-1)
         self.f = np.array([a0, a1], np.float64)
         self.lohi = np.array([a0, a1], np.float32)
         PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)

@@ -77,6 +77,15 @@ def block_in(x, n, c0, cl, pad, ph, pw):
                     row[j * 16] = z
 
 
+@njit(inline="always", error_model="numpy")
+def zero_lanes(v, positions, cl):
+    # a blocked tensor's lanes from cl on zero, at each of the positions of v (16 floats each)
+    z = np.float32(0)
+    for q in range(positions if cl < 16 else 0):
+        for i in range(cl, 16):
+            v[q * 16 + i] = z
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def block_out(yb, y, n, c0, cl):
     # lanes 0..cl of yb (OH·OW·16) into planes c0..c0+cl of image n of y (N, C, OH, OW)
@@ -129,11 +138,8 @@ def block_entry(ctx, tid, nt):
         after_act(a[28], at, out, 0, OH * OW * 16, a[18], f[0], f[1], a[27])
         if a[26] == 0:
             block_out(ybuf, y, n, c0, cl)
-        elif cl < 16:                   # a blocked output's lanes past C: zero
-            z = np.float32(0)
-            for q in range(OH * OW):
-                for i in range(cl, 16):
-                    out[q * 16 + i] = z
+        else:
+            zero_lanes(out, OH * OW, cl)
 
 
 BLOCK_ENTRY = Entry(block_entry)
@@ -196,11 +202,8 @@ def pw_block_entry(ctx, tid, nt):
                         for r in range(R):
                             after_act(a[23], bat, blk, r * 16 + lo, r * 16 + hi, a[12], f[0],
                                       f[1], a[20])
-                if ob == OB - 1 and O % 16 != 0:
-                    z = np.float32(0)
-                    for r in range(R):
-                        for i in range(O % 16, 16):
-                            blk[r * 16 + i] = z
+                if ob == OB - 1:
+                    zero_lanes(blk, R, O - ob * 16)
             continue
         # into y's planes, scattered, with the bias, the residual and the activation (one
         # the machine code lacks over the planes' rows after)

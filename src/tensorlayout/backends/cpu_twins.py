@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..buffer import convert
+
 __all__ = ["activate_numpy", "epilogue_numpy", "depthwise_numpy", "to_blocked", "from_blocked",
            "blocked_shape"]
 
@@ -19,7 +21,7 @@ def blocked_shape(shape) -> tuple:
 
 def to_blocked(x):
     """NCHW ``x`` in the blocked layout (N, ceil(C/16), H, W, 16), the lanes past C zero:
-    the layout core's NCHW16c (:func:`tensorlayout.buffer.convert`), by a NumPy transpose.
+    the layout core's NCHW16c (:func:`tensorlayout.buffer.convert`).
 
     >>> import numpy as np
     >>> to_blocked(np.arange(2 * 3, dtype=np.float32).reshape(1, 2, 1, 3))[0, 0, 0, :, :3]
@@ -27,18 +29,13 @@ def to_blocked(x):
            [1., 4., 0.],
            [2., 5., 0.]], dtype=float32)
     """
-    N, C, H, W = x.shape
-    B = -(-C // 16)
-    z = np.zeros((N, B * 16, H, W), np.float32)
-    z[:, :C] = x
-    return np.ascontiguousarray(z.reshape(N, B, 16, H, W).transpose(0, 1, 3, 4, 2))
+    return convert(x, "NCHW", "NCHW16c")
 
 
 def from_blocked(xb, C):
     """The NCHW tensor of ``C`` channels that blocked ``xb`` holds (its lanes past C
     dropped)."""
-    N, B, H, W, _ = xb.shape
-    return np.ascontiguousarray(xb.transpose(0, 1, 4, 2, 3).reshape(N, B * 16, H, W)[:, :C])
+    return convert(xb, "NCHW16c", "NCHW", channels=C)
 
 
 def activate_numpy(y, act, a0, a1):

@@ -233,8 +233,7 @@ def plan_model(model, max_image=None, device=None, chip=None, half=False, winogr
     # the CPU runtime's layout of each tensor it holds (none for one fused into its step):
     # NCHW16c where its schedule blocks it
     cpu = schedule_cpu(graph)
-    held = set(graph.inputs) | {o for st in cpu.steps
-                                for o in ((st.output,) if st.fused else st.node.outputs) if o}
+    held = set(graph.inputs) | {o for st in cpu.steps for o in st.writes if o}
     for r in rows:
         if r["role"] in ("input", "activation", "output") and r["name"] in held:
             r["cpu"] = ("NCHW16c" if r["name"] in cpu.blocked else

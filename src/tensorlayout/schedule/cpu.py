@@ -57,6 +57,11 @@ class CpuStep:
     in_place: bool = False
     free: tuple = ()
 
+    @property
+    def writes(self) -> tuple:
+        """The tensors the step computes: the last fused node's output, or its node's."""
+        return (self.output,) if self.fused else tuple(self.node.outputs)
+
 
 @dataclass
 class CpuSchedule:

@@ -31,9 +31,9 @@ The same module holds the CPU backend's kernels for the blocked layout NCHW16c
 (:mod:`._simd_block`) and what :mod:`tensorlayout.winograd._pool` needs for its native
 workers (futex parking, a barrier) and ``tl_peak``, a loop of independent multiply-adds
 that measures the core's peak rate with the same vector width (``benchmarks/bench_gemm.py``).
-Compiling it takes about a second; the object code is then kept in the user cache
-(``tensorlayout._jit.cache_dir``, keyed by the IR, the target and llvmlite's version), and
-later processes load it in milliseconds.
+Its object code is kept in the user cache (``tensorlayout._jit.cache_dir``, keyed by the IR,
+the target and llvmlite's version), so that a later process loads it instead of compiling
+it again (``benchmarks/bench_model_start.py`` times a fresh process's first inference).
 
 >>> import numpy as np
 >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_block import BLOCK, BLOCK_NAMES, act_ir, block_ir, fexp_ir, gemm_at_ir, rows_ir
+from ._simd_block import (BLOCK, BLOCK_NAMES, _lanes_below, _splat, _vt, act_ir, block_ir, fexp_ir,
+                          gemm_at_ir, rows_ir)
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -145,16 +146,6 @@ def isa(name: str | None = None) -> Isa:
 
 # ----------------------------------------------------------------------------- IR text
 
-def _vt(w):
-    return f"<{w} x float>"
-
-
-def _splat(L, name, scalar, w):
-    L.append(f"  {name}.i = insertelement {_vt(w)} poison, float {scalar}, i64 0")
-    L.append(f"  {name} = shufflevector {_vt(w)} {name}.i, {_vt(w)} poison, "
-             f"<{w} x i32> zeroinitializer")
-
-
 def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = False,
              taps: bool = False) -> list:
     """IR of one micro-kernel: C[0:rows, 0:cols] (+)= A-panel (k, mr) · B[0:k, 0:cols].
@@ -170,14 +161,9 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
          + (", i64 %ntaps, ptr noalias %offs" if taps else "") + ") nounwind {", "entry:"]
     masks = {}
     if masked:
-        lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
-        L.append(f"  %cv.i = insertelement <{w} x i64> poison, i64 %cols, i64 0")
-        L.append(f"  %cv = shufflevector <{w} x i64> %cv.i, <{w} x i64> poison, "
-                 f"<{w} x i32> zeroinitializer")
+        _splat(L, "%cv", "%cols", w, "i64")
         for v in range(nv):
-            L.append(f"  %lane{v} = add <{w} x i64> {lane}, "
-                     f"<{', '.join(f'i64 {v * w}' for _ in range(w))}>")
-            L.append(f"  %mask{v} = icmp slt <{w} x i64> %lane{v}, %cv")
+            _lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
             masks[v] = f"%mask{v}"
 
     def load_b(dst, ptr, v):

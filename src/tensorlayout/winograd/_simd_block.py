@@ -40,6 +40,27 @@ _V = f"<{BLOCK} x float>"
 _FMA = f"@llvm.fmuladd.v{BLOCK}f32"
 
 
+def _vt(w: int) -> str:
+    return f"<{w} x float>"
+
+
+def _splat(L, name: str, scalar: str, w: int, elem: str = "float") -> None:
+    """``name`` = ``w`` copies of ``scalar`` (an ``elem``) in one vector."""
+    vt = f"<{w} x {elem}>"
+    L.append(f"  {name}.i = insertelement {vt} poison, {elem} {scalar}, i64 0")
+    L.append(f"  {name} = shufflevector {vt} {name}.i, {vt} poison, <{w} x i32> zeroinitializer")
+
+
+def _lanes_below(L, name: str, count: str, w: int, first: int = 0, bound: str = "") -> None:
+    """``name`` = the mask of the ``w`` lanes numbered from ``first`` that are below
+    ``count`` (an i64; its splat named ``bound`` when given, made here otherwise)."""
+    if not bound:
+        bound = f"{name}.n"
+        _splat(L, bound, count, w, "i64")
+    lanes = "<" + ", ".join(f"i64 {first + i}" for i in range(w)) + ">"
+    L.append(f"  {name} = icmp slt <{w} x i64> {lanes}, {bound}")
+
+
 def _positions(L, tag: str, n: int) -> None:
     """The loop over taps for ``n`` positions starting at position ``%o`` (the current
     block's code, labels suffixed ``tag``), stored at the end; enters at label
@@ -257,17 +278,14 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         off = (v * w // 16, v * w % 16)
         L += [f"  %vo{v}.b = mul i64 %cbs, {off[0]}",
               f"  %vo{v} = add i64 %vo{v}.b, {off[1]}"]
-    L += [f"  %cps.i = insertelement <{w} x i64> poison, i64 %cps, i64 0",
-          f"  %cpsv = shufflevector <{w} x i64> %cps.i, <{w} x i64> poison, "
-          f"<{w} x i32> zeroinitializer"]
-    lanes = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
-    for v in range(nv):
-        L += [f"  %jl{v} = add <{w} x i64> {lanes}, <{', '.join(f'i64 {v * w}' for _ in range(w))}>",
-              f"  %pl{v} = mul <{w} x i64> %jl{v}, %cpsv"]
-    L += [f"  %cv.i = insertelement <{w} x i64> poison, i64 %n, i64 0",
-         f"  %cv = shufflevector <{w} x i64> %cv.i, <{w} x i64> poison, <{w} x i32> "
-         "zeroinitializer",
-         f"  %kb = mul i64 %k, {nr}",
+    _splat(L, "%cpsv", "%cps", w, "i64")
+    for v in range(nv):            # planes: lane j of vector v at (v·w + j)·cps
+        lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
+        L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
+    _splat(L, "%cv", "%n", w, "i64")
+    for v in range(nv):            # the columns below n
+        _lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+    L += [f"  %kb = mul i64 %k, {nr}",
          "  br label %panel",
          "panel:",
          "  %i0 = phi i64 [0, %start], [%i0.n, %pend]",
@@ -277,11 +295,6 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  %last = sub i64 %rows, 1",
          "  %pao = mul i64 %i0, %ars",
          "  %pa = getelementptr inbounds float, ptr %a, i64 %pao"]
-    lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
-    for v in range(nv):
-        L += [f"  %lane{v} = add <{w} x i64> {lane}, <{', '.join(f'i64 {v * w}' for _ in range(w))}>",
-              f"  %mask{v} = icmp slt <{w} x i64> %lane{v}, %cv",
-]
     for r in range(mr):
         L += [f"  %rc{r} = icmp slt i64 {r}, %rows",
               f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last",
@@ -307,9 +320,8 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
               f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
     for r in range(mr):
         L += [f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}",
-              f"  %as{r} = load float, ptr %ap{r}, align 4",
-              f"  %av{r}.i = insertelement {vt} poison, float %as{r}, i64 0",
-              f"  %av{r} = shufflevector {vt} %av{r}.i, {vt} poison, <{w} x i32> zeroinitializer"]
+              f"  %as{r} = load float, ptr %ap{r}, align 4"]
+        _splat(L, f"%av{r}", f"%as{r}", w)
         for v in range(nv):
             L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
     L += ["  %pk.n = getelementptr inbounds float, ptr %pk, i64 %aks",
@@ -328,10 +340,8 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
               f"st{r}:",
               f"  %ci{r} = add i64 %i0, {r}",
               f"  %co{r} = mul i64 %ci{r}, %ldc",
-              f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}",
-              f"  %civ{r}.i = insertelement <{w} x i64> poison, i64 %ci{r}, i64 0",
-              f"  %civ{r} = shufflevector <{w} x i64> %civ{r}.i, <{w} x i64> poison, "
-              f"<{w} x i32> zeroinitializer"]
+              f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}"]
+        _splat(L, f"%civ{r}", f"%ci{r}", w, "i64")
         for v in range(nv):
             L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
         L.append(f"  br i1 %planes, label %sp{r}, label %sr{r}")
@@ -448,14 +458,11 @@ def fexp_ir(w: int) -> list:
 
 def act_prologue(L, w: int) -> None:
     """``%lov``, ``%hiv``: the activation's two parameters (``%lohi``: two floats) splat."""
-    vt = _vt(w)
     L += ["  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
           "  %lo = load float, ptr %lohi, align 4",
-          "  %hi = load float, ptr %lohi1, align 4",
-          f"  %lov.i = insertelement {vt} poison, float %lo, i64 0",
-          f"  %lov = shufflevector {vt} %lov.i, {vt} poison, <{w} x i32> zeroinitializer",
-          f"  %hiv.i = insertelement {vt} poison, float %hi, i64 0",
-          f"  %hiv = shufflevector {vt} %hiv.i, {vt} poison, <{w} x i32> zeroinitializer"]
+          "  %hi = load float, ptr %lohi1, align 4"]
+    _splat(L, "%lov", "%lo", w)
+    _splat(L, "%hiv", "%hi", w)
 
 
 def _act_one(L, c: int, v: str, t: str, w: int) -> str:
@@ -517,10 +524,6 @@ def act_block(L, srcs, dsts, tag: str, w: int, codes=None) -> None:
         L.append(f"  {d} = phi {vt} {inc}")
 
 
-def _vt(w: int) -> str:
-    return f"<{w} x float>"
-
-
 def rows_ir() -> list:
     """IR of a blocked tensor's plane means and scaling, one block of 16 channels at a time:
     ``tl_block_mean(x, P, y, lanes)``: y[i] = the mean of lane i over the P positions at x
@@ -528,13 +531,9 @@ def rows_ir() -> list:
     the first ``lanes`` lanes (the rest of y untouched); ``tl_block_scale(x, s, y, P, lanes)``:
     each position of x times the 16 factors at s (those past ``lanes`` read as 0) into y."""
     v, m = _V, f"<{BLOCK} x i1>"
-    lane = "<" + ", ".join(f"i64 {i}" for i in range(BLOCK)) + ">"
 
     def mask(L):
-        L += [f"  %lv.i = insertelement <{BLOCK} x i64> poison, i64 %lanes, i64 0",
-              f"  %lv = shufflevector <{BLOCK} x i64> %lv.i, <{BLOCK} x i64> poison, "
-              f"<{BLOCK} x i32> zeroinitializer",
-              f"  %mask = icmp slt <{BLOCK} x i64> {lane}, %lv"]
+        _lanes_below(L, "%mask", "%lanes", BLOCK)
     L = ["define void @tl_block_mean(i64 %xi, i64 %P, i64 %yi, i64 %lanes) nounwind {",
          "entry:",
          "  %x = inttoptr i64 %xi to ptr",
@@ -572,10 +571,9 @@ def rows_ir() -> list:
           f"  %h1 = fadd {v} %s2, %s3",
           f"  %h = fadd {v} %h0, %h1",
           "  %pf = sitofp i64 %P to float",
-          f"  %inv = fdiv float {_f(1)}, %pf",
-          f"  %iv.i = insertelement {v} poison, float %inv, i64 0",
-          f"  %iv = shufflevector {v} %iv.i, {v} poison, <{BLOCK} x i32> zeroinitializer",
-          f"  %mean = fmul {v} %h, %iv"]
+          f"  %inv = fdiv float {_f(1)}, %pf"]
+    _splat(L, "%iv", "%inv", BLOCK)
+    L += [f"  %mean = fmul {v} %h, %iv"]
     mask(L)
     L += [f"  call void @llvm.masked.store.v{BLOCK}f32.p0({v} %mean, ptr %y, i32 4, {m} %mask)",
           "  ret void",
@@ -614,7 +612,6 @@ def act_ir(w: int) -> list:
     activation over whole vectors of ``w`` lanes, then a masked last one; ``lohi``: its two
     parameters as floats."""
     vt, m = _vt(w), f"<{w} x i1>"
-    lane = "<" + ", ".join(f"i64 {i}" for i in range(w)) + ">"
     L = ["define void @tl_act(i64 %pi, i64 %n, i64 %act, i64 %lohii) nounwind {",
          "entry:",
          "  %p = inttoptr i64 %pi to ptr",
@@ -639,12 +636,9 @@ def act_ir(w: int) -> list:
               f"  %left{c} = sub i64 %n, %nw",
               f"  %any{c} = icmp sgt i64 %left{c}, 0",
               f"  br i1 %any{c}, label %m{c}, label %done",
-              f"m{c}:",
-              f"  %lv{c}.i = insertelement <{w} x i64> poison, i64 %left{c}, i64 0",
-              f"  %lv{c} = shufflevector <{w} x i64> %lv{c}.i, <{w} x i64> poison, "
-              f"<{w} x i32> zeroinitializer",
-              f"  %mask{c} = icmp slt <{w} x i64> {lane}, %lv{c}",
-              f"  %ta{c} = getelementptr inbounds float, ptr %p, i64 %nw",
+              f"m{c}:"]
+        _lanes_below(L, f"%mask{c}", f"%left{c}", w)
+        L += [f"  %ta{c} = getelementptr inbounds float, ptr %p, i64 %nw",
               f"  %tx{c} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %ta{c}, i32 4, "
               f"{m} %mask{c}, {vt} zeroinitializer)"]
         ty = _act_one(L, c, f"%tx{c}", f"u{c}.", w)
