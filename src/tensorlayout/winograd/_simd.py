@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_block import (BLOCK, BLOCK_NAMES, _lanes_below, _splat, _vt, act_ir, block_ir, fexp_ir,
-                          gemm_at_ir, rows_ir)
+from ._simd_block import (BLOCK, BLOCK_NAMES, act_ir, block_ir, fexp_ir, gemm_at_ir, lanes_below,
+                          rows_ir, splat, vt_of)
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -152,7 +152,7 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
     With ``pair`` it covers two panels at once (``a`` and ``a2``, 2·mr rows of C).  With
     ``taps`` the depth is ``ntaps`` runs of ``k`` rows of B, run t starting at
     ``b + offs[t]`` (the panel's ``ntaps·k`` steps in order), summed in the registers."""
-    vt = _vt(w)
+    vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     rows = 2 * mr if pair else mr
     acc = [(r, v) for r in range(rows) for v in range(nv)]
@@ -161,9 +161,9 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
          + (", i64 %ntaps, ptr noalias %offs" if taps else "") + ") nounwind {", "entry:"]
     masks = {}
     if masked:
-        _splat(L, "%cv", "%cols", w, "i64")
+        splat(L, "%cv", "%cols", w, "i64")
         for v in range(nv):
-            _lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+            lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
             masks[v] = f"%mask{v}"
 
     def load_b(dst, ptr, v):
@@ -191,7 +191,7 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
             base, off = (ap, r) if r < mr else (ap2, r - mr)
             L.append(f"  %ap{tag}_{r} = getelementptr inbounds float, ptr {base}, i64 {off}")
             L.append(f"  %as{tag}_{r} = load float, ptr %ap{tag}_{r}, align 4")
-            _splat(L, f"%av{tag}_{r}", f"%as{tag}_{r}", w)
+            splat(L, f"%av{tag}_{r}", f"%as{tag}_{r}", w)
             for v in range(nv):
                 L.append(f"  {dst(r, v)} = call {vt} {fma}({vt} %av{tag}_{r}, "
                          f"{vt} %b{tag}_{v}, {vt} {src(r, v)})")
@@ -443,7 +443,7 @@ def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
 
 def _peak_ir(w: int, chains: int) -> list:
     """IR of ``tl_peak(out, n)``: ``n`` rounds of ``chains`` independent multiply-adds."""
-    vt = _vt(w)
+    vt = vt_of(w)
     L = ["define void @tl_peak(i64 %outi, i64 %n) nounwind {", "entry:",
          "  %out = inttoptr i64 %outi to ptr",
          f"  %x = load {vt}, ptr %out, align 4",
@@ -674,7 +674,7 @@ _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 
 def _module_ir(target: Isa, with_pool: bool) -> str:
     w, mr, nv = target.lanes, target.mr, target.nv
-    vt = _vt(w)
+    vt = vt_of(w)
     L = ["declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
          f"declare {vt} @llvm.fmuladd.v{w}f32({vt}, {vt}, {vt})",
          f"declare {vt} @llvm.masked.load.v{w}f32.p0(ptr, i32, <{w} x i1>, {vt})",
@@ -695,7 +695,7 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
           f"<{w} x i1>)"]
     L += fexp_ir(w)
     if w != BLOCK:
-        vb = _vt(BLOCK)
+        vb = vt_of(BLOCK)
         L += [f"declare {vb} @llvm.fmuladd.v{BLOCK}f32({vb}, {vb}, {vb})",
               f"declare {vb} @llvm.masked.load.v{BLOCK}f32.p0(ptr, i32, <{BLOCK} x i1>, {vb})",
               f"declare void @llvm.masked.store.v{BLOCK}f32.p0({vb}, ptr, i32, <{BLOCK} x i1>)"]

@@ -26,7 +26,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", "STORE_ACTS",
+__all__ = ["vt_of", "splat", "lanes_below", "block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", "STORE_ACTS",
            "POST_ACTS", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
@@ -40,23 +40,24 @@ _V = f"<{BLOCK} x float>"
 _FMA = f"@llvm.fmuladd.v{BLOCK}f32"
 
 
-def _vt(w: int) -> str:
+def vt_of(w: int) -> str:
+    """The IR type of a vector of ``w`` floats."""
     return f"<{w} x float>"
 
 
-def _splat(L, name: str, scalar: str, w: int, elem: str = "float") -> None:
+def splat(L, name: str, scalar: str, w: int, elem: str = "float") -> None:
     """``name`` = ``w`` copies of ``scalar`` (an ``elem``) in one vector."""
     vt = f"<{w} x {elem}>"
     L.append(f"  {name}.i = insertelement {vt} poison, {elem} {scalar}, i64 0")
     L.append(f"  {name} = shufflevector {vt} {name}.i, {vt} poison, <{w} x i32> zeroinitializer")
 
 
-def _lanes_below(L, name: str, count: str, w: int, first: int = 0, bound: str = "") -> None:
+def lanes_below(L, name: str, count: str, w: int, first: int = 0, bound: str = "") -> None:
     """``name`` = the mask of the ``w`` lanes numbered from ``first`` that are below
     ``count`` (an i64; its splat named ``bound`` when given, made here otherwise)."""
     if not bound:
         bound = f"{name}.n"
-        _splat(L, bound, count, w, "i64")
+        splat(L, bound, count, w, "i64")
     lanes = "<" + ", ".join(f"i64 {first + i}" for i in range(w)) + ">"
     L.append(f"  {name} = icmp slt <{w} x i64> {lanes}, {bound}")
 
@@ -245,7 +246,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     last panel's missing rows read its last row again).  ``name``: the function's name
     (``tl_gemm_at1`` is the same with 2·mr rows by one vector, for strips of one vector);
     ``bstride``: floats from one row of B to the next (default nv·w: the strip's width)."""
-    vt = _vt(w)
+    vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     nr = bstride or nv * w
     acc = [(r, v) for r in range(mr) for v in range(nv)]
@@ -278,13 +279,13 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         off = (v * w // 16, v * w % 16)
         L += [f"  %vo{v}.b = mul i64 %cbs, {off[0]}",
               f"  %vo{v} = add i64 %vo{v}.b, {off[1]}"]
-    _splat(L, "%cpsv", "%cps", w, "i64")
+    splat(L, "%cpsv", "%cps", w, "i64")
     for v in range(nv):            # planes: lane j of vector v at (v·w + j)·cps
         lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
         L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
-    _splat(L, "%cv", "%n", w, "i64")
+    splat(L, "%cv", "%n", w, "i64")
     for v in range(nv):            # the columns below n
-        _lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+        lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
     L += [f"  %kb = mul i64 %k, {nr}",
          "  br label %panel",
          "panel:",
@@ -321,7 +322,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     for r in range(mr):
         L += [f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}",
               f"  %as{r} = load float, ptr %ap{r}, align 4"]
-        _splat(L, f"%av{r}", f"%as{r}", w)
+        splat(L, f"%av{r}", f"%as{r}", w)
         for v in range(nv):
             L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
     L += ["  %pk.n = getelementptr inbounds float, ptr %pk, i64 %aks",
@@ -341,7 +342,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
               f"  %ci{r} = add i64 %i0, {r}",
               f"  %co{r} = mul i64 %ci{r}, %ldc",
               f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}"]
-        _splat(L, f"%civ{r}", f"%ci{r}", w, "i64")
+        splat(L, f"%civ{r}", f"%ci{r}", w, "i64")
         for v in range(nv):
             L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
         L.append(f"  br i1 %planes, label %sp{r}, label %sr{r}")
@@ -408,49 +409,49 @@ def fexp_ir(w: int) -> list:
     """``@fexp{w}``: e ** x for ``w`` floats as the backend's ``fexp`` computes it (range
     reduction, Cephes' degree-6 polynomial; past float32's range inf, below it 0, NaN
     stays NaN), multiplies and adds rounded one by one as there."""
-    vt, iv = _vt(w), f"<{w} x i32>"
+    vt, iv = vt_of(w), f"<{w} x i32>"
 
-    def splat(c):
+    def fconst(c):
         return "<" + ", ".join(f"float {_f(c)}" for _ in range(w)) + ">"
 
-    def isplat(c):
+    def iconst(c):
         return "<" + ", ".join(f"i32 {c}" for _ in range(w)) + ">"
     L = [f"define internal {vt} @fexp{w}({vt} %x) alwaysinline nounwind {{",
          "entry:",
-         f"  %big = fcmp ogt {vt} %x, {splat(88.72283)}",
-         f"  %lc = fcmp olt {vt} %x, {splat(-87.33654)}",
-         f"  %x1 = select <{w} x i1> %lc, {vt} {splat(-87.33654)}, {vt} %x",
-         f"  %hc = fcmp ogt {vt} %x1, {splat(88.37626)}",
-         f"  %x2 = select <{w} x i1> %hc, {vt} {splat(88.37626)}, {vt} %x1",
+         f"  %big = fcmp ogt {vt} %x, {fconst(88.72283)}",
+         f"  %lc = fcmp olt {vt} %x, {fconst(-87.33654)}",
+         f"  %x1 = select <{w} x i1> %lc, {vt} {fconst(-87.33654)}, {vt} %x",
+         f"  %hc = fcmp ogt {vt} %x1, {fconst(88.37626)}",
+         f"  %x2 = select <{w} x i1> %hc, {vt} {fconst(88.37626)}, {vt} %x1",
          # NaN: its exponent from 0 (a defined conversion); the polynomial keeps the NaN
          f"  %nan = fcmp uno {vt} %x2, %x2",
          f"  %xs = select <{w} x i1> %nan, {vt} zeroinitializer, {vt} %x2",
-         f"  %t0 = fmul {vt} %xs, {splat(1.442695)}",
-         f"  %t = fadd {vt} %t0, {splat(0.5)}",
+         f"  %t0 = fmul {vt} %xs, {fconst(1.442695)}",
+         f"  %t = fadd {vt} %t0, {fconst(0.5)}",
          f"  %k0 = fptosi {vt} %t to {iv}",
          f"  %kf0 = sitofp {iv} %k0 to {vt}",
          f"  %dn = fcmp ogt {vt} %kf0, %t",
-         f"  %k1 = sub {iv} %k0, {isplat(1)}",
+         f"  %k1 = sub {iv} %k0, {iconst(1)}",
          f"  %k = select <{w} x i1> %dn, {iv} %k1, {iv} %k0",
          f"  %kf = sitofp {iv} %k to {vt}",
-         f"  %r0 = fmul {vt} %kf, {splat(0.693359375)}",
+         f"  %r0 = fmul {vt} %kf, {fconst(0.693359375)}",
          f"  %r1 = fsub {vt} %x2, %r0",
-         f"  %r2 = fmul {vt} %kf, {splat(2.12194440e-4)}",
+         f"  %r2 = fmul {vt} %kf, {fconst(2.12194440e-4)}",
          f"  %r = fadd {vt} %r1, %r2"]
-    prev = splat(1.9875691500e-4)
+    prev = fconst(1.9875691500e-4)
     for i, c in enumerate((1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
                            5.0000001201e-1)):
-        L += [f"  %pm{i} = fmul {vt} {prev}, %r", f"  %p{i} = fadd {vt} %pm{i}, {splat(c)}"]
+        L += [f"  %pm{i} = fmul {vt} {prev}, %r", f"  %p{i} = fadd {vt} %pm{i}, {fconst(c)}"]
         prev = f"%p{i}"
     L += [f"  %q0 = fmul {vt} {prev}, %r",
           f"  %q1 = fmul {vt} %q0, %r",
           f"  %q2 = fadd {vt} %q1, %r",
-          f"  %q = fadd {vt} %q2, {splat(1)}",
-          f"  %kb = add {iv} %k, {isplat(127)}",
-          f"  %ks = shl {iv} %kb, {isplat(23)}",
+          f"  %q = fadd {vt} %q2, {fconst(1)}",
+          f"  %kb = add {iv} %k, {iconst(127)}",
+          f"  %ks = shl {iv} %kb, {iconst(23)}",
           f"  %s = bitcast {iv} %ks to {vt}",
           f"  %e = fmul {vt} %q, %s",
-          f"  %y = select <{w} x i1> %big, {vt} {splat(np.inf)}, {vt} %e",
+          f"  %y = select <{w} x i1> %big, {vt} {fconst(np.inf)}, {vt} %e",
           f"  ret {vt} %y",
           "}"]
     return L
@@ -461,14 +462,14 @@ def act_prologue(L, w: int) -> None:
     L += ["  %lohi1 = getelementptr inbounds float, ptr %lohi, i64 1",
           "  %lo = load float, ptr %lohi, align 4",
           "  %hi = load float, ptr %lohi1, align 4"]
-    _splat(L, "%lov", "%lo", w)
-    _splat(L, "%hiv", "%hi", w)
+    splat(L, "%lov", "%lo", w)
+    splat(L, "%hiv", "%hi", w)
 
 
 def _act_one(L, c: int, v: str, t: str, w: int) -> str:
     """The activation of code ``c`` of vector ``v`` (names prefixed ``%{t}``), as
     ``cpu_source.ACT_EXPR`` computes it (NaN propagating the same way); its result's name."""
-    vt = _vt(w)
+    vt = vt_of(w)
     z, one = "zeroinitializer", "<" + ", ".join(f"float {_f(1)}" for _ in range(w)) + ">"
     if c == 1:
         L += [f"  %{t}c = fcmp olt {vt} {v}, {z}",
@@ -508,7 +509,7 @@ def act_block(L, srcs, dsts, tag: str, w: int, codes=None) -> None:
     none) of each vector in ``srcs`` into ``dsts`` (:func:`_act_one`): a switch to one block
     per activation, joined at label ``{tag}.aj`` where the caller's code goes on."""
     codes = IR_ACTS if codes is None else codes
-    vt = _vt(w)
+    vt = vt_of(w)
     cases = " ".join(f"i64 {c}, label %{tag}.a{c}" for c in codes)
     L += [f"  br label %{tag}.pre",
           f"{tag}.pre:",
@@ -533,7 +534,7 @@ def rows_ir() -> list:
     v, m = _V, f"<{BLOCK} x i1>"
 
     def mask(L):
-        _lanes_below(L, "%mask", "%lanes", BLOCK)
+        lanes_below(L, "%mask", "%lanes", BLOCK)
     L = ["define void @tl_block_mean(i64 %xi, i64 %P, i64 %yi, i64 %lanes) nounwind {",
          "entry:",
          "  %x = inttoptr i64 %xi to ptr",
@@ -572,7 +573,7 @@ def rows_ir() -> list:
           f"  %h = fadd {v} %h0, %h1",
           "  %pf = sitofp i64 %P to float",
           f"  %inv = fdiv float {_f(1)}, %pf"]
-    _splat(L, "%iv", "%inv", BLOCK)
+    splat(L, "%iv", "%inv", BLOCK)
     L += [f"  %mean = fmul {v} %h, %iv"]
     mask(L)
     L += [f"  call void @llvm.masked.store.v{BLOCK}f32.p0({v} %mean, ptr %y, i32 4, {m} %mask)",
@@ -611,7 +612,7 @@ def act_ir(w: int) -> list:
     :data:`POST_ACTS`; another: nothing) in place over the ``n`` floats at ``p``: one loop per
     activation over whole vectors of ``w`` lanes, then a masked last one; ``lohi``: its two
     parameters as floats."""
-    vt, m = _vt(w), f"<{w} x i1>"
+    vt, m = vt_of(w), f"<{w} x i1>"
     L = ["define void @tl_act(i64 %pi, i64 %n, i64 %act, i64 %lohii) nounwind {",
          "entry:",
          "  %p = inttoptr i64 %pi to ptr",
@@ -637,7 +638,7 @@ def act_ir(w: int) -> list:
               f"  %any{c} = icmp sgt i64 %left{c}, 0",
               f"  br i1 %any{c}, label %m{c}, label %done",
               f"m{c}:"]
-        _lanes_below(L, f"%mask{c}", f"%left{c}", w)
+        lanes_below(L, f"%mask{c}", f"%left{c}", w)
         L += [f"  %ta{c} = getelementptr inbounds float, ptr %p, i64 %nw",
               f"  %tx{c} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %ta{c}, i32 4, "
               f"{m} %mask{c}, {vt} zeroinitializer)"]
