@@ -21,8 +21,13 @@ next runtime's threads need.
 ``--alone`` times each runtime in a process of its own (no other library's thread pool
 beside it), one network after the other, and compares those medians instead.
 
+``--busy K`` keeps K other processes busy (each a loop of Python) while both runtimes are
+timed: a machine whose cores something else also wants, where a thread of either runtime
+may wait for its turn on a core.
+
     python benchmarks/bench_model.py [--threads 2] [--rounds 7] [--sizes 224,96]
                                      [--nets resnet18,vgg11] [--alone] [--ort-spin off]
+                                     [--busy 1]
 """
 
 from __future__ import annotations
@@ -110,6 +115,8 @@ def main() -> int:
                     help="time each runtime in a process of its own")
     ap.add_argument("--ort-spin", choices=("on", "off"), default="on",
                     help="onnxruntime's threads spin after each call (on: its default) or not")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="other processes kept busy (a loop each) while timing")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ORT_SPIN[0] = args.ort_spin
@@ -122,10 +129,22 @@ def main() -> int:
 
     from tensorlayout.backends.cpu import available_cpus
 
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(args.busy)]
+    try:
+        return _table(args, ort, available_cpus)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def _table(args, ort, available_cpus) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs usable, "
           f"threads: {args.threads}, onnxruntime {ort.__version__}, numpy {np.__version__}, "
           f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}"
-          f"{', onnxruntime threads not spinning' if args.ort_spin == 'off' else ''}")
+          f"{', onnxruntime threads not spinning' if args.ort_spin == 'off' else ''}"
+          f"{f', {args.busy} other busy processes' if args.busy else ''}")
     head = (f"{'network':19s} {'size':>4s} {'ort ms':>8s} {'spread':>13s} {'ours ms':>8s} {'spread':>13s} "
             f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}")
     print(head)

@@ -117,8 +117,8 @@ def test_workers_run_exactly_the_threads_asked_for():
         pytest.skip("no native workers on this platform")
     mod = _simd.module()
 
-    @cfunc(types.void(types.int64, types.int64, types.int64))
-    def part(ctx, tid, nt):
+    @cfunc(types.void(types.int64, types.int64, types.int64, types.int64))
+    def part(ctx, tid, nt, work):
         a = carray(ptr_i64(ctx), (300,))
         a[10 + tid] = call_i64(a[0], (186,))          # gettid(): the OS thread
         call_i64(a[1], (ctx + 8 * 2, 1))                 # arrivals += 1
@@ -150,6 +150,51 @@ def test_workers_run_exactly_the_threads_asked_for():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_workers_hand_out_units_and_withdraw_posts_no_worker_took():
+    """The call's work counter starts at 0 for every call, so the parts that take units from
+    it do each unit exactly once; with ``claims`` the posts no worker has taken when the
+    caller's part returns are withdrawn (never run later), without it every part runs."""
+    pytest.importorskip("numba")
+    from numba import carray, cfunc, types
+
+    from tensorlayout.winograd import _pool
+    from tensorlayout.winograd._native import fetch_add, ptr_i64
+
+    workers = _pool.workers()
+    if workers is None:
+        pytest.skip("no native workers on this platform")
+
+    @cfunc(types.void(types.int64, types.int64, types.int64, types.int64))
+    def part(ctx, tid, nt, work):
+        a = carray(ptr_i64(ctx), (1000,))
+        fetch_add(ctx + 8, 1)                            # parts run
+        while True:
+            u = fetch_add(work, 1)
+            if u >= a[0]:
+                break
+            fetch_add(ctx + 8 * (8 + u), 1)              # unit u done once more
+
+    for claims in (True, False):
+        ran = []
+        for nt in (1, 2, 3, 8, 16):
+            for units in (0, 1, 5, 300):
+                for _ in range(10):
+                    ctx = np.zeros(1000, np.int64)
+                    ctx[0] = units
+                    workers.run(part.address, ctx.ctypes.data, nt, claims=claims)
+                    assert (ctx[8:8 + units] == 1).all(), (claims, nt, units, ctx[8:8 + units])
+                    assert (ctx[8 + units:] == 0).all()
+                    assert 1 <= ctx[1] <= nt
+                    ran.append((nt, units, int(ctx[1])))
+        if claims:
+            # with nothing to do the caller returns at once: most posts are withdrawn
+            assert any(r < nt for nt, units, r in ran if units == 0 and nt >= 8), ran
+        else:
+            assert all(r == nt for nt, units, r in ran), ran
+    # after withdrawn posts, a call that needs every part (a barrier) still gets them all
+    test_workers_run_exactly_the_threads_asked_for()
 
 
 def _plans():

@@ -13,9 +13,16 @@ from ..winograd._pool import address as _at
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 
-__all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS", "SHIFT_COLUMNS", "SHIFT_DEPTH", "POINTWISE_COLUMNS",
-           "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW"]
+__all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS", "SHIFT_COLUMNS",
+           "SHIFT_DEPTH", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW",
+           "UNITS_PER_THREAD"]
 
+
+#: Units of work a GEMM-based layer aims to give each thread (splitting its weight panels
+#: into groups where its blocks of columns are fewer): the threads claim them as they come
+#: (see ``cpu_source.grain``), so a thread another process holds back leaves the rest to the
+#: others; each group reads the block of columns again.
+UNITS_PER_THREAD = 2
 
 #: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
 #: slice) stay in the L2 cache while every panel of weights passes over them.
@@ -68,9 +75,10 @@ class Pointwise:
         if res is not None:
             ctx[8], ctx[9] = _at(res), 1
         O = self.shape[1]
-        # chunks of whole vectors (16 floats), at least 256 outputs each: a smaller share
-        # costs more to hand out than it saves
-        chunk = max(256, -(-O // nt))
+        # chunks of whole vectors (16 floats), about four per thread (claimed as the threads
+        # come, see cpu_source.grain), at least 256 outputs each: a smaller chunk costs more
+        # to hand out than it saves
+        chunk = max(256, -(-O // (4 * nt)))
         ctx[12] = chunk = -(-chunk // 16) * 16
         units = self.N * -(-O // chunk)
         return [(_module().GEMV_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
@@ -92,10 +100,11 @@ class Pointwise:
         ctx[0], ctx[7] = _at(x), _at(y)
         if res is not None:
             ctx[11], ctx[12] = _at(res), 1
-        # enough (panel group, column block) units for every thread: panels split when the
-        # columns alone give too few
+        # UNITS_PER_THREAD (panel group, column block) units for every thread: panels split
+        # when the columns alone give too few
         units = self.N * self.ncb
-        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
+        want = UNITS_PER_THREAD * nt
+        groups = min(self.npan, -(-want // units)) if units < want else 1
         rp = -(-self.npan // groups)
         ctx[17], ctx[19] = rp, -(-self.npan // rp)
         return [(_module().POINTWISE_ENTRY.address, ctx,
@@ -342,7 +351,8 @@ class Shifted:
         cbw = _up(-(-Q // nb), self.nr)
         ncb = -(-Q // cbw)
         units = self.N * ncb
-        groups = min(self.npan, -(-nt // units)) if units < 2 * nt else 1
+        want = UNITS_PER_THREAD * nt
+        groups = min(self.npan, -(-want // units)) if units < want else 1
         rp = -(-self.npan // groups)
         ctx[28], ctx[29], ctx[30], ctx[31] = cbw, rp, ncb, -(-self.npan // rp)
         n = max(1, min(nt, units * ctx[31]))

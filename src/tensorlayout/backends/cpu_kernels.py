@@ -279,7 +279,7 @@ def epilogue(y3, bias, res3, act, nt=None):
     nt = threads() if nt is None else nt
     # a thread per 4 KiB of work at least: waking one costs more than a smaller share
     nt = max(1, min(nt, N * C, y3.size // 1024 or 1))
-    _pool().run(_module().EPILOGUE_ENTRY.address, _at(ctx), nt)
+    _pool().run(_module().EPILOGUE_ENTRY.address, _at(ctx), nt, claims=True)
     return y3
 
 

@@ -65,4 +65,4 @@ def run_calls(calls) -> None:
     the kernels' ``calls`` methods give them) on the native workers, one after the other."""
     workers = pool()
     for fn, ctx, nt, _ in calls:
-        workers.run(fn, _at(ctx), nt)
+        workers.run(fn, _at(ctx), nt, claims=True)

@@ -29,7 +29,7 @@ __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source",
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 15
+VERSION = 16
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 
@@ -45,7 +45,19 @@ _HEAD = """
 import numpy as np
 from numba import carray, njit
 
-from tensorlayout.winograd._native import Entry, call_void, f32_exp2, ptr_f32, ptr_f64, ptr_i64
+from tensorlayout.winograd._native import (Entry, call_void, f32_exp2, fetch_add, ptr_f32, ptr_f64,
+                                           ptr_i64)
+
+
+@njit(inline="always")
+def grain(total, nt):
+    \"\"\"Units of a range a thread claims at a time.  The entries take their work from the
+    call's counter ``work`` (zero when the call starts) with an atomic add, whoever runs
+    first taking the next units, instead of a fixed share per thread: a thread the system
+    holds back (another process, or another library's threads spinning on the same cores)
+    then delays only the units it holds.  A quarter of an even share (at least 1): the
+    counter is touched a few times per thread.\"\"\"
+    return max(1, (total + 4 * nt - 1) // (4 * nt))
 
 
 @njit(inline="always", error_model="numpy")
@@ -276,12 +288,12 @@ def _entries_source() -> str:
     """The workers' entries: each thread takes its share of planes, rows or blocks from the
     int64 context the Python side writes (see :data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`)."""
     branches = "\n".join(
-        f"    elif kind == {i + 1}:\n"
-        f"        depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], a[20], f[0], f[1], "
-        f"q0, q1, pad, yf)" for i, (a, b, c, d) in enumerate(SPECIAL))
+        f"        elif kind == {i + 1}:\n"
+        f"            depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], a[20], f[0], "
+        f"f[1], q0, q1, pad, yf)" for i, (a, b, c, d) in enumerate(SPECIAL))
     return f"""
 
-def depthwise_entry(ctx, tid, nt):
+def depthwise_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({len(DW_CTX)},))
     f = carray(ptr_f64(a[21]), (2,))
     x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
@@ -292,20 +304,24 @@ def depthwise_entry(ctx, tid, nt):
     # each thread's own zeroed (PH, PW) plane; views of these arrays carry no reference count
     pad = carray(ptr_f32(a[23] + tid * a[24] * a[25] * 4), (a[24], a[25]))
     total = a[1] * a[6]
-    q0 = tid * total // nt
-    q1 = (tid + 1) * total // nt
+    step = grain(total, nt)
     kind = a[22]
-    if kind == 0:
-        depthwise_planes(x, w, bias, y, a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20],
-                         f[0], f[1], q0, q1, pad, yf)
+    while True:
+        q0 = fetch_add(work, step)
+        if q0 >= total:
+            break
+        q1 = min(total, q0 + step)
+        if kind == 0:
+            depthwise_planes(x, w, bias, y, a[13], a[14], a[15], a[16], a[17], a[18], a[19],
+                             a[20], f[0], f[1], q0, q1, pad, yf)
 {branches}
 
 
 DEPTHWISE_ENTRY = Entry(depthwise_entry)
 
 
-def depthwise_cl_entry(ctx, tid, nt):
-    # each thread a range of channels, whole vectors of 16
+def depthwise_cl_entry(ctx, tid, nt, work):
+    # ranges of channels, whole vectors of 16
     a = carray(ptr_i64(ctx), ({len(DWCL_CTX)},))
     f = carray(ptr_f64(a[16]), (2,))
     N = a[1]
@@ -316,32 +332,38 @@ def depthwise_cl_entry(ctx, tid, nt):
     y = carray(ptr_f32(a[9]), (N, C, a[10], a[11]))
     xt = carray(ptr_f32(a[19]), (a[20], a[21], C))
     acc = carray(ptr_f32(a[22]), (C,))
-    per = ((C + nt - 1) // nt + 15) // 16 * 16
-    c0 = tid * per
-    c1 = min(C, c0 + per)
-    if c0 < c1:
+    nv = (C + 15) // 16
+    step = grain(nv, nt)
+    while True:
+        v0 = fetch_add(work, step)
+        if v0 >= nv:
+            break
         depthwise_channels_last(x, wt, bias, y, a[12], a[13], a[14], a[15], a[17], a[18], a[23],
-                                f[0], f[1], c0, c1, xt, acc)
+                                f[0], f[1], v0 * 16, min(C, (v0 + step) * 16), xt, acc)
 
 
 DEPTHWISE_CL_ENTRY = Entry(depthwise_cl_entry)
 
 
-def epilogue_entry(ctx, tid, nt):
+def epilogue_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({len(EPI_CTX)},))
     f = carray(ptr_f64(a[9]), (2,))
     y = carray(ptr_f32(a[0]), (a[1], a[2]))
     bias = carray(ptr_f32(a[4]), (a[3],))
     res = carray(ptr_f32(a[6]), (a[1], a[2]))
-    r0 = tid * a[1] // nt
-    r1 = (tid + 1) * a[1] // nt
-    epilogue_block(y, bias, a[5] != 0, res, a[7] != 0, a[8], f[0], f[1], r0, r1, 0, a[2], a[3])
+    step = grain(a[1], nt)
+    while True:
+        r0 = fetch_add(work, step)
+        if r0 >= a[1]:
+            break
+        epilogue_block(y, bias, a[5] != 0, res, a[7] != 0, a[8], f[0], f[1], r0,
+                       min(a[1], r0 + step), 0, a[2], a[3])
 
 
 EPILOGUE_ENTRY = Entry(epilogue_entry)
 
 
-def pointwise_entry(ctx, tid, nt):
+def pointwise_entry(ctx, tid, nt, work):
     # units (image, panel group, column block); each a tl_sgemm, then its epilogue
     a = carray(ptr_i64(ctx), ({len(PW_CTX)},))
     f = carray(ptr_f64(a[14]), (2,))
@@ -359,7 +381,10 @@ def pointwise_entry(ctx, tid, nt):
     ncb = a[18]
     nrb = a[19]
     units = N * nrb * ncb
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, P)
         if a[20] != 0:
             # an im2col convolution: the block's columns unfolded from the image into this
@@ -384,7 +409,7 @@ def pointwise_entry(ctx, tid, nt):
 POINTWISE_ENTRY = Entry(pointwise_entry)
 
 
-def thin_entry(ctx, tid, nt):
+def thin_entry(ctx, tid, nt, work):
     # a GEMM of few columns turned over: Y^T (P, O) = X^T (P, C) . W^T (C, O), the input's
     # P columns the micro-kernel's rows and the weights (packed once in strips of nr) its
     # columns.  Phase 0 packs X^T into panels of mr rows (threads split the channels);
@@ -403,21 +428,31 @@ def thin_entry(ctx, tid, nt):
     x = carray(ptr_f32(a[0]), (N, C, P))
     ap = carray(ptr_f32(a[8]), (N, npan, C, mr))
     if a[16] == 0:
-        for n in range(N):
-            for pi in range(npan):
-                for c in range(tid * C // nt, (tid + 1) * C // nt):
-                    d = ap[n, pi, c]
-                    xr = x[n, c]
-                    for r in range(mr):
-                        q = pi * mr + r
-                        d[r] = xr[q] if q < P else np.float32(0)
+        rows = N * npan * C
+        step = grain(rows, nt)
+        while True:
+            i0 = fetch_add(work, step)
+            if i0 >= rows:
+                break
+            for i in range(i0, min(rows, i0 + step)):
+                n = i // (npan * C)
+                pi = i // C - n * npan
+                c = i - (n * npan + pi) * C
+                d = ap[n, pi, c]
+                xr = x[n, c]
+                for r in range(mr):
+                    q = pi * mr + r
+                    d[r] = xr[q] if q < P else np.float32(0)
         return
     t = carray(ptr_f32(a[9]), (N, P, O))
     y = carray(ptr_f32(a[10]), (N * O, P))
     bias = carray(ptr_f32(a[11]), (O,))
     res = carray(ptr_f32(a[12]), (N * O, P))
     units = N * ns
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n = u // ns
         st = u - n * ns
         o0 = st * nr
@@ -439,48 +474,28 @@ THIN_ENTRY = Entry(thin_entry)
 @njit(cache=True, nogil=True)
 def run_table(table, i0, i1, run, base, pending, spin):
     # rows i0..i1 of table (entry, context, threads), each handed to the workers by tl_run
-    # (address run) in turn: a bound run's steps with no Python between them
+    # (address run) in turn: a bound run's steps with no Python between them.  Every entry
+    # of this module claims its units (see grain): a worker not started when the caller's
+    # part returns is not waited for
     for i in range(i0, i1):
-        call_void(run, (base, pending, table[i, 0], table[i, 1], table[i, 2], spin))
+        call_void(run, (base, pending, table[i, 0], table[i, 1], table[i, 2], spin, 1))
 
 
-def im2col_entry(ctx, tid, nt):
+def im2col_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({len(IM2COL_CTX)},))
     x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
     cols = carray(ptr_f32(a[5]), (a[1], a[2] * a[6] * a[7], a[14] * a[15]))
     total = a[1] * a[2]
-    im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
-                  tid * total // nt, (tid + 1) * total // nt)
+    step = grain(total, nt)
+    while True:
+        q0 = fetch_add(work, step)
+        if q0 >= total:
+            break
+        im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
+                      q0, min(total, q0 + step))
 
 
 IM2COL_ENTRY = Entry(im2col_entry)
-
-
-def copy_entry(ctx, tid, nt):
-    # one input of a Concat: src (outer, inner) into columns off..off+inner of dst
-    # (outer, total), the threads splitting the outer * inner floats
-    a = carray(ptr_i64(ctx), (6,))
-    outer = a[1]
-    total = a[2]
-    inner = a[4]
-    off = a[5]
-    dst = carray(ptr_f32(a[0]), (outer * total,))
-    src = carray(ptr_f32(a[3]), (outer * inner,))
-    n = outer * inner
-    i = tid * n // nt
-    i1 = (tid + 1) * n // nt
-    while i < i1:
-        o = i // inner
-        j = i - o * inner
-        m = min(inner - j, i1 - i)
-        d = dst[o * total + off + j:o * total + off + j + m]
-        s = src[i:i + m]
-        for q in range(m):
-            d[q] = s[q]
-        i += m
-
-
-COPY_ENTRY = Entry(copy_entry)
 """
 
 

@@ -97,7 +97,7 @@ def block_out(yb, y, n, c0, cl):
             yp[q] = src[q * 16]
 
 
-def block_entry(ctx, tid, nt):
+def block_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({n},))
     f = carray(ptr_f64(a[19]), (2,))
     N = a[1]
@@ -116,7 +116,10 @@ def block_entry(ctx, tid, nt):
     y = carray(ptr_f32(a[7]), (N, C, OH, OW))
     ybl = carray(ptr_f32(a[7]), (N, B, OH * OW * 16))
     units = N * B
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n = u // B
         b = u - n * B
         c0 = b * 16
@@ -145,7 +148,7 @@ def block_entry(ctx, tid, nt):
 BLOCK_ENTRY = Entry(block_entry)
 
 
-def pw_block_entry(ctx, tid, nt):
+def pw_block_entry(ctx, tid, nt, work):
     # a 1 x 1 convolution turned over, Y^T (P, O) = X^T (P, C) . W^T (C, O), for an input or
     # an output in the blocked layout: units (image, rows of positions, strip of nr output
     # channels), each one tl_gemm_at, which reads the input where it lies and writes y by
@@ -170,7 +173,10 @@ def pw_block_entry(ctx, tid, nt):
     else:                   # NCHW: position i, channel c at c·P + i
         ars, aks, depth, runs, rstride = 1, P, C, 1, 0
     units = N * nch * ns
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n = u // (nch * ns)
         v = u - n * nch * ns
         ch = v // ns
@@ -225,7 +231,7 @@ def pw_block_entry(ctx, tid, nt):
 PW_BLOCK_ENTRY = Entry(pw_block_entry)
 
 
-def block_rows_entry(ctx, tid, nt):
+def block_rows_entry(ctx, tid, nt, work):
     # units (image, block of 16 channels): a blocked tensor's plane means, or its planes
     # each times one factor, in machine code
     a = carray(ptr_i64(ctx), ({r},))
@@ -234,7 +240,10 @@ def block_rows_entry(ctx, tid, nt):
     P = a[3]
     B = (C + 15) // 16
     units = N * B
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n = u // B
         b = u - n * B
         lanes = min(16, C - b * 16)

@@ -283,33 +283,38 @@ def {name}(x, y, ph, pw, div, q0, q1, pad):
 
 def _entries() -> str:
     branches = "\n".join(
-        f"    elif kind == {i + 1}:\n"
-        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], div, q0, q1, pad)"
+        f"        elif kind == {i + 1}:\n"
+        f"            pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], div, q0, q1, pad)"
         for i, (a, b, c, d) in enumerate(POOL_SPECIAL))
     return f"""
 
-def pool_entry(ctx, tid, nt):
+def pool_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({len(POOL_CTX)},))
     x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
     y = carray(ptr_f32(a[5]), (a[1], a[2], a[6], a[7]))
     div = carray(ptr_f32(a[17]), (a[6], a[7]))
     pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
     total = a[1] * a[2]
-    q0 = tid * total // nt
-    q1 = (tid + 1) * total // nt
+    step = grain(total, nt)
     kind = a[21]
-    if kind < 0:
-        pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1, pad)
-    elif kind == 0:
-        pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0, div,
-                    q0, q1, pad)
+    while True:
+        q0 = fetch_add(work, step)
+        if q0 >= total:
+            break
+        q1 = min(total, q0 + step)
+        if kind < 0:
+            pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1,
+                      pad)
+        elif kind == 0:
+            pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0,
+                        div, q0, q1, pad)
 {branches}
 
 
 POOL_ENTRY = Entry(pool_entry)
 
 
-def gemv_entry(ctx, tid, nt):
+def gemv_entry(ctx, tid, nt, work):
     # units (image, chunk of outputs); each its product, then its epilogue
     a = carray(ptr_i64(ctx), ({len(GEMV_CTX)},))
     f = carray(ptr_f64(a[11]), (2,))
@@ -325,7 +330,10 @@ def gemv_entry(ctx, tid, nt):
     chunk = a[12]
     per = (O + chunk - 1) // chunk
     units = N * per
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n = u // per
         o0 = (u - n * per) * chunk
         o1 = min(O, o0 + chunk)
@@ -338,18 +346,22 @@ def gemv_entry(ctx, tid, nt):
 GEMV_ENTRY = Entry(gemv_entry)
 
 
-def rows_entry(ctx, tid, nt):
-    # (R, P) rows split among the threads: their means (op 0) or their scaling (op 1)
+def rows_entry(ctx, tid, nt, work):
+    # (R, P) rows, claimed in ranges: their means (op 0) or their scaling (op 1)
     a = carray(ptr_i64(ctx), ({len(ROWS_CTX)},))
     R = a[1]
     P = a[2]
     x = carray(ptr_f32(a[0]), (R, P))
-    r0 = tid * R // nt
-    r1 = (tid + 1) * R // nt
-    if a[5] == 0:
-        channel_means(x, carray(ptr_f32(a[3]), (R,)), r0, r1)
-    else:
-        scale_rows(x, carray(ptr_f32(a[4]), (R,)), carray(ptr_f32(a[3]), (R, P)), r0, r1)
+    step = grain(R, nt)
+    while True:
+        r0 = fetch_add(work, step)
+        if r0 >= R:
+            break
+        r1 = min(R, r0 + step)
+        if a[5] == 0:
+            channel_means(x, carray(ptr_f32(a[3]), (R,)), r0, r1)
+        else:
+            scale_rows(x, carray(ptr_f32(a[4]), (R,)), carray(ptr_f32(a[3]), (R, P)), r0, r1)
 
 
 ROWS_ENTRY = Entry(rows_entry)

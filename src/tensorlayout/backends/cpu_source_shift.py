@@ -121,7 +121,7 @@ def shift_store(s, y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1,
         q += e
 
 
-def shift_entry(ctx, tid, nt):
+def shift_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({n},))
     N = a[1]
     C = a[2]
@@ -133,7 +133,12 @@ def shift_entry(ctx, tid, nt):
         x = carray(ptr_f32(a[0]), (N, C, a[3], a[4]))
         xq = carray(ptr_f32(a[5]), (N, C, sh, sw, Hq, Wq))
         total = N * C * sh * Hq
-        deal_phases(x, xq, sh, sw, a[8], a[9], tid * total // nt, (tid + 1) * total // nt)
+        step = grain(total, nt)
+        while True:
+            q0 = fetch_add(work, step)
+            if q0 >= total:
+                break
+            deal_phases(x, xq, sh, sw, a[8], a[9], q0, min(total, q0 + step))
         return
     f = carray(ptr_f64(a[26]), (2,))
     O = a[13]
@@ -154,7 +159,10 @@ def shift_entry(ctx, tid, nt):
     sat = a[32] + tid * rp * mr * cbw * 4
     s = carray(ptr_f32(sat), (rp * mr, cbw))
     units = N * nrb * ncb
-    for u in range(tid * units // nt, (tid + 1) * units // nt):
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
         n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, Q)
         bq = a[5] + (n * C * plane + c0) * 4
         if a[35] == 0:

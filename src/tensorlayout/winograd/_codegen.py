@@ -423,7 +423,7 @@ def share_{m}_{r}(tid, nt, x, Up, G, nkb, mr, y, bias, coef, pad_t, pad_l, nty, 
         wino_output_{m}_{r}(Mt, y, bias, coef, nty, ntx, p0, npb, bad[tid], k0o, k1o, U2)
 
 
-def entry_{m}_{r}(ctx, tid, nt):
+def entry_{m}_{r}(ctx, tid, nt, work):
     # The workers' entry (a cfunc through ENTRY): the arrays and numbers of one call from
     # the int64 context written by engine.NativeCall.
     a = carray(ptr_i64(ctx), (64,))
@@ -446,7 +446,7 @@ def entry_{m}_{r}(ctx, tid, nt):
 ENTRY = Entry(entry_{m}_{r})       # compiled as a cfunc at first use
 
 
-def weight_entry_{m}_{r}(ctx, tid, nt):
+def weight_entry_{m}_{r}(ctx, tid, nt, work):
     # The workers' entry for weights_{m}_{r} (a cfunc through WEIGHT_ENTRY): thread tid
     # transforms its share of the groups x nkb panels.
     a = carray(ptr_i64(ctx), (16,))
@@ -593,7 +593,8 @@ def _drop_unused_coefs(src: str) -> str:
     return "\n@njit".join(kernels)
 
 
-VERSION = 14        # bump when the generated code changes: cached files are keyed by it
+VERSION = 15        # bump when the generated code changes: cached files are keyed by it
+_OWN = None         # this file's digest, also in the key: an edited generator, new files
 
 
 def module_source(t) -> str:
@@ -616,7 +617,11 @@ def _key(t) -> str:
     got = _KEYS.get(id(t))
     if got is not None and got[0] is t:
         return got[1]
-    exact = (t.m, t.r, tuple(map(str, t.AT.flat)), tuple(map(str, t.BT.flat)), VERSION)
+    global _OWN
+    if _OWN is None:
+        with open(__file__, "rb") as fh:
+            _OWN = hashlib.sha1(fh.read()).hexdigest()[:12]
+    exact = (t.m, t.r, tuple(map(str, t.AT.flat)), tuple(map(str, t.BT.flat)), VERSION, _OWN)
     key = hashlib.sha256(repr(exact).encode()).hexdigest()[:16]
     _KEYS[id(t)] = (t, key)
     return key

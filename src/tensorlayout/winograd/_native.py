@@ -7,9 +7,11 @@ These intrinsics turn such integers into calls and typed pointers:
 
 * ``call_void(addr, args)`` calls ``void f(i64, ...)`` with the tuple ``args``;
 * ``call_i64(addr, args)`` calls ``i64 f(i64, ...)``;
+* ``fetch_add(addr, v)``: an atomic add to the int64 at ``addr``, returning its value before;
 * ``ptr_f32(addr)``, ``ptr_f64(addr)``, ``ptr_i64(addr)``: a typed pointer for ``numba.carray``;
 * ``f32_exp2(n)``: 2 ** n as a float32 from its exponent bits;
-* :class:`Entry`: a function of (context, thread, threads) made a ``cfunc`` on first use.
+* :class:`Entry`: a function of (context, thread, threads, work counter) made a ``cfunc`` on
+  first use.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def call_void(typingctx, addr, args):
     if not _check(addr, args):
         return None
     return types.void(addr, args), _call_codegen(len(args), False)
+
+
+@intrinsic
+def fetch_add(typingctx, addr, v):
+    """Add ``v`` to the int64 at ``addr`` atomically (sequentially consistent); its value
+    before.  The native workers' parts take units of a call's work with it."""
+    if not isinstance(addr, types.Integer) or not isinstance(v, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, llargs):
+        i64 = ir.IntType(64)
+        a, n = (x if x.type.width == 64 else builder.sext(x, i64) for x in llargs)
+        return builder.atomic_rmw("add", builder.inttoptr(a, i64.as_pointer()), n, "seq_cst")
+
+    return types.int64(addr, v), codegen
 
 
 @intrinsic
@@ -102,7 +119,7 @@ ptr_f64 = _ptr(types.float64)
 
 
 class Entry:
-    """A function ``f(ctx, tid, nt)`` (all int64) compiled as a numba ``cfunc`` on first use,
+    """A function ``f(ctx, tid, nt, work)`` (all int64) compiled as a numba ``cfunc`` on first use,
     for the native workers to call by :attr:`address`; numba's disk cache keeps it between
     processes.  ``overloads`` and ``_cache`` let :func:`tensorlayout._jit.loadable` tell
     whether using it would compile."""
@@ -118,7 +135,8 @@ class Entry:
             from numba.core import sigutils
             from numba.core.ccallback import CFunc
 
-            sig = sigutils.normalize_signature(types.void(types.int64, types.int64, types.int64))
+            sig = sigutils.normalize_signature(types.void(types.int64, types.int64, types.int64,
+                                                         types.int64))
             cf = CFunc(self._pyfunc, sig, locals={}, options={})
             cf.enable_caching()
             self._made = cf

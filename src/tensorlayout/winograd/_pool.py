@@ -2,8 +2,8 @@
 
 :class:`Workers` is the pool of the float32 Winograd engine: native threads (started with
 ``pthread_create``, running the machine code of :mod:`._simd`) that each call a compiled
-function (a numba ``cfunc``) with ``(context, thread index, thread count)``.  A call
-uses exactly the threads it asks for: the caller's thread is thread 0 and the others are
+function (a numba ``cfunc``) with ``(context, thread index, thread count, work counter)``.
+A call uses exactly the threads it asks for: the caller's thread is thread 0 and the others are
 woken one by one through a futex; when their part is done they spin for about
 ``SPIN_TICKS`` time-stamp ticks (about a tenth of a millisecond, so that back-to-back
 calls of a network find them awake, yielding the core to any other runnable thread every
@@ -187,12 +187,13 @@ class Workers:
         self._slots = np.zeros((MAX_WORKERS + 1) * 64 // 8, np.int64)   # 64-byte slots
         base = self._slots.ctypes.data
         self._base = base + (-base % 64)
-        self._pending = np.zeros(16, np.int32)
-        self._pending_at = self._pending.ctypes.data
+        # the count of unfinished workers, and 64 bytes on the work counter (own cache lines)
+        self._pending = np.zeros(48, np.int32)
+        self._pending_at = self._pending.ctypes.data + (-self._pending.ctypes.data % 64)
         self._threads = []
         self._lock = threading.Lock()
         i64 = ctypes.c_int64
-        self._run = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, i64, i64)(mod.addr["tl_run"])
+        self._run = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, i64, i64, i64)(mod.addr["tl_run"])
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p,
                                               ctypes.c_void_p, ctypes.c_void_p]
@@ -206,12 +207,13 @@ class Workers:
 
     @property
     def pending(self) -> int:
-        """The address of the pending-work words (``tl_run``'s second argument)."""
+        """The address of the pending-work words (``tl_run``'s second argument; the call's
+        work counter is 64 bytes on)."""
         return self._pending_at
 
     @property
     def run_address(self) -> int:
-        """The address of ``tl_run(base, pending, fn, ctx, threads, spin)``, for compiled
+        """The address of ``tl_run(base, pending, fn, ctx, threads, spin, claims)``, for compiled
         callers that hand several calls to the workers in a row (holding :attr:`lock` and
         having called :meth:`reserve`)."""
         return self._mod.addr["tl_run"]
@@ -245,13 +247,20 @@ class Workers:
                 name(tid, b"tensorlayout")
             self._threads.append(tid.value)
 
-    def run(self, fn: int, ctx: int, threads: int) -> None:
-        """``fn(ctx, tid, threads)`` for tid = 0 .. threads-1 (tid 0 on this thread); returns
-        when every part has returned.  ``fn`` is the address of a ``void(i64, i64, i64)``."""
+    def run(self, fn: int, ctx: int, threads: int, claims: bool = False) -> None:
+        """``fn(ctx, tid, threads, work)`` for tid = 0 .. threads-1 (tid 0 on this thread);
+        returns when every part has returned.  ``fn`` is the address of a
+        ``void(i64, i64, i64, i64)``; ``work`` is the address of an int64 that is 0 when the
+        parts start, for them to take units of work from with :func:`._native.fetch_add`
+        (whoever is running takes the next unit: a thread held back by the system delays
+        nothing but the unit it holds).  ``claims``: ``fn`` takes all its work that way and
+        returns when none is left, so a worker that has not started when this thread's part
+        returns is not waited for (its part is withdrawn): set it only for such an ``fn``
+        (one that needs every part, at a barrier say, would wait for ever)."""
         threads = max(1, min(int(threads), MAX_WORKERS + 1))
         with self._lock:
             self._grow(threads - 1)
-            self._run(self._base, self._pending_at, fn, ctx, threads, SPIN_TICKS)
+            self._run(self._base, self._pending_at, fn, ctx, threads, SPIN_TICKS, int(claims))
 
     def stop(self) -> None:
         """End every worker (at exit: nothing may run the code after it is freed)."""

@@ -547,7 +547,9 @@ done2:
 ; A worker slot (64-byte aligned, zeroed before its thread starts, so that a first post
 ; made before the thread runs is not missed): +0 go (i32), +4 stop (i32), +8 fn, +16 ctx,
 ; +24 tid, +32 nt, +40 pending (ptr to the i32 count of unfinished workers), +48 spin ticks,
-; +56 parked (i32: the worker may be asleep in the kernel).
+; +56 parked (i32: the worker may be asleep in the kernel), +60 state (i32: 1 posted, 2 taken
+; by the worker, 3 withdrawn by the caller).  A worker runs a post only if it turns the
+; state from posted to taken: one the caller withdrew first is not run.
 define ptr @tl_worker(ptr %slot) nounwind {
 entry:
   %fl = getelementptr inbounds i8, ptr %slot, i64 56
@@ -560,7 +562,12 @@ wait:
   %st.p = getelementptr inbounds i8, ptr %slot, i64 4
   %stop = load atomic i32, ptr %st.p acquire, align 4
   %quit = icmp ne i32 %stop, 0
-  br i1 %quit, label %exit, label %work
+  br i1 %quit, label %exit, label %take
+take:
+  %stt.p = getelementptr inbounds i8, ptr %slot, i64 60
+  %cx = cmpxchg ptr %stt.p, i32 1, i32 2 acq_rel acquire
+  %took = extractvalue { i32, i1 } %cx, 1
+  br i1 %took, label %work, label %done
 work:
   %fn.p = getelementptr inbounds i8, ptr %slot, i64 8
   %fn = load ptr, ptr %fn.p, align 8
@@ -570,9 +577,11 @@ work:
   %tid = load i64, ptr %tid.p, align 8
   %nt.p = getelementptr inbounds i8, ptr %slot, i64 32
   %nt = load i64, ptr %nt.p, align 8
-  call void %fn(i64 %ctx, i64 %tid, i64 %nt)
   %pd.p = getelementptr inbounds i8, ptr %slot, i64 40
   %pd = load ptr, ptr %pd.p, align 8
+  %wk.p = getelementptr inbounds i8, ptr %pd, i64 64
+  %wk = ptrtoint ptr %wk.p to i64
+  call void %fn(i64 %ctx, i64 %tid, i64 %nt, i64 %wk)
   %old = atomicrmw sub ptr %pd, i32 1 acq_rel
   %last = icmp eq i32 %old, 1
   br i1 %last, label %wake, label %done
@@ -585,13 +594,24 @@ exit:
   ret ptr null
 }
 
-; Run fn(ctx, tid, nt) for tid = 0 .. nt-1: tid 0 on the calling thread, the others on
-; slots[0 .. nt-2] (each 64 bytes); returns when all have finished.  %pending: an i32.
-define void @tl_run(i64 %slotsi, i64 %pendi, i64 %fni, i64 %ctx, i64 %nt, i64 %spin) nounwind {
+; Run fn(ctx, tid, nt, work) for tid = 0 .. nt-1: tid 0 on the calling thread, the others on
+; slots[0 .. nt-2] (each 64 bytes); returns when all have finished.  %pending: an i32, 64-byte
+; aligned; work = pending + 64, the call's i64 work counter (zeroed here before any part
+; starts: the parts may take units of their work from it with an atomic add, so that a
+; thread the system holds back leaves its units to the others).  %claims != 0 says that fn
+; takes all its work from that counter and returns when none is left: then once the
+; caller's own part has returned, the posts no worker has taken yet are withdrawn (the
+; work is done; a worker that has not started, its core taken by another thread, is not
+; waited for), and only the workers still inside fn are.
+define void @tl_run(i64 %slotsi, i64 %pendi, i64 %fni, i64 %ctx, i64 %nt, i64 %spin,
+                    i64 %claims) nounwind {
 entry:
   %slots = inttoptr i64 %slotsi to ptr
   %pending = inttoptr i64 %pendi to ptr
   %fn = inttoptr i64 %fni to ptr
+  %wk.p = getelementptr inbounds i8, ptr %pending, i64 64
+  %wk = ptrtoint ptr %wk.p to i64
+  store atomic i64 0, ptr %wk.p release, align 8
   %nw = sub i64 %nt, 1
   %nw32 = trunc i64 %nw to i32
   store atomic i32 %nw32, ptr %pending release, align 4
@@ -614,6 +634,8 @@ post:
   store ptr %pending, ptr %pd.p, align 8
   %sp.p = getelementptr inbounds i8, ptr %slot, i64 48
   store i64 %spin, ptr %sp.p, align 8
+  %stt.p = getelementptr inbounds i8, ptr %slot, i64 60
+  store atomic i32 1, ptr %stt.p release, align 4
   %old = atomicrmw add ptr %slot, i32 1 seq_cst
   %fl.p = getelementptr inbounds i8, ptr %slot, i64 56
   %parked = load atomic i32, ptr %fl.p seq_cst, align 4
@@ -627,8 +649,25 @@ next:
   %more = icmp slt i64 %i.n, %nw
   br i1 %more, label %post, label %mine
 mine:
-  call void %fn(i64 %ctx, i64 0, i64 %nt)
-  br label %check
+  call void %fn(i64 %ctx, i64 0, i64 %nt, i64 %wk)
+  %may = icmp ne i64 %claims, 0
+  %some = and i1 %may, %any
+  br i1 %some, label %withdraw, label %check
+withdraw:
+  %j = phi i64 [0, %mine], [%j.n, %wnext]
+  %joff = mul i64 %j, 64
+  %wslot = getelementptr inbounds i8, ptr %slots, i64 %joff
+  %ws.p = getelementptr inbounds i8, ptr %wslot, i64 60
+  %wcx = cmpxchg ptr %ws.p, i32 1, i32 3 acq_rel monotonic
+  %won = extractvalue { i32, i1 } %wcx, 1
+  br i1 %won, label %count, label %wnext
+count:
+  %wold = atomicrmw sub ptr %pending, i32 1 acq_rel
+  br label %wnext
+wnext:
+  %j.n = add i64 %j, 1
+  %wmore = icmp slt i64 %j.n, %nw
+  br i1 %wmore, label %withdraw, label %check
 check:
   %left = load atomic i32, ptr %pending acquire, align 4
   %zero = icmp eq i32 %left, 0
