@@ -72,6 +72,57 @@ def test_gemm_every_edge_of_the_micro_kernel(isa):
         np.testing.assert_allclose(c1, c0 + want, rtol=0, atol=tol + 1e-6)
 
 
+def test_gemm_epilogue_in_the_store(isa):
+    """``tl_sgemm_ep``: (A·B + bias) + residual, then none, Relu or Clip, applied once after
+    the last slice of the depth (depths past KC included), in every micro-kernel's store
+    (full, masked, the pair of panels): equal to the float64 oracle, NaN kept as the CPU
+    backend's epilogue keeps it, nothing outside C written, the residual left as it was."""
+    mod = _simd.module(isa)
+    t = mod.isa
+    mr, nr, w = t.mr, t.nr, t.lanes
+    i64 = ctypes.c_int64
+    fn = ctypes.CFUNCTYPE(None, *[i64] * 13)(mod.addr["tl_sgemm_ep"])
+    rng = np.random.default_rng(11)
+    lohi = np.array([-0.5, 0.75], np.float32)
+    for m, n, k in [(mr, nr, 3), (2 * mr + 3, nr + w + 1, _simd.KC + 9), (mr - 1, w - 3, 2),
+                    (3 * mr, 2 * nr, 2 * _simd.KC + 1), (1, 1, 1)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        b[0, n // 2] = np.nan
+        bias = rng.standard_normal(m).astype(np.float32)
+        ap = _simd.pack_rows(a, mr)
+        for act in (0, 1, 2):
+            for with_res in (False, True):
+                for acc in (False, True):
+                    c_full = np.full((m + 2, n + 9), 7.5, np.float32)
+                    c = c_full[1:m + 1, 3:n + 3]
+                    c0 = rng.standard_normal((m, n)).astype(np.float32)
+                    c[...] = c0
+                    r_full = rng.standard_normal((m + 2, n + 9)).astype(np.float32)
+                    r = r_full[1:m + 1, 3:n + 3]
+                    r_before = r_full.copy()
+                    fn(m, n, k, ap.ctypes.data, b.ctypes.data, n, c.ctypes.data, n + 9, int(acc),
+                       bias.ctypes.data, r.ctypes.data if with_res else 0, act,
+                       lohi.ctypes.data)
+                    with np.errstate(invalid="ignore"):
+                        z = oracle_gemm(a, b) + (c0 if acc else 0) + bias[:, None]
+                        if with_res:
+                            z = z + r
+                        if act == 1:
+                            z = np.where(z < 0, 0, z)
+                        elif act == 2:
+                            z = np.where(z < lohi[0], lohi[0], np.where(z > lohi[1], lohi[1], z))
+                    what = f"{isa} {m} {n} {k} act {act} res {with_res} acc {acc}"
+                    np.testing.assert_array_equal(np.isnan(c), np.isnan(z), err_msg=what)
+                    ok = ~np.isnan(z)
+                    np.testing.assert_allclose(c[ok], z[ok], rtol=0, atol=1e-5 * k + 1e-6,
+                                               err_msg=what)
+                    mask = np.ones(c_full.shape, bool)
+                    mask[1:m + 1, 3:n + 3] = False
+                    assert (c_full[mask] == 7.5).all(), what
+                    np.testing.assert_array_equal(r_full, r_before)
+
+
 def test_gemm_nan_and_inf_follow_ieee(isa):
     """A NaN or Inf in B reaches every row of its column (NaN · 0 is NaN), as in float64."""
     t = _simd.module(isa).isa

@@ -15,7 +15,7 @@ from .cpu_native import run_calls, threads
 
 __all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS", "SHIFT_COLUMNS",
            "SHIFT_DEPTH", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW",
-           "UNITS_PER_THREAD"]
+           "UNITS_PER_THREAD", "EPILOGUE_IN_STORE"]
 
 
 #: Units of work a GEMM-based layer aims to give each thread (splitting its weight panels
@@ -24,6 +24,11 @@ __all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS",
 #: others; each group reads the block of columns again.
 UNITS_PER_THREAD = 2
 
+#: :class:`Pointwise` (and :class:`Im2col`) apply the bias, the residual and Relu or Clip in
+#: the GEMM's store (``tl_sgemm_ep``) rather than in a pass over each block after it (other
+#: activations still take that pass).
+EPILOGUE_IN_STORE = True
+
 #: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
 #: slice) stay in the L2 cache while every panel of weights passes over them.
 POINTWISE_COLUMNS = 256
@@ -31,8 +36,9 @@ POINTWISE_COLUMNS = 256
 
 class Pointwise:
     """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
-    (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) applied
-    to each block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
+    (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) in the
+    GEMM's store (see :data:`EPILOGUE_IN_STORE`), or for another activation applied to each
+    block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
     column (H·W = 1: a fully connected layer of one image, a squeeze-and-excite block's
     convolutions) is a matrix-vector product instead, over the weights transposed (C, O),
     each thread taking a chunk of the outputs."""
@@ -63,10 +69,16 @@ class Pointwise:
         self.a = _simd.pack_rows(weights, mr)
         npan = -(-O // mr)
         ncb = -(-P // POINTWISE_COLUMNS)
+        # the store's epilogue (no activation, Relu, Clip): O floats of bias (zeros without
+        # one) and the activation's two parameters as float32
+        self.biasz = self.bias if bias is not None else np.zeros(O, np.float32)
+        self.lohi = np.array(act[1:], np.float32)
         self.template = np.array(
             [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
-             POINTWISE_COLUMNS, npan, ncb, 1, 0], np.int64)
+             POINTWISE_COLUMNS, npan, ncb, 1, 0,
+             mod.addr["tl_sgemm_ep"] if EPILOGUE_IN_STORE else 0,
+             self.biasz.ctypes.data, self.lohi.ctypes.data], np.int64)
         self.npan, self.ncb = npan, ncb
 
     def _gemv(self, x, y, res, nt):

@@ -364,7 +364,10 @@ EPILOGUE_ENTRY = Entry(epilogue_entry)
 
 
 def pointwise_entry(ctx, tid, nt, work):
-    # units (image, panel group, column block); each a tl_sgemm, then its epilogue
+    # units (image, panel group, column block); each a tl_sgemm, then its epilogue: with no
+    # activation, Relu or Clip all of it in the GEMM's store (tl_sgemm_ep at sgemm_ep, unless
+    # 0: biasz holds O floats, zeros without a bias), another activation a pass over the
+    # block after
     a = carray(ptr_i64(ctx), ({len(PW_CTX)},))
     f = carray(ptr_f64(a[14]), (2,))
     N = a[1]
@@ -386,6 +389,9 @@ def pointwise_entry(ctx, tid, nt, work):
         if u >= units:
             break
         n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, P)
+        yat = a[7] + ((n * O + r0) * P + c0) * 4
+        fused = a[13] <= 2 and a[21] != 0
+        rat = a[11] + ((n * O + r0) * P + c0) * 4 if a[12] != 0 else 0
         if a[20] != 0:
             # an im2col convolution: the block's columns unfolded from the image into this
             # thread's buffer, packed in strips of nr, then the GEMM by them
@@ -395,12 +401,15 @@ def pointwise_entry(ctx, tid, nt, work):
             xi = carray(ptr_f32(a[0]), (N, g[0], g[1], g[2]))
             unfold_block(xi[n], buf, c0, c1, g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
                          g[11])
-            call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, at, g[13],
-                              a[7] + ((n * O + r0) * P + c0) * 4, P, 2))
+            bat, ldb, flags = at, g[13], 2
         else:
-            call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4,
-                              a[0] + (n * Ci * P + c0) * 4, P,
-                              a[7] + ((n * O + r0) * P + c0) * 4, P, 0))
+            bat, ldb, flags = a[0] + (n * Ci * P + c0) * 4, P, 0
+        if fused:
+            call_void(a[21], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, bat, ldb, yat, P,
+                              flags, a[22] + r0 * 4, rat, a[13], a[23]))
+            continue
+        call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, bat, ldb, yat, P,
+                          flags))
         if a[10] != 0 or a[12] != 0 or a[13] != 0:
             epilogue_block(y, bias, a[10] != 0, res, a[12] != 0, a[13], f[0], f[1],
                            n * O + r0, n * O + r1, c0, c1, O)
@@ -510,7 +519,8 @@ DWCL_CTX = ("x", "N", "C", "H", "W", "wt", "KH", "KW", "bias", "y", "OH", "OW", 
 EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act", "fparams")
 #: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
 PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
-          "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "im2col")
+          "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "im2col", "sgemm_ep",
+          "biasz", "lohi")
 #: The turned-over GEMM's context (``wb``: the weights transposed, in strips of nr; ``ap``
 #: (N, panels, C, mr) and ``t`` (N, P, O): scratch; ``phase`` 0 packs, 1 multiplies).
 THIN_CTX = ("x", "N", "C", "P", "O", "mr", "nr", "wb", "ap", "t", "y", "bias", "res",

@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_block import (BLOCK, BLOCK_NAMES, act_ir, block_ir, fexp_ir, gemm_at_ir, lanes_below,
-                          rows_ir, splat, vt_of)
+from ._simd_block import (BLOCK, BLOCK_NAMES, STORE_ACTS, act_block, act_ir, block_ir, fexp_ir,
+                          gemm_at_ir, lanes_below, rows_ir, splat, vt_of)
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -151,14 +151,21 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
     """IR of one micro-kernel: C[0:rows, 0:cols] (+)= A-panel (k, mr) · B[0:k, 0:cols].
     With ``pair`` it covers two panels at once (``a`` and ``a2``, 2·mr rows of C).  With
     ``taps`` the depth is ``ntaps`` runs of ``k`` rows of B, run t starting at
-    ``b + offs[t]`` (the panel's ``ntaps·k`` steps in order), summed in the registers."""
+    ``b + offs[t]`` (the panel's ``ntaps·k`` steps in order), summed in the registers.
+    With bit 4 of ``flags`` the epilogue is applied in the store (see :func:`_store_row`):
+    row r's bias ``eb[r]``, with bit 8 the residual at ``er`` (C's places), then the
+    activation ``act`` (Relu or Clip, its parameters at ``lohi``)."""
     vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     rows = 2 * mr if pair else mr
     acc = [(r, v) for r in range(rows) for v in range(nv)]
     L = [f"define internal void @{name}(ptr noalias %a, ptr noalias %a2, ptr noalias %b, "
          f"i64 %ldb, ptr noalias %c, i64 %ldc, i64 %k, i64 %rows, i64 %cols, i64 %flags"
-         + (", i64 %ntaps, ptr noalias %offs" if taps else "") + ") nounwind {", "entry:"]
+         + (", i64 %ntaps, ptr noalias %offs" if taps else "")
+         + ", ptr noalias %eb, ptr noalias %er, i64 %act, ptr noalias %lohi) nounwind {",
+         "entry:",
+         "  %lhd = alloca [2 x float], align 4",      # read instead of lohi without an epilogue
+         "  store [2 x float] zeroinitializer, ptr %lhd, align 4"]
     masks = {}
     if masked:
         splat(L, "%cv", "%cols", w, "i64")
@@ -261,35 +268,85 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
         L.append("store:")
     L.append("  %accbit = and i64 %flags, 1")
     L.append("  %add = icmp ne i64 %accbit, 0")
+    L.append("  %epbit = and i64 %flags, 4")
+    L.append("  %ep = icmp ne i64 %epbit, 0")
+    L.append("  %resbit = and i64 %flags, 8")
+    L.append("  %hasres = icmp ne i64 %resbit, 0")
+    L.append("  %lhp = select i1 %ep, ptr %lohi, ptr %lhd")
+    L.append("  %lohi1 = getelementptr inbounds float, ptr %lhp, i64 1")
+    L.append("  %lo = load float, ptr %lhp, align 4")
+    L.append("  %hi = load float, ptr %lohi1, align 4")
+    splat(L, "%lov", "%lo", w)
+    splat(L, "%hiv", "%hi", w)
     L.append("  br label %row0")
     for r in range(rows):
-        nxt = f"row{r + 1}" if r + 1 < rows else "done"
-        L.append(f"row{r}:")
-        L.append(f"  %ok{r} = icmp sgt i64 %rows, {r}")
-        L.append(f"  br i1 %ok{r}, label %st{r}, label %done")
-        L.append(f"st{r}:")
-        L.append(f"  %co{r} = mul i64 %ldc, {r}")
-        L.append(f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}")
-        for v in range(nv):
-            p = f"%cp{r}_{v}"
-            L.append(f"  {p} = getelementptr inbounds float, ptr %cr{r}, i64 {v * w}")
-            if masked:
-                L.append(f"  %o{r}_{v} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr {p}, i32 4, "
-                         f"<{w} x i1> {masks[v]}, {vt} zeroinitializer)")
-            else:
-                L.append(f"  %o{r}_{v} = load {vt}, ptr {p}, align 4")
-            L.append(f"  %s{r}_{v} = fadd {vt} %f{r}_{v}, %o{r}_{v}")
-            L.append(f"  %e{r}_{v} = select i1 %add, {vt} %s{r}_{v}, {vt} %f{r}_{v}")
-            if masked:
-                L.append(f"  call void @llvm.masked.store.v{w}f32.p0({vt} %e{r}_{v}, ptr {p}, "
-                         f"i32 4, <{w} x i1> {masks[v]})")
-            else:
-                L.append(f"  store {vt} %e{r}_{v}, ptr {p}, align 4")
-        L.append(f"  br label %{nxt}")
+        _store_row(L, r, rows, nv, w, masks if masked else None)
     L.append("done:")
     L.append("  ret void")
     L.append("}")
     return L
+
+
+def _store_row(L, r: int, rows: int, nv: int, w: int, masks) -> None:
+    """Row r of a micro-kernel's store: its sums (``%f{r}_{v}``) plus C's row where ``%add``;
+    where ``%ep``, plus the row's bias, plus the residual's row (``%hasres``), then the
+    activation of code ``%act`` among :data:`STORE_ACTS` (as the CPU backend's epilogue
+    computes them: (sum + bias) + residual, NaN handled alike); masked columns by
+    ``masks``."""
+    vt = vt_of(w)
+    nxt = f"row{r + 1}" if r + 1 < rows else "done"
+    L.append(f"row{r}:")
+    L.append(f"  %ok{r} = icmp sgt i64 %rows, {r}")
+    L.append(f"  br i1 %ok{r}, label %st{r}, label %done")
+    L.append(f"st{r}:")
+    L.append(f"  %co{r} = mul i64 %ldc, {r}")
+    L.append(f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}")
+
+    def load(dst, p, v):
+        if masks:
+            L.append(f"  {dst} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr {p}, i32 4, "
+                     f"<{w} x i1> {masks[v]}, {vt} zeroinitializer)")
+        else:
+            L.append(f"  {dst} = load {vt}, ptr {p}, align 4")
+
+    for v in range(nv):
+        p = f"%cp{r}_{v}"
+        L.append(f"  {p} = getelementptr inbounds float, ptr %cr{r}, i64 {v * w}")
+        load(f"%o{r}_{v}", p, v)
+        L.append(f"  %s{r}_{v} = fadd {vt} %f{r}_{v}, %o{r}_{v}")
+        L.append(f"  %e{r}_{v} = select i1 %add, {vt} %s{r}_{v}, {vt} %f{r}_{v}")
+    L.append(f"  br i1 %ep, label %ep{r}, label %put{r}")
+    L.append(f"ep{r}:")
+    L.append(f"  %ebp{r} = getelementptr inbounds float, ptr %eb, i64 {r}")
+    L.append(f"  %ebs{r} = load float, ptr %ebp{r}, align 4")
+    splat(L, f"%ebv{r}", f"%ebs{r}", w)
+    for v in range(nv):
+        L.append(f"  %g{r}_{v} = fadd {vt} %e{r}_{v}, %ebv{r}")
+    L.append(f"  br i1 %hasres, label %rs{r}, label %ac{r}")
+    L.append(f"rs{r}:")
+    L.append(f"  %err{r} = getelementptr inbounds float, ptr %er, i64 %co{r}")
+    for v in range(nv):
+        L.append(f"  %erp{r}_{v} = getelementptr inbounds float, ptr %err{r}, i64 {v * w}")
+        load(f"%rv{r}_{v}", f"%erp{r}_{v}", v)
+        L.append(f"  %h{r}_{v} = fadd {vt} %g{r}_{v}, %rv{r}_{v}")
+    L.append(f"  br label %ac{r}")
+    L.append(f"ac{r}:")
+    for v in range(nv):
+        L.append(f"  %q{r}_{v} = phi {vt} [%g{r}_{v}, %ep{r}], [%h{r}_{v}, %rs{r}]")
+    act_block(L, [f"%q{r}_{v}" for v in range(nv)], [f"%za{r}_{v}" for v in range(nv)],
+              f"a{r}", w, STORE_ACTS)
+    L.append(f"  br label %put{r}")
+    L.append(f"put{r}:")
+    for v in range(nv):
+        L.append(f"  %x{r}_{v}.s = phi {vt} [%e{r}_{v}, %st{r}], [%za{r}_{v}, %a{r}.aj]")
+    for v in range(nv):
+        p = f"%cp{r}_{v}"
+        if masks:
+            L.append(f"  call void @llvm.masked.store.v{w}f32.p0({vt} %x{r}_{v}.s, ptr {p}, "
+                     f"i32 4, <{w} x i1> {masks[v]})")
+        else:
+            L.append(f"  store {vt} %x{r}_{v}.s, ptr {p}, align 4")
+    L.append(f"  br label %{nxt}")
 
 
 def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
@@ -302,14 +359,39 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
     are taken two at a time: full blocks of nv·w columns go through
     ``uk_full`` (masked ``uk_mask`` for a last block wider than one vector) for each panel,
     and a last block of at most one vector through ``uk_pair``, 2·mr rows by one vector,
-    so that a narrow tail still keeps 2·mr accumulators busy."""
+    so that a narrow tail still keeps 2·mr accumulators busy.
+
+    ``tl_sgemm_ep(m, n, k, a, b, ldb, c, ldc, flags, bias, res, act, lohi)`` is the same with
+    the CPU backend's epilogue in the last slice's store: ``bias`` (m floats, row i's at
+    ``bias[i]``), the residual ``res`` (C's layout; 0: none), then the activation ``act``
+    (0 none, 1 Relu, 2 Clip between the two floats at ``lohi``)."""
     return [
         "define void @tl_sgemm(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags) nounwind {",
+        "  %fl = and i64 %flags, 3",
+        "  call void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        "i64 %ldc, i64 %fl, i64 0, i64 0, i64 0, i64 0)",
+        "  ret void",
+        "}",
+        "define void @tl_sgemm_ep(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        "i64 %ldc, i64 %flags, i64 %bias, i64 %res, i64 %act, i64 %lohi) nounwind {",
+        "  %fl = and i64 %flags, 3",
+        "  %hasres = icmp ne i64 %res, 0",
+        "  %rb = select i1 %hasres, i64 12, i64 4",
+        "  %fe = or i64 %fl, %rb",
+        "  call void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        "i64 %ldc, i64 %fe, i64 %bias, i64 %res, i64 %act, i64 %lohi)",
+        "  ret void",
+        "}",
+        "define internal void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %flags, i64 %ebi, i64 %eri, i64 %act, i64 %lohii) nounwind {",
         "entry:",
         "  %a = inttoptr i64 %ai to ptr",
         "  %b = inttoptr i64 %bi to ptr",
         "  %c = inttoptr i64 %ci to ptr",
+        "  %eb = inttoptr i64 %ebi to ptr",
+        "  %er = inttoptr i64 %eri to ptr",
+        "  %lohi = inttoptr i64 %lohii to ptr",
         "  br label %slice",
         "slice:",
         "  %s0 = phi i64 [0, %entry], [%s0.n, %slice]",
@@ -321,11 +403,13 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         "  %sa = getelementptr inbounds float, ptr %a, i64 %saoff",
         "  %sboff = mul i64 %s0, %ldb",
         "  %sb = getelementptr inbounds float, ptr %b, i64 %sboff",
-        "  call void @sgemm_slice(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, i64 %ldb, "
-        "ptr %c, i64 %ldc, i64 %fl)",
-        "  %fl1 = or i64 %flags, 1",
         f"  %s0.n = add i64 %s0, {kc}",
         "  %smore = icmp slt i64 %s0.n, %k",
+        "  %flq = and i64 %fl, 3",
+        "  %fls = select i1 %smore, i64 %flq, i64 %fl",
+        "  call void @sgemm_slice(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, i64 %ldb, "
+        "ptr %c, i64 %ldc, i64 %fls, ptr %eb, ptr %er, i64 %act, ptr %lohi)",
+        "  %fl1 = or i64 %flags, 1",
         "  br i1 %smore, label %slice, label %done",
         "done:",
         "  ret void",
@@ -349,23 +433,26 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
         "  %kp = mul i64 %k, %ntaps",
         "  %fl = and i64 %flags, 1",
         "  call void @sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
-        "ptr %c, i64 %ldc, i64 %fl, i64 %ntaps, ptr %offs)",
+        "ptr %c, i64 %ldc, i64 %fl, i64 %ntaps, ptr %offs, ptr null, ptr null, i64 0, ptr null)",
         "  ret void",
         "}",
     ] + _slice_ir("sgemm_taps", mr, nv, w, taps=True)
 
 
 def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
-    """IR of ``name(m, n, k, kp, a, b, ldb, c, ldc, flags[, ntaps, offs])``: every panel of A
-    (``kp`` deep) by every block of columns of B through the micro-kernels (with ``taps``
-    their tap variants, each panel's depth ``ntaps`` runs of ``k``)."""
+    """IR of ``name(m, n, k, kp, a, b, ldb, c, ldc, flags[, ntaps, offs], eb, er, act, lohi)``:
+    every panel of A (``kp`` deep) by every block of columns of B through the micro-kernels
+    (with ``taps`` their tap variants, each panel's depth ``ntaps`` runs of ``k``); ``eb``
+    (m floats) and ``er`` (C's layout) the epilogue's bias and residual (see
+    :func:`_ukernel`)."""
     nr = nv * w
     tail = "kpair" if nv > 1 else "kmask"
     sfx, extra, targs = ("_t", ", i64 %ntaps, ptr %offs", ", i64 %ntaps, ptr %offs") if taps \
         else ("", "", "")
     return [
         f"define internal void @{name}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
-        f"i64 %ldb, ptr %c, i64 %ldc, i64 %flags{extra}) nounwind {{",
+        f"i64 %ldb, ptr %c, i64 %ldc, i64 %flags{extra}, ptr %eb, ptr %er, i64 %act, "
+        "ptr %lohi) nounwind {",
         "entry:",
         "  %go = icmp sgt i64 %m, 0",
         "  %gn = icmp sgt i64 %n, 0",
@@ -393,6 +480,10 @@ def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
         "  %coff = mul i64 %i0, %ldc",
         "  %cp0 = getelementptr inbounds float, ptr %c, i64 %coff",
         "  %cp1 = getelementptr inbounds float, ptr %cp0, i64 %cstride",
+        "  %eb0 = getelementptr float, ptr %eb, i64 %i0",           # the epilogue's rows
+        f"  %eb1 = getelementptr float, ptr %eb0, i64 {mr}",
+        "  %er0 = getelementptr float, ptr %er, i64 %coff",
+        "  %er1 = getelementptr float, ptr %er0, i64 %cstride",
         "  br label %cols",
         "cols:",
         "  %j0 = phi i64 [0, %rows], [%j0.n, %cols.end]",
@@ -401,15 +492,19 @@ def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
         "  %bp = getelementptr inbounds float, ptr %b, i64 %bj",
         "  %cq0 = getelementptr inbounds float, ptr %cp0, i64 %j0",
         "  %cq1 = getelementptr inbounds float, ptr %cp1, i64 %j0",
+        "  %eq0 = getelementptr float, ptr %er0, i64 %j0",
+        "  %eq1 = getelementptr float, ptr %er1, i64 %j0",
         f"  %full = icmp sge i64 %rest, {nr}",
         "  br i1 %full, label %kfull, label %ktail",
         "kfull:",
         f"  call void @uk_full{sfx}(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
-        f"i64 %k, i64 %nrow0, i64 {nr}, i64 %flags{targs})",
+        f"i64 %k, i64 %nrow0, i64 {nr}, i64 %flags{targs}, "
+        f"ptr %eb0, ptr %eq0, i64 %act, ptr %lohi)",
         "  br i1 %has1, label %kfull1, label %cols.end",
         "kfull1:",
         f"  call void @uk_full{sfx}(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
-        f"i64 %k, i64 %nrow1, i64 {nr}, i64 %flags{targs})",
+        f"i64 %k, i64 %nrow1, i64 {nr}, i64 %flags{targs}, "
+        f"ptr %eb1, ptr %eq1, i64 %act, ptr %lohi)",
         "  br label %cols.end",
         "ktail:",
         f"  %narrow = icmp sle i64 %rest, {w}",
@@ -417,15 +512,18 @@ def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
         "kpair:",                      # a lone last panel reads itself twice, never past A
         "  %ap1s = select i1 %has1, ptr %ap1, ptr %ap0",
         f"  call void @uk_pair{sfx}(ptr %ap0, ptr %ap1s, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
-        f"i64 %k, i64 %nrows, i64 %rest, i64 %flags{targs})",
+        f"i64 %k, i64 %nrows, i64 %rest, i64 %flags{targs}, "
+        f"ptr %eb0, ptr %eq0, i64 %act, ptr %lohi)",
         "  br label %cols.end",
         "kmask:",
         f"  call void @uk_mask{sfx}(ptr %ap0, ptr %ap0, ptr %bp, i64 %ldb, ptr %cq0, i64 %ldc, "
-        f"i64 %k, i64 %nrow0, i64 %rest, i64 %flags{targs})",
+        f"i64 %k, i64 %nrow0, i64 %rest, i64 %flags{targs}, "
+        f"ptr %eb0, ptr %eq0, i64 %act, ptr %lohi)",
         "  br i1 %has1, label %kmask1, label %cols.end",
         "kmask1:",
         f"  call void @uk_mask{sfx}(ptr %ap1, ptr %ap1, ptr %bp, i64 %ldb, ptr %cq1, i64 %ldc, "
-        f"i64 %k, i64 %nrow1, i64 %rest, i64 %flags{targs})",
+        f"i64 %k, i64 %nrow1, i64 %rest, i64 %flags{targs}, "
+        f"ptr %eb1, ptr %eq1, i64 %act, ptr %lohi)",
         "  br label %cols.end",
         "cols.end:",
         f"  %j0.n = add i64 %j0, {nr}",
@@ -791,7 +889,7 @@ class Module:
                                       lambda _m: cached)
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
+        names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
                  "tl_block_scale", "tl_act", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
