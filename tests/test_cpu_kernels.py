@@ -11,6 +11,7 @@ from onnx import helper
 
 from _model_util import compare, make_model, ort_session
 
+from tensorlayout.backends import cpu_gemm  # noqa: E402
 from tensorlayout.backends import cpu_kernels as K  # noqa: E402
 from tensorlayout.model import load  # noqa: E402
 
@@ -339,14 +340,20 @@ def test_sigmoid_and_silu_over_float32s_whole_range(act):
     (3, 4, 10, 9, 40, 3, 3, (1, 1), (2, 2), (2, 2), (2, 2)),
     (1, 4, 9, 12, 5, 3, 3, (2, 2), (0, 2), (1, 0), (1, 1)),    # stride 2, column pads 2 / 0
     (1, 3, 8, 11, 6, 5, 5, (2, 2), (2, 0), (2, 1), (1, 1)),
+    # the shifted GEMM row by row (depth at most SHIFT_ROWS_DEPTH, 16 or more columns): a
+    # first layer of stride 2, 30 outputs (panels of mr cut), dilation, two images
+    (1, 3, 40, 37, 30, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1)),
+    (2, 5, 19, 21, 17, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+    (1, 4, 22, 24, 9, 3, 3, (1, 1), (2, 2), (2, 2), (2, 2)),
 ])
 @pytest.mark.parametrize("nt", [1, 3])
 @pytest.mark.parametrize("kind", ["Im2col", "Shifted"])
 def test_conv_gemms_equal_the_definition(case, nt, kind):
     """Columns unfolded on the workers and the packed GEMM (``Im2col``), one GEMM per tap over
-    the stride phases (``Shifted``): with bias, residual and ReLU, with a bias and a clip but
-    no residual (the shifted GEMM's other store), and bare, against a float64 direct convolution written
-    from the definition."""
+    the stride phases (``Shifted``, by blocks of its grid or row by row): with bias, residual
+    and ReLU, with a bias and a clip but no residual (the shifted GEMM's other store), with a
+    residual and SiLU (an activation after the store), and bare, against a float64 direct
+    convolution written from the definition."""
     _compiled_or_skip()
     N, C, H, W, O, KH, KW, stride, begin, end, dil = case
     rng = np.random.default_rng(sum(case[:7]) + nt)
@@ -360,6 +367,11 @@ def test_conv_gemms_equal_the_definition(case, nt, kind):
     y = conv(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, res, nt=nt)
     y2 = conv(w, b, (2, -0.5, 0.75), x.shape, stride, begin, dil, (OH, OW))(x, nt=nt)
     y3 = conv(w, None, (0, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, nt=nt)
+    y4 = conv(w, b, (8, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW))(x, res, nt=nt)
+    if kind == "Shifted":           # the row-by-row cases are the ones the rule picks
+        by_rows = conv(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW)).by_rows
+        assert by_rows == (C * KH * KW <= cpu_gemm.SHIFT_ROWS_DEPTH
+                           and OW >= cpu_gemm.SHIFT_ROWS_FROM), case
     want = np.zeros((N, O, OH, OW))
     for oh in range(OH):
         for ow in range(OW):
@@ -376,6 +388,7 @@ def test_conv_gemms_equal_the_definition(case, nt, kind):
     assert np.abs(y - np.maximum(pre, 0)).max() <= tol
     assert np.abs(y2 - np.clip(want + b[None, :, None, None], -0.5, 0.75)).max() <= tol
     assert np.abs(y3 - want).max() <= tol
+    assert np.abs(y4 - pre / (1 + np.exp(-pre))).max() <= tol
 
 
 @pytest.mark.parametrize("batch", [1, 3])

@@ -15,7 +15,8 @@ from .cpu_native import run_calls, threads
 
 __all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS", "SHIFT_COLUMNS",
            "SHIFT_DEPTH", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW",
-           "UNITS_PER_THREAD", "EPILOGUE_IN_STORE"]
+           "UNITS_PER_THREAD", "EPILOGUE_IN_STORE", "SHIFT_ROWS_FROM",
+           "SHIFT_ROWS_DEPTH", "ROW_UNITS_PER_THREAD"]
 
 
 #: Units of work a GEMM-based layer aims to give each thread (splitting its weight panels
@@ -294,6 +295,18 @@ def _up(a: int, b: int) -> int:
 
 #: Grid columns of one shifted-GEMM block (its sums stay in the cache through every tap).
 SHIFT_COLUMNS = 256
+#: Depth (taps · channels) up to which, and output width from which, :class:`Shifted`
+#: multiplies row by row: each output row's columns straight into the output with the
+#: epilogue in the GEMM's store (``tl_sgemm_taps_ep``), no scratch, no dropped columns (a
+#: network's first layer, SqueezeNet's 16-channel 3 x 3 layers).  Deeper layers keep the
+#: grid's blocks (several rows to a block of columns, the weights read once per block, not
+#: once per row), and so do narrower maps; the copy into the output is what they pay (whole
+#: networks: ``benchmarks/bench_setting.py tensorlayout.backends.cpu_gemm.SHIFT_ROWS_DEPTH
+#: 0 160``, ``benchmarks/results/setting_shift_rows_depth_ci2.txt``).
+SHIFT_ROWS_DEPTH = 160
+SHIFT_ROWS_FROM = 16
+#: Units of output rows :class:`Shifted` aims to give each thread when multiplying row by row.
+ROW_UNITS_PER_THREAD = 8
 #: Rows (taps · channels) of one run of :class:`Shifted`'s sums kept in the registers: the
 #: taps are grouped evenly under it (longer float32 sums lose accuracy); channels deeper than
 #: this take one sliced GEMM per tap.
@@ -330,6 +343,9 @@ class Shifted:
         self.bias = (np.zeros(1, np.float32) if bias is None
                      else np.ascontiguousarray(bias, np.float32))
         self.f = np.array(act[1:], np.float64)
+        self.biasz = self.bias if bias is not None else np.zeros(O, np.float32)
+        self.lohi = np.array(act[1:], np.float32)
+        self.by_rows = g == taps and taps * C <= SHIFT_ROWS_DEPTH and OW >= SHIFT_ROWS_FROM
         self.shape, self.xq_shape = (N, O, OH, OW), (N, C, sh, sw, Hq, Wq)
         self.npan = npan = -(-O // mr)
         self.Q = Q = (OH - 1) * Wq + OW
@@ -338,7 +354,8 @@ class Shifted:
             [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
              mr, KH * KW, self.offs.ctypes.data, self.bias.ctypes.data, bias is not None, 0, 0,
              act[0], self.f.ctypes.data, mod.addr["tl_sgemm"], 0, npan, 0, 1, 0, 0, Q, g,
-             mod.addr["tl_sgemm_taps"]], np.int64)
+             mod.addr["tl_sgemm_taps"], 0, mod.addr["tl_sgemm_taps_ep"], self.biasz.ctypes.data,
+             self.lohi.ctypes.data], np.int64)
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, OH, OW) for C-contiguous float32 ``x`` (and residual ``res``)."""
@@ -354,6 +371,23 @@ class Shifted:
         ctx[0], ctx[5], ctx[12] = _at(x), _at(xq), _at(y)
         if res is not None:
             ctx[23], ctx[24] = _at(res), 1
+        fn = _module().SHIFT_ENTRY.address
+        deal = ctx.copy()
+        deal[33] = 0
+        deal_call = (fn, deal, max(1, min(nt, self.rows // 16)), (x, y, res, xq))
+        if self.by_rows:
+            # units of whole output rows (panel groups where the rows are too few), at
+            # least UNITS_PER_THREAD per thread, and at most ROW_UNITS_PER_THREAD (a row's
+            # call costs little; more units even the threads' shares)
+            OH = self.shape[2]
+            want = UNITS_PER_THREAD * nt
+            groups = min(self.npan, max(1, -(-want // (self.N * OH))))
+            rp = -(-self.npan // groups)
+            nrb = -(-self.npan // rp)
+            rc = max(1, self.N * nrb * OH // (ROW_UNITS_PER_THREAD * nt))
+            ctx[29], ctx[31], ctx[33], ctx[37] = rp, nrb, 1, rc
+            units = self.N * nrb * -(-OH // rc)
+            return [deal_call, (fn, ctx, max(1, min(nt, units)), (x, y, res, xq))]
         # blocks of whole strips of nr, at most SHIFT_COLUMNS wide; when they are few, a
         # multiple of the threads of them, so that no thread waits on another's extra block
         Q = self.Q
@@ -370,8 +404,4 @@ class Shifted:
         n = max(1, min(nt, units * ctx[31]))
         scratch = np.empty(n * rp * self.mr * cbw, np.float32)
         ctx[32], ctx[33] = _at(scratch), 1
-        deal = ctx.copy()
-        deal[33] = 0
-        fn = _module().SHIFT_ENTRY.address
-        keep = (x, y, res, xq, scratch)
-        return [(fn, deal, max(1, min(nt, self.rows // 16)), keep), (fn, ctx, n, keep)]
+        return [deal_call, (fn, ctx, n, (x, y, res, xq, scratch))]

@@ -27,11 +27,14 @@ __all__ = ["source", "SHIFT_CTX"]
 #: The shifted GEMM's context (``xq``: the phase buffer (N, C, sh, sw, Hq, Wq); ``a``: the
 #: packed weights, taps in groups of ``group``, each group's panels (panels, group·C, mr);
 #: ``offs``: each tap's float offset into a channel's phases; ``scratch``: rp·mr·cbw floats
-#: per thread; ``phase`` 0 deals, 1 multiplies; ``group`` 0: one ``sgemm`` per tap).
+#: per thread; ``phase`` 0 deals, 1 multiplies; ``group`` 0: one ``sgemm`` per tap; ``rows``
+#: not 0: units of that many output rows, each row's OW columns multiplied straight into y
+#: by ``taps_ep`` with the epilogue in its store (``biasz``: O floats, zeros without a bias;
+#: ``lohi``: the activation's parameters as float32), no scratch and no dropped columns).
 SHIFT_CTX = ("x", "N", "C", "H", "W", "xq", "sh", "sw", "ph", "pw", "Hq", "Wq", "y", "O", "OH",
              "OW", "a", "npan", "mr", "taps", "offs", "bias", "has_bias", "res", "has_res", "act",
              "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "scratch", "phase", "Q", "group",
-             "sgemm_taps")
+             "sgemm_taps", "rows", "taps_ep", "biasz", "lohi")
 
 _SOURCE = '''
 
@@ -121,6 +124,47 @@ def shift_store(s, y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1,
         q += e
 
 
+@njit(inline="always", error_model="numpy")
+def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work):
+    # units (image, panel group, rows of the output), claimed: per output row oh, its OW
+    # columns of the grid (oh·Wq on) multiplied straight into y's row, each group of taps
+    # added to the last (flags bit 1), the bias, the residual and Relu or Clip in the last
+    # group's store (bit 4), another activation over the row after
+    OH = a[14]
+    OW = a[15]
+    P = OH * OW
+    rc = a[37]
+    nrc = (OH + rc - 1) // rc
+    g = a[35]
+    units = N * nrb * nrc
+    while True:                 # the next unit (see grain)
+        u = fetch_add(work, 1)
+        if u >= units:
+            break
+        n = u // (nrb * nrc)
+        v = u - n * nrb * nrc
+        pg = v // nrc
+        h0 = (v - pg * nrc) * rc
+        p0 = pg * rp
+        r0 = p0 * mr
+        r1 = min(O, r0 + rp * mr)
+        for oh in range(h0, min(OH, h0 + rc)):
+            bq = a[5] + (n * C * plane + oh * Wq) * 4
+            off = ((n * O + r0) * P + oh * OW) * 4
+            rat = a[23] + off if a[24] != 0 else 0
+            t = 0
+            while t < taps:
+                gt = min(g, taps - t)
+                last = t + gt >= taps
+                call_void(a[38], (r1 - r0, OW, C, a[16] + (t * npan + p0 * gt) * C * mr * 4, bq,
+                                  plane, a[12] + off, P, (1 if t > 0 else 0) | (4 if last else 0),
+                                  gt, a[20] + t * 8, a[39] + r0 * 4, rat, a[25], a[40]))
+                t += gt
+            if a[25] > 2:
+                for r in range(n * O + r0, n * O + r1):
+                    act_row(y[r], oh * OW, oh * OW + OW, a[25], a0, a1)
+
+
 def shift_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({n},))
     N = a[1]
@@ -156,6 +200,9 @@ def shift_entry(ctx, tid, nt, work):
     nrb = a[31]
     Q = a[34]
     plane = sh * sw * Hq * Wq
+    if a[37] != 0:
+        shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, f[0], f[1], work)
+        return
     sat = a[32] + tid * rp * mr * cbw * 4
     s = carray(ptr_f32(sat), (rp * mr, cbw))
     units = N * nrb * ncb

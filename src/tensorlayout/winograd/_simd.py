@@ -421,8 +421,35 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
     """IR of ``tl_sgemm_taps(m, n, k, a, b, ldb, c, ldc, flags, ntaps, offs)``: ``tl_sgemm``
     of a depth of ``ntaps`` runs of ``k`` rows of B, run t starting at ``b + offs[t]``
     floats (``offs``: the address of ``ntaps`` int64), A's panels ``ntaps·k`` deep; the
-    whole depth summed in registers (a caller keeps ``ntaps·k`` within the sums it wants)."""
+    whole depth summed in registers (a caller keeps ``ntaps·k`` within the sums it wants).
+    ``tl_sgemm_taps_ep(..., offs, bias, res, act, lohi)`` is the same with, where bit 4 of
+    ``flags`` is set, :func:`_gemm_ir`'s epilogue in the store (after the sums are added to
+    C with bit 1)."""
     return [
+        "define void @tl_sgemm_taps_ep(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi, i64 %ebi, i64 %eri, i64 %act, "
+        "i64 %lohii) nounwind {",
+        "entry:",
+        "  %a = inttoptr i64 %ai to ptr",
+        "  %b = inttoptr i64 %bi to ptr",
+        "  %c = inttoptr i64 %ci to ptr",
+        "  %offs = inttoptr i64 %offsi to ptr",
+        "  %eb = inttoptr i64 %ebi to ptr",
+        "  %er = inttoptr i64 %eri to ptr",
+        "  %lohi = inttoptr i64 %lohii to ptr",
+        "  %kp = mul i64 %k, %ntaps",
+        "  %fl = and i64 %flags, 5",
+        "  %epb = and i64 %flags, 4",
+        "  %hasep = icmp ne i64 %epb, 0",
+        "  %hasres = icmp ne i64 %eri, 0",
+        "  %both = and i1 %hasep, %hasres",
+        "  %rb = select i1 %both, i64 8, i64 0",
+        "  %fe = or i64 %fl, %rb",
+        "  call void @sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
+        "ptr %c, i64 %ldc, i64 %fe, i64 %ntaps, ptr %offs, ptr %eb, ptr %er, i64 %act, "
+        "ptr %lohi)",
+        "  ret void",
+        "}",
         "define void @tl_sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
         "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi) nounwind {",
         "entry:",
@@ -889,7 +916,7 @@ class Module:
                                       lambda _m: cached)
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
+        names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_sgemm_taps_ep", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
                  "tl_block_scale", "tl_act", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
