@@ -108,6 +108,61 @@ def _compiled_or_skip():
             pytest.skip("numba or llvmlite is not installed")
 
 
+def test_threads_take_each_unit_once_two_from_either_end():
+    """The entries' claims (``next_unit``, ``next_chunk`` of the kernels' module) on the
+    native workers: every unit exactly once for any thread count; with two threads each
+    takes one run of consecutive units, thread 0 from the front, thread 1 from the back."""
+    _compiled_or_skip()
+    from numba import carray, cfunc, types
+
+    from tensorlayout.backends import cpu_native
+    from tensorlayout.winograd._native import fetch_add, ptr_i64
+
+    mod = cpu_native.module()
+    next_unit, next_chunk = mod.next_unit, mod.next_chunk
+
+    @cfunc(types.void(types.int64, types.int64, types.int64, types.int64))
+    def part(ctx, tid, nt, work):
+        a = carray(ptr_i64(ctx), (4096,))
+        units = a[0]
+        while True:
+            u = next_unit(work, tid, units)
+            if u >= units:
+                break
+            fetch_add(ctx + 8 * (16 + u), 1)
+            a[2048 + u] = tid
+
+    @cfunc(types.void(types.int64, types.int64, types.int64, types.int64))
+    def chunks(ctx, tid, nt, work):
+        a = carray(ptr_i64(ctx), (4096,))
+        total, step = a[0], a[1]
+        while True:
+            q = next_chunk(work, tid, total, step)
+            if q >= total:
+                break
+            for i in range(q, min(total, q + step)):
+                fetch_add(ctx + 8 * (16 + i), 1)
+
+    workers = cpu_native.pool()
+    for nt in (1, 2, 3, 5, 8):
+        for units in (0, 1, 2, 7, 64, 1000):
+            ctx = np.zeros(4096, np.int64)
+            ctx[0] = units
+            workers.run(part.address, ctx.ctypes.data, nt, claims=True)
+            assert (ctx[16:16 + units] == 1).all(), (nt, units)
+            assert (ctx[16 + units:2048] == 0).all()
+            if nt == 2 and units:
+                owner = ctx[2048:2048 + units]
+                k = int((owner == 0).sum())
+                assert (owner[:k] == 0).all() and (owner[k:] == 1).all(), owner
+            for step in (1, 3, 50):
+                ctx = np.zeros(4096, np.int64)
+                ctx[0], ctx[1] = units, step
+                workers.run(chunks.address, ctx.ctypes.data, nt, claims=True)
+                assert (ctx[16:16 + units] == 1).all(), (nt, units, step)
+                assert (ctx[16 + units:2048] == 0).all()
+
+
 @pytest.mark.parametrize("shape", [
     # (N, C, O, H, W): column blocks past POINTWISE_COLUMNS, rows in partial panels, a
     # batch; a single column is the matrix-vector product (outputs in chunks past 256, the

@@ -88,10 +88,9 @@ class Pointwise:
         if res is not None:
             ctx[8], ctx[9] = _at(res), 1
         O = self.shape[1]
-        # chunks of whole vectors (16 floats), about four per thread (claimed as the threads
-        # come, see cpu_source.grain), at least 256 outputs each: a smaller chunk costs more
-        # to hand out than it saves
-        chunk = max(256, -(-O // (4 * nt)))
+        # chunks of whole vectors (16 floats), one per thread, at least 256 outputs each:
+        # a smaller chunk reads the weights' rows in shorter runs (slower)
+        chunk = max(256, -(-O // nt))
         ctx[12] = chunk = -(-chunk // 16) * 16
         units = self.N * -(-O // chunk)
         return [(_module().GEMV_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]

@@ -8,13 +8,15 @@ unfolding (whole, or block by block into the GEMM's packed columns), and the nat
 workers' entries that read their arguments from an int64 context
 (:data:`DW_CTX`, :data:`DWCL_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`, :data:`IM2COL_CTX`,
 :data:`UNFOLD_CTX`);
-then :mod:`.cpu_source_reduce`'s pooling and matrix-vector kernels and
+then :mod:`.cpu_source_claim`'s sharing of a call's units among its threads,
+:mod:`.cpu_source_reduce`'s pooling and matrix-vector kernels and
 :mod:`.cpu_source_shift`'s shifted-GEMM convolution and :mod:`.cpu_source_move`'s transpose.
 :mod:`tensorlayout.backends.cpu_kernels` compiles and calls it.
 """
 
 from __future__ import annotations
 
+from .cpu_source_claim import source as claim_source
 from .cpu_source_reduce import source as reduce_source
 from .cpu_source_move import source as move_source
 from .cpu_source_block import source as block_source
@@ -47,17 +49,6 @@ from numba import carray, njit
 
 from tensorlayout.winograd._native import (Entry, call_void, f32_exp2, fetch_add, ptr_f32, ptr_f64,
                                            ptr_i64)
-
-
-@njit(inline="always")
-def grain(total, nt):
-    \"\"\"Units of a range a thread claims at a time.  The entries take their work from the
-    call's counter ``work`` (zero when the call starts) with an atomic add, whoever runs
-    first taking the next units, instead of a fixed share per thread: a thread the system
-    holds back (another process, or another library's threads spinning on the same cores)
-    then delays only the units it holds.  A quarter of an even share (at least 1): the
-    counter is touched a few times per thread.\"\"\"
-    return max(1, (total + 4 * nt - 1) // (4 * nt))
 
 
 @njit(inline="always", error_model="numpy")
@@ -307,7 +298,7 @@ def depthwise_entry(ctx, tid, nt, work):
     step = grain(total, nt)
     kind = a[22]
     while True:
-        q0 = fetch_add(work, step)
+        q0 = next_chunk(work, tid, total, step)
         if q0 >= total:
             break
         q1 = min(total, q0 + step)
@@ -335,7 +326,7 @@ def depthwise_cl_entry(ctx, tid, nt, work):
     nv = (C + 15) // 16
     step = grain(nv, nt)
     while True:
-        v0 = fetch_add(work, step)
+        v0 = next_chunk(work, tid, nv, step)
         if v0 >= nv:
             break
         depthwise_channels_last(x, wt, bias, y, a[12], a[13], a[14], a[15], a[17], a[18], a[23],
@@ -353,7 +344,7 @@ def epilogue_entry(ctx, tid, nt, work):
     res = carray(ptr_f32(a[6]), (a[1], a[2]))
     step = grain(a[1], nt)
     while True:
-        r0 = fetch_add(work, step)
+        r0 = next_chunk(work, tid, a[1], step)
         if r0 >= a[1]:
             break
         epilogue_block(y, bias, a[5] != 0, res, a[7] != 0, a[8], f[0], f[1], r0,
@@ -384,8 +375,8 @@ def pointwise_entry(ctx, tid, nt, work):
     ncb = a[18]
     nrb = a[19]
     units = N * nrb * ncb
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, P)
@@ -440,7 +431,7 @@ def thin_entry(ctx, tid, nt, work):
         rows = N * npan * C
         step = grain(rows, nt)
         while True:
-            i0 = fetch_add(work, step)
+            i0 = next_chunk(work, tid, rows, step)
             if i0 >= rows:
                 break
             for i in range(i0, min(rows, i0 + step)):
@@ -458,8 +449,8 @@ def thin_entry(ctx, tid, nt, work):
     bias = carray(ptr_f32(a[11]), (O,))
     res = carray(ptr_f32(a[12]), (N * O, P))
     units = N * ns
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n = u // ns
@@ -484,7 +475,7 @@ THIN_ENTRY = Entry(thin_entry)
 def run_table(table, i0, i1, run, base, pending, spin):
     # rows i0..i1 of table (entry, context, threads), each handed to the workers by tl_run
     # (address run) in turn: a bound run's steps with no Python between them.  Every entry
-    # of this module claims its units (see grain): a worker not started when the caller's
+    # of this module claims its units (see next_unit): a worker not started when the caller's
     # part returns is not waited for
     for i in range(i0, i1):
         call_void(run, (base, pending, table[i, 0], table[i, 1], table[i, 2], spin, 1))
@@ -497,7 +488,7 @@ def im2col_entry(ctx, tid, nt, work):
     total = a[1] * a[2]
     step = grain(total, nt)
     while True:
-        q0 = fetch_add(work, step)
+        q0 = next_chunk(work, tid, total, step)
         if q0 >= total:
             break
         im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
@@ -541,5 +532,6 @@ def module_source() -> str:
     return (f'"""The CPU backend\'s kernels, generated by tensorlayout.backends.cpu_kernels '
             f'(version {VERSION}): do not edit."""\n' + _HEAD.replace("{ACT_ROW}", _act_row_source())
             + "".join(_special_source(*s) for s in SPECIAL)
-            + unfold_source() + _entries_source() + reduce_source() + shift_source()
+            + claim_source() + unfold_source() + _entries_source() + reduce_source()
+            + shift_source()
             + move_source() + block_source(ACT.values()))

@@ -116,8 +116,8 @@ def block_entry(ctx, tid, nt, work):
     y = carray(ptr_f32(a[7]), (N, C, OH, OW))
     ybl = carray(ptr_f32(a[7]), (N, B, OH * OW * 16))
     units = N * B
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n = u // B
@@ -173,8 +173,8 @@ def pw_block_entry(ctx, tid, nt, work):
     else:                   # NCHW: position i, channel c at c·P + i
         ars, aks, depth, runs, rstride = 1, P, C, 1, 0
     units = N * nch * ns
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n = u // (nch * ns)
@@ -240,8 +240,8 @@ def block_rows_entry(ctx, tid, nt, work):
     P = a[3]
     B = (C + 15) // 16
     units = N * B
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n = u // B

@@ -31,7 +31,7 @@ def permute_entry(ctx, tid, nt, work):
     rows = a[6] // L if L > 0 else 0
     step = grain(rows, nt)
     while True:
-        r0 = fetch_add(work, step)
+        r0 = next_chunk(work, tid, rows, step)
         if r0 >= rows:
             break
         for r in range(r0, min(rows, r0 + step)):
@@ -67,7 +67,7 @@ def copy_entry(ctx, tid, nt, work):
     n = outer * inner
     step = grain(n, nt)
     while True:
-        i = fetch_add(work, step)
+        i = next_chunk(work, tid, n, step)
         if i >= n:
             break
         i1 = min(n, i + step)

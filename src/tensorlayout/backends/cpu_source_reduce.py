@@ -298,7 +298,7 @@ def pool_entry(ctx, tid, nt, work):
     step = grain(total, nt)
     kind = a[21]
     while True:
-        q0 = fetch_add(work, step)
+        q0 = next_chunk(work, tid, total, step)
         if q0 >= total:
             break
         q1 = min(total, q0 + step)
@@ -330,8 +330,8 @@ def gemv_entry(ctx, tid, nt, work):
     chunk = a[12]
     per = (O + chunk - 1) // chunk
     units = N * per
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n = u // per
@@ -354,7 +354,7 @@ def rows_entry(ctx, tid, nt, work):
     x = carray(ptr_f32(a[0]), (R, P))
     step = grain(R, nt)
     while True:
-        r0 = fetch_add(work, step)
+        r0 = next_chunk(work, tid, R, step)
         if r0 >= R:
             break
         r1 = min(R, r0 + step)

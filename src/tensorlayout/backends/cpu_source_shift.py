@@ -125,7 +125,7 @@ def shift_store(s, y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1,
 
 
 @njit(inline="always", error_model="numpy")
-def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work):
+def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work, tid):
     # units (image, panel group, rows of the output), claimed: per output row oh, its OW
     # columns of the grid (oh·Wq on) multiplied straight into y's row, each group of taps
     # added to the last (flags bit 1), the bias, the residual and Relu or Clip in the last
@@ -137,8 +137,8 @@ def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work):
     nrc = (OH + rc - 1) // rc
     g = a[35]
     units = N * nrb * nrc
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n = u // (nrb * nrc)
@@ -179,7 +179,7 @@ def shift_entry(ctx, tid, nt, work):
         total = N * C * sh * Hq
         step = grain(total, nt)
         while True:
-            q0 = fetch_add(work, step)
+            q0 = next_chunk(work, tid, total, step)
             if q0 >= total:
                 break
             deal_phases(x, xq, sh, sw, a[8], a[9], q0, min(total, q0 + step))
@@ -201,13 +201,14 @@ def shift_entry(ctx, tid, nt, work):
     Q = a[34]
     plane = sh * sw * Hq * Wq
     if a[37] != 0:
-        shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, f[0], f[1], work)
+        shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, f[0], f[1], work,
+                   tid)
         return
     sat = a[32] + tid * rp * mr * cbw * 4
     s = carray(ptr_f32(sat), (rp * mr, cbw))
     units = N * nrb * ncb
-    while True:                 # the next unit (see grain)
-        u = fetch_add(work, 1)
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
         if u >= units:
             break
         n, p0, r0, r1, c0, c1 = gemm_unit(u, nrb, ncb, rp, npan, mr, O, cbw, Q)
