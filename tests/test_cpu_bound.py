@@ -208,3 +208,26 @@ def test_concat_inputs_are_written_in_place_into_its_output():
         ref = sess.run(None, {"x": sign * x, "x2": x2})
         for a, b in zip(out, ref):
             assert a.shape == b.shape and rel_l2(a, b) <= 1e-5
+
+
+def test_a_pooling_layer_of_a_small_network_takes_more_than_one_thread():
+    """A step's threads come from its work: a MaxPool's window elements count
+    ``POOL_WORK`` multiply-adds each, so 128 channels of 23 x 23 pooled 3 x 3 / 2 (139,392
+    window elements) take two threads, as the convolutions around it do, and the result
+    still equals onnxruntime's."""
+    from onnx import helper
+
+    from _model_util import make_model
+    from tensorlayout.backends.cpu import WORK_PER_THREAD
+    from tensorlayout.backends.cpu_steps import POOL_WORK
+
+    x = np.random.default_rng(3).standard_normal((1, 128, 23, 23)).astype(np.float32)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                            ceil_mode=1)
+    m = make_model([node], {"x": x}, ["y"]).SerializeToString()
+    model = load(m)
+    (step,) = model.cpu().steps
+    assert step.max_threads == 128 * 11 * 11 * 9 * POOL_WORK // WORK_PER_THREAD >= 2
+    got = model.run(x, threads=2)
+    want = ort_session(m).run(None, {"x": x})[0]
+    assert np.array_equal(got, want)
