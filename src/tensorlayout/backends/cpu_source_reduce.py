@@ -144,31 +144,55 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
             continue
         yp = y[n, c]
         for oh in range(OH):
-            first = True
-            for kh in range(KH):
-                ih = oh * sh - ph + kh * dh
-                if ih < 0 or ih >= H:
-                    continue
-                src = xp[ih]
+            ih0 = oh * sh - ph
+            if KH == 3 and dh == 1 and ih0 >= 0 and ih0 + 2 < H:
+                # the common 3-row window inside the plane: its rows in one pass (the same
+                # order of comparisons as the loop below)
+                s0 = xp[ih0]
+                s1 = xp[ih0 + 1]
+                s2 = xp[ih0 + 2]
+                for j in range(W):
+                    m = s0[j]
+                    b = s1[j]
+                    m = b if b > m else m
+                    b = s2[j]
+                    vi[j] = b if b > m else m
+            else:
+                first = True
+                for kh in range(KH):
+                    ih = ih0 + kh * dh
+                    if ih < 0 or ih >= H:
+                        continue
+                    src = xp[ih]
+                    if first:
+                        for j in range(W):
+                            vi[j] = src[j]
+                        first = False
+                    else:
+                        for j in range(W):
+                            b = src[j]
+                            a = vi[j]
+                            vi[j] = b if b > a else a
                 if first:
                     for j in range(W):
-                        vi[j] = src[j]
-                    first = False
-                else:
-                    for j in range(W):
-                        b = src[j]
-                        a = vi[j]
-                        vi[j] = b if b > a else a
-            if first:
-                for j in range(W):
-                    vi[j] = np.float32(-np.inf)
+                        vi[j] = np.float32(-np.inf)
             yr = yp[oh]
-            for ow in range(OW):
-                yr[ow] = np.float32(-np.inf)
             if sw == 2:
                 for j in range(half):
                     ev[j] = v[2 * j]
                     od[j] = v[2 * j + 1]
+                if KW == 3 and dw == 1:
+                    # columns 2·ow, 2·ow + 1, 2·ow + 2 in one pass
+                    for ow in range(OW):
+                        m = ev[ow]
+                        b = od[ow]
+                        m = b if b > m else m
+                        b = ev[ow + 1]
+                        yr[ow] = b if b > m else m
+                    continue
+            for ow in range(OW):
+                yr[ow] = np.float32(-np.inf)
+            if sw == 2:
                 for kw in range(KW):
                     o = kw * dw
                     pool_tap(yr, ev if o % 2 == 0 else od, o // 2, OW, 0)
