@@ -221,6 +221,7 @@ def test_workers_hand_out_units_and_withdraw_posts_no_worker_took():
     def part(ctx, tid, nt, work):
         a = carray(ptr_i64(ctx), (1000,))
         fetch_add(ctx + 8, 1)                            # parts run
+        fetch_add(ctx + 8 * (900 + tid), 1)              # part tid run once more
         while True:
             u = fetch_add(work, 1)
             if u >= a[0]:
@@ -236,8 +237,12 @@ def test_workers_hand_out_units_and_withdraw_posts_no_worker_took():
                     ctx[0] = units
                     workers.run(part.address, ctx.ctypes.data, nt, claims=claims)
                     assert (ctx[8:8 + units] == 1).all(), (claims, nt, units, ctx[8:8 + units])
-                    assert (ctx[8 + units:] == 0).all()
-                    assert 1 <= ctx[1] <= nt
+                    assert (ctx[8 + units:900] == 0).all() and (ctx[900 + nt:] == 0).all()
+                    parts = ctx[900:900 + nt]
+                    # the caller's part always runs, no part runs twice, and the count of
+                    # parts run is the parts that ran
+                    assert parts[0] == 1 and parts.max() == 1, (claims, nt, parts)
+                    assert ctx[1] == parts.sum()
                     ran.append((nt, units, int(ctx[1])))
         if claims:
             # with nothing to do the caller returns at once: most posts are withdrawn
