@@ -101,7 +101,8 @@ def test_gemm_epilogue_in_the_store(isa):
                     r_full = rng.standard_normal((m + 2, n + 9)).astype(np.float32)
                     r = r_full[1:m + 1, 3:n + 3]
                     r_before = r_full.copy()
-                    fn(m, n, k, ap.ctypes.data, b.ctypes.data, n, c.ctypes.data, n + 9, int(acc),
+                    fn(m, n, k, ap.ctypes.data, b.ctypes.data, n, c.ctypes.data, n + 9,
+                       int(acc) | 4,
                        bias.ctypes.data, r.ctypes.data if with_res else 0, act,
                        lohi.ctypes.data)
                     with np.errstate(invalid="ignore"):

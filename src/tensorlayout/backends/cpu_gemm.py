@@ -21,7 +21,7 @@ __all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS",
 
 #: Units of work a GEMM-based layer aims to give each thread (splitting its weight panels
 #: into groups where its blocks of columns are fewer): the threads claim them as they come
-#: (see ``cpu_source.grain``), so a thread another process holds back leaves the rest to the
+#: (see ``cpu_source_claim``), so a thread another process holds back leaves the rest to the
 #: others; each group reads the block of columns again.
 UNITS_PER_THREAD = 2
 
@@ -48,8 +48,9 @@ class Pointwise:
         O, C = weights.shape
         N, _, H, W = x_shape
         P = H * W
-        self.bias = np.zeros(1, np.float32) if bias is None else np.ascontiguousarray(bias,
-                                                                                     np.float32)
+        # O floats, zeros without a bias (the GEMM's store reads one per row)
+        self.bias = (np.zeros(O, np.float32) if bias is None
+                     else np.ascontiguousarray(bias, np.float32))
         self.f = np.array(act[1:], np.float64)
         self.shape = (N, O, H, W)
         self.N = N
@@ -70,16 +71,15 @@ class Pointwise:
         self.a = _simd.pack_rows(weights, mr)
         npan = -(-O // mr)
         ncb = -(-P // POINTWISE_COLUMNS)
-        # the store's epilogue (no activation, Relu, Clip): O floats of bias (zeros without
-        # one) and the activation's two parameters as float32
-        self.biasz = self.bias if bias is not None else np.zeros(O, np.float32)
+        # the store's epilogue (no activation, Relu, Clip) takes the activation's two
+        # parameters as float32
         self.lohi = np.array(act[1:], np.float32)
         self.template = np.array(
             [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
              POINTWISE_COLUMNS, npan, ncb, 1, 0,
-             mod.addr["tl_sgemm_ep"] if EPILOGUE_IN_STORE else 0,
-             self.biasz.ctypes.data, self.lohi.ctypes.data], np.int64)
+             mod.addr["tl_sgemm_ep"] if EPILOGUE_IN_STORE else 0, self.lohi.ctypes.data],
+            np.int64)
         self.npan, self.ncb = npan, ncb
 
     def _gemv(self, x, y, res, nt):
@@ -339,10 +339,10 @@ class Shifted:
             for t in range(0, taps, max(g, 1))])
         self.offs = np.array([(((kh * dh % sh) * sw + kw * dw % sw) * Hq + kh * dh // sh) * Wq
                               + kw * dw // sw for kh in range(KH) for kw in range(KW)], np.int64)
-        self.bias = (np.zeros(1, np.float32) if bias is None
+        # O floats, zeros without a bias (the GEMM's store reads one per row)
+        self.bias = (np.zeros(O, np.float32) if bias is None
                      else np.ascontiguousarray(bias, np.float32))
         self.f = np.array(act[1:], np.float64)
-        self.biasz = self.bias if bias is not None else np.zeros(O, np.float32)
         self.lohi = np.array(act[1:], np.float32)
         self.by_rows = g == taps and taps * C <= SHIFT_ROWS_DEPTH and OW >= SHIFT_ROWS_FROM
         self.shape, self.xq_shape = (N, O, OH, OW), (N, C, sh, sw, Hq, Wq)
@@ -353,8 +353,8 @@ class Shifted:
             [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
              mr, KH * KW, self.offs.ctypes.data, self.bias.ctypes.data, bias is not None, 0, 0,
              act[0], self.f.ctypes.data, mod.addr["tl_sgemm"], 0, npan, 0, 1, 0, 0, Q, g,
-             mod.addr["tl_sgemm_taps"], 0, mod.addr["tl_sgemm_taps_ep"], self.biasz.ctypes.data,
-             self.lohi.ctypes.data], np.int64)
+             mod.addr["tl_sgemm_taps"], 0, mod.addr["tl_sgemm_taps_ep"], self.lohi.ctypes.data],
+            np.int64)
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, OH, OW) for C-contiguous float32 ``x`` (and residual ``res``)."""

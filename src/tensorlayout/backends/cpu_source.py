@@ -295,13 +295,11 @@ def depthwise_entry(ctx, tid, nt, work):
     # each thread's own zeroed (PH, PW) plane; views of these arrays carry no reference count
     pad = carray(ptr_f32(a[23] + tid * a[24] * a[25] * 4), (a[24], a[25]))
     total = a[1] * a[6]
-    step = grain(total, nt)
     kind = a[22]
     while True:
-        q0 = next_chunk(work, tid, total, step)
+        q0, q1 = next_range(work, tid, nt, total)
         if q0 >= total:
             break
-        q1 = min(total, q0 + step)
         if kind == 0:
             depthwise_planes(x, w, bias, y, a[13], a[14], a[15], a[16], a[17], a[18], a[19],
                              a[20], f[0], f[1], q0, q1, pad, yf)
@@ -324,13 +322,12 @@ def depthwise_cl_entry(ctx, tid, nt, work):
     xt = carray(ptr_f32(a[19]), (a[20], a[21], C))
     acc = carray(ptr_f32(a[22]), (C,))
     nv = (C + 15) // 16
-    step = grain(nv, nt)
     while True:
-        v0 = next_chunk(work, tid, nv, step)
+        v0, v1 = next_range(work, tid, nt, nv)
         if v0 >= nv:
             break
         depthwise_channels_last(x, wt, bias, y, a[12], a[13], a[14], a[15], a[17], a[18], a[23],
-                                f[0], f[1], v0 * 16, min(C, (v0 + step) * 16), xt, acc)
+                                f[0], f[1], v0 * 16, min(C, v1 * 16), xt, acc)
 
 
 DEPTHWISE_CL_ENTRY = Entry(depthwise_cl_entry)
@@ -342,13 +339,12 @@ def epilogue_entry(ctx, tid, nt, work):
     y = carray(ptr_f32(a[0]), (a[1], a[2]))
     bias = carray(ptr_f32(a[4]), (a[3],))
     res = carray(ptr_f32(a[6]), (a[1], a[2]))
-    step = grain(a[1], nt)
     while True:
-        r0 = next_chunk(work, tid, a[1], step)
+        r0, r1 = next_range(work, tid, nt, a[1])
         if r0 >= a[1]:
             break
         epilogue_block(y, bias, a[5] != 0, res, a[7] != 0, a[8], f[0], f[1], r0,
-                       min(a[1], r0 + step), 0, a[2], a[3])
+                       r1, 0, a[2], a[3])
 
 
 EPILOGUE_ENTRY = Entry(epilogue_entry)
@@ -357,8 +353,8 @@ EPILOGUE_ENTRY = Entry(epilogue_entry)
 def pointwise_entry(ctx, tid, nt, work):
     # units (image, panel group, column block); each a tl_sgemm, then its epilogue: with no
     # activation, Relu or Clip all of it in the GEMM's store (tl_sgemm_ep at sgemm_ep, unless
-    # 0: biasz holds O floats, zeros without a bias), another activation a pass over the
-    # block after
+    # 0: bias holds O floats, zeros without one), another activation a pass over the block
+    # after
     a = carray(ptr_i64(ctx), ({len(PW_CTX)},))
     f = carray(ptr_f64(a[14]), (2,))
     N = a[1]
@@ -397,7 +393,7 @@ def pointwise_entry(ctx, tid, nt, work):
             bat, ldb, flags = a[0] + (n * Ci * P + c0) * 4, P, 0
         if fused:
             call_void(a[21], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, bat, ldb, yat, P,
-                              flags, a[22] + r0 * 4, rat, a[13], a[23]))
+                              flags | 4, a[9] + r0 * 4, rat, a[13], a[22]))
             continue
         call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, bat, ldb, yat, P,
                           flags))
@@ -429,12 +425,11 @@ def thin_entry(ctx, tid, nt, work):
     ap = carray(ptr_f32(a[8]), (N, npan, C, mr))
     if a[16] == 0:
         rows = N * npan * C
-        step = grain(rows, nt)
         while True:
-            i0 = next_chunk(work, tid, rows, step)
+            i0, i1 = next_range(work, tid, nt, rows)
             if i0 >= rows:
                 break
-            for i in range(i0, min(rows, i0 + step)):
+            for i in range(i0, i1):
                 n = i // (npan * C)
                 pi = i // C - n * npan
                 c = i - (n * npan + pi) * C
@@ -486,13 +481,12 @@ def im2col_entry(ctx, tid, nt, work):
     x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
     cols = carray(ptr_f32(a[5]), (a[1], a[2] * a[6] * a[7], a[14] * a[15]))
     total = a[1] * a[2]
-    step = grain(total, nt)
     while True:
-        q0 = next_chunk(work, tid, total, step)
+        q0, q1 = next_range(work, tid, nt, total)
         if q0 >= total:
             break
         im2col_planes(x, cols, a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
-                      q0, min(total, q0 + step))
+                      q0, q1)
 
 
 IM2COL_ENTRY = Entry(im2col_entry)
@@ -511,7 +505,7 @@ EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act"
 #: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
 PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
           "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "im2col", "sgemm_ep",
-          "biasz", "lohi")
+          "lohi")
 #: The turned-over GEMM's context (``wb``: the weights transposed, in strips of nr; ``ap``
 #: (N, panels, C, mr) and ``t`` (N, P, O): scratch; ``phase`` 0 packs, 1 multiplies).
 THIN_CTX = ("x", "N", "C", "P", "O", "mr", "nr", "wb", "ap", "t", "y", "bias", "res",

@@ -10,20 +10,12 @@ __all__ = ["source"]
 _SOURCE = '''
 
 @njit(inline="always")
-def grain(total, nt):
-    """Units of a range a thread claims at a time.  The entries take their work from the
-    call's counter ``work`` (zero when the call starts) with an atomic add, whoever runs
-    first taking the next units, instead of a fixed share per thread: a thread the system
-    holds back (another process, or another library's threads spinning on the same cores)
-    then delays only the units it holds.  A quarter of an even share (at least 1): the
-    counter is touched a few times per thread."""
-    return max(1, (total + 4 * nt - 1) // (4 * nt))
-
-
-@njit(inline="always")
 def next_unit(work, tid, units):
     """The next of ``units`` units for thread ``tid`` (``units`` when none is left).  The
-    counter's low 32 bits count the units taken from the front, its high 32 bits those
+    entries take their work from the call's counter ``work`` (zero when the call starts)
+    with an atomic add instead of a fixed share per thread: a thread the system holds back
+    (another process, or another library's threads spinning on the same cores) then delays
+    only the unit it holds.  The counter's low 32 bits count the units taken from the front, its high 32 bits those
     taken from the back: even threads take from the front, odd ones from the back, so that
     two threads each walk a run of consecutive units (what a fixed half each would read,
     in the cache) and meet wherever the faster one has got to.  A claim counts if the two
@@ -40,10 +32,14 @@ def next_unit(work, tid, units):
 
 
 @njit(inline="always")
-def next_chunk(work, tid, total, step):
-    """The first index of thread ``tid``'s next chunk of ``step`` of ``total`` (at least
-    ``total`` when none is left), chunks handed out as :func:`next_unit` hands out units."""
-    return next_unit(work, tid, (total + step - 1) // step) * step
+def next_range(work, tid, nt, total):
+    """Thread ``tid``'s next range ``[lo, hi)`` of ``total`` indices (``lo`` at least
+    ``total`` when none is left), for a call on ``nt`` threads: ranges of a quarter of an
+    even share (at least one index), handed out as :func:`next_unit` hands out units, so
+    the counter is touched a few times per thread."""
+    step = max(1, (total + 4 * nt - 1) // (4 * nt))
+    lo = next_unit(work, tid, (total + step - 1) // step) * step
+    return lo, min(total, lo + step)
 '''
 
 

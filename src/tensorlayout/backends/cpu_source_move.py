@@ -29,12 +29,11 @@ def permute_entry(ctx, tid, nt, work):
     L = d[nd - 1]
     sl = s[nd - 1]
     rows = a[6] // L if L > 0 else 0
-    step = grain(rows, nt)
     while True:
-        r0 = next_chunk(work, tid, rows, step)
+        r0, r1 = next_range(work, tid, nt, rows)
         if r0 >= rows:
             break
-        for r in range(r0, min(rows, r0 + step)):
+        for r in range(r0, r1):
             off = 0
             q = r
             for k in range(nd - 2, -1, -1):
@@ -65,12 +64,10 @@ def copy_entry(ctx, tid, nt, work):
     dst = carray(ptr_f32(a[0]), (outer * total,))
     src = carray(ptr_f32(a[3]), (outer * inner,))
     n = outer * inner
-    step = grain(n, nt)
     while True:
-        i = next_chunk(work, tid, n, step)
+        i, i1 = next_range(work, tid, nt, n)
         if i >= n:
             break
-        i1 = min(n, i + step)
         while i < i1:
             o = i // inner
             j = i - o * inner

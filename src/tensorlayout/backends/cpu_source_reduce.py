@@ -319,13 +319,11 @@ def pool_entry(ctx, tid, nt, work):
     div = carray(ptr_f32(a[17]), (a[6], a[7]))
     pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
     total = a[1] * a[2]
-    step = grain(total, nt)
     kind = a[21]
     while True:
-        q0 = next_chunk(work, tid, total, step)
+        q0, q1 = next_range(work, tid, nt, total)
         if q0 >= total:
             break
-        q1 = min(total, q0 + step)
         if kind < 0:
             pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1,
                       pad)
@@ -376,12 +374,10 @@ def rows_entry(ctx, tid, nt, work):
     R = a[1]
     P = a[2]
     x = carray(ptr_f32(a[0]), (R, P))
-    step = grain(R, nt)
     while True:
-        r0 = next_chunk(work, tid, R, step)
+        r0, r1 = next_range(work, tid, nt, R)
         if r0 >= R:
             break
-        r1 = min(R, r0 + step)
         if a[5] == 0:
             channel_means(x, carray(ptr_f32(a[3]), (R,)), r0, r1)
         else:

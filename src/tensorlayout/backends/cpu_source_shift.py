@@ -29,12 +29,12 @@ __all__ = ["source", "SHIFT_CTX"]
 #: ``offs``: each tap's float offset into a channel's phases; ``scratch``: rp·mr·cbw floats
 #: per thread; ``phase`` 0 deals, 1 multiplies; ``group`` 0: one ``sgemm`` per tap; ``rows``
 #: not 0: units of that many output rows, each row's OW columns multiplied straight into y
-#: by ``taps_ep`` with the epilogue in its store (``biasz``: O floats, zeros without a bias;
+#: by ``taps_ep`` with the epilogue in its store (``bias``: O floats, zeros without a bias;
 #: ``lohi``: the activation's parameters as float32), no scratch and no dropped columns).
 SHIFT_CTX = ("x", "N", "C", "H", "W", "xq", "sh", "sw", "ph", "pw", "Hq", "Wq", "y", "O", "OH",
              "OW", "a", "npan", "mr", "taps", "offs", "bias", "has_bias", "res", "has_res", "act",
              "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "scratch", "phase", "Q", "group",
-             "sgemm_taps", "rows", "taps_ep", "biasz", "lohi")
+             "sgemm_taps", "rows", "taps_ep", "lohi")
 
 _SOURCE = '''
 
@@ -127,39 +127,26 @@ def shift_store(s, y, bias, has_bias, res, has_res, act, a0, a1, r0, r1, c0, c1,
 @njit(inline="always", error_model="numpy")
 def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work, tid):
     # units (image, panel group, rows of the output), claimed: per output row oh, its OW
-    # columns of the grid (oh·Wq on) multiplied straight into y's row, each group of taps
-    # added to the last (flags bit 1), the bias, the residual and Relu or Clip in the last
-    # group's store (bit 4), another activation over the row after
+    # columns of the grid (oh·Wq on) multiplied straight into y's row by one call over all
+    # the taps (the rule keeps them in one group), the bias, the residual and Relu or Clip
+    # in its store, another activation over the row after
     OH = a[14]
     OW = a[15]
     P = OH * OW
     rc = a[37]
     nrc = (OH + rc - 1) // rc
-    g = a[35]
     units = N * nrb * nrc
     while True:                 # the next unit (see next_unit)
         u = next_unit(work, tid, units)
         if u >= units:
             break
-        n = u // (nrb * nrc)
-        v = u - n * nrb * nrc
-        pg = v // nrc
-        h0 = (v - pg * nrc) * rc
-        p0 = pg * rp
-        r0 = p0 * mr
-        r1 = min(O, r0 + rp * mr)
-        for oh in range(h0, min(OH, h0 + rc)):
-            bq = a[5] + (n * C * plane + oh * Wq) * 4
+        n, p0, r0, r1, h0, h1 = gemm_unit(u, nrb, nrc, rp, npan, mr, O, rc, OH)
+        for oh in range(h0, h1):
             off = ((n * O + r0) * P + oh * OW) * 4
-            rat = a[23] + off if a[24] != 0 else 0
-            t = 0
-            while t < taps:
-                gt = min(g, taps - t)
-                last = t + gt >= taps
-                call_void(a[38], (r1 - r0, OW, C, a[16] + (t * npan + p0 * gt) * C * mr * 4, bq,
-                                  plane, a[12] + off, P, (1 if t > 0 else 0) | (4 if last else 0),
-                                  gt, a[20] + t * 8, a[39] + r0 * 4, rat, a[25], a[40]))
-                t += gt
+            call_void(a[38], (r1 - r0, OW, C, a[16] + p0 * taps * C * mr * 4,
+                              a[5] + (n * C * plane + oh * Wq) * 4, plane, a[12] + off, P, 4,
+                              taps, a[20], a[21] + r0 * 4, a[23] + off if a[24] != 0 else 0,
+                              a[25], a[39]))
             if a[25] > 2:
                 for r in range(n * O + r0, n * O + r1):
                     act_row(y[r], oh * OW, oh * OW + OW, a[25], a0, a1)
@@ -177,12 +164,11 @@ def shift_entry(ctx, tid, nt, work):
         x = carray(ptr_f32(a[0]), (N, C, a[3], a[4]))
         xq = carray(ptr_f32(a[5]), (N, C, sh, sw, Hq, Wq))
         total = N * C * sh * Hq
-        step = grain(total, nt)
         while True:
-            q0 = next_chunk(work, tid, total, step)
+            q0, q1 = next_range(work, tid, nt, total)
             if q0 >= total:
                 break
-            deal_phases(x, xq, sh, sw, a[8], a[9], q0, min(total, q0 + step))
+            deal_phases(x, xq, sh, sw, a[8], a[9], q0, q1)
         return
     f = carray(ptr_f64(a[26]), (2,))
     O = a[13]

@@ -194,8 +194,9 @@ def planes_step(node, graph, kind, fallback, blocked):
 
 #: What one window element costs a pooling step, in the GEMM's multiply-adds that
 #: :func:`work` counts (a compare or an add of a strided load against a fused multiply-add
-#: of 16 lanes): without it a pooling layer of a small network ran on one thread (SqueezeNet
-#: 1.1's 128-channel MaxPool at 96^2: 86 us on one thread).
+#: of 16 lanes): without it a pooling layer of a small network ran on one thread (whole
+#: networks: ``benchmarks/bench_setting.py tensorlayout.backends.cpu_steps.POOL_WORK 1 16``,
+#: ``benchmarks/results/setting_pool_work_ci2.txt``).
 POOL_WORK = 16
 
 

@@ -361,10 +361,11 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
     and a last block of at most one vector through ``uk_pair``, 2·mr rows by one vector,
     so that a narrow tail still keeps 2·mr accumulators busy.
 
-    ``tl_sgemm_ep(m, n, k, a, b, ldb, c, ldc, flags, bias, res, act, lohi)`` is the same with
-    the CPU backend's epilogue in the last slice's store: ``bias`` (m floats, row i's at
-    ``bias[i]``), the residual ``res`` (C's layout; 0: none), then the activation ``act``
-    (0 none, 1 Relu, 2 Clip between the two floats at ``lohi``)."""
+    ``tl_sgemm_ep(m, n, k, a, b, ldb, c, ldc, flags, bias, res, act, lohi)`` is the same with,
+    where bit 4 of ``flags`` is set (see :func:`_ep_flags`), the CPU backend's epilogue in the
+    last slice's store: ``bias`` (m floats, row i's at ``bias[i]``), the residual ``res``
+    (C's layout; 0: none), then the activation ``act`` (0 none, 1 Relu, 2 Clip between the
+    two floats at ``lohi``)."""
     return [
         "define void @tl_sgemm(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags) nounwind {",
@@ -375,10 +376,7 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         "}",
         "define void @tl_sgemm_ep(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags, i64 %bias, i64 %res, i64 %act, i64 %lohi) nounwind {",
-        "  %fl = and i64 %flags, 3",
-        "  %hasres = icmp ne i64 %res, 0",
-        "  %rb = select i1 %hasres, i64 12, i64 4",
-        "  %fe = or i64 %fl, %rb",
+    ] + _ep_flags(7) + [
         "  call void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %fe, i64 %bias, i64 %res, i64 %act, i64 %lohi)",
         "  ret void",
@@ -417,6 +415,19 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
     ] + _slice_ir("sgemm_slice", mr, nv, w, taps=False)
 
 
+def _ep_flags(keep: int) -> list:
+    """IR of ``%fe``: the bits ``keep`` of ``%flags`` (1 accumulate, 2 packed B, 4 the
+    epilogue) and bit 8 (add the residual) where bit 4 is set and ``%res`` is not 0: how
+    ``tl_sgemm_ep`` and ``tl_sgemm_taps_ep`` tell the micro-kernels' store what to do."""
+    return ["  %fl = and i64 %flags, " + str(keep),
+            "  %epb = and i64 %flags, 4",
+            "  %hasep = icmp ne i64 %epb, 0",
+            "  %hasres = icmp ne i64 %res, 0",
+            "  %both = and i1 %hasep, %hasres",
+            "  %rb = select i1 %both, i64 8, i64 0",
+            "  %fe = or i64 %fl, %rb"]
+
+
 def _taps_ir(mr: int, nv: int, w: int) -> list:
     """IR of ``tl_sgemm_taps(m, n, k, a, b, ldb, c, ldc, flags, ntaps, offs)``: ``tl_sgemm``
     of a depth of ``ntaps`` runs of ``k`` rows of B, run t starting at ``b + offs[t]``
@@ -427,7 +438,7 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
     C with bit 1)."""
     return [
         "define void @tl_sgemm_taps_ep(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
-        "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi, i64 %ebi, i64 %eri, i64 %act, "
+        "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi, i64 %ebi, i64 %res, i64 %act, "
         "i64 %lohii) nounwind {",
         "entry:",
         "  %a = inttoptr i64 %ai to ptr",
@@ -435,16 +446,10 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
         "  %c = inttoptr i64 %ci to ptr",
         "  %offs = inttoptr i64 %offsi to ptr",
         "  %eb = inttoptr i64 %ebi to ptr",
-        "  %er = inttoptr i64 %eri to ptr",
+        "  %er = inttoptr i64 %res to ptr",
         "  %lohi = inttoptr i64 %lohii to ptr",
         "  %kp = mul i64 %k, %ntaps",
-        "  %fl = and i64 %flags, 5",
-        "  %epb = and i64 %flags, 4",
-        "  %hasep = icmp ne i64 %epb, 0",
-        "  %hasres = icmp ne i64 %eri, 0",
-        "  %both = and i1 %hasep, %hasres",
-        "  %rb = select i1 %both, i64 8, i64 0",
-        "  %fe = or i64 %fl, %rb",
+    ] + _ep_flags(5) + [
         "  call void @sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
         "ptr %c, i64 %ldc, i64 %fe, i64 %ntaps, ptr %offs, ptr %eb, ptr %er, i64 %act, "
         "ptr %lohi)",
@@ -916,7 +921,8 @@ class Module:
                                       lambda _m: cached)
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_sgemm_taps_ep", "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
+        names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_sgemm_taps_ep", "tl_peak",
+                 "tl_gemm_at", "tl_gemm_at1", "tl_block_mean",
                  "tl_block_scale", "tl_act", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
