@@ -167,6 +167,8 @@ def test_threads_take_each_unit_once_two_from_either_end():
     # batch; a single column is the matrix-vector product (outputs in chunks past 256, the
     # rows of the weights four at a time and the rest)
     (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31),
+    # fewer column blocks than the threads want: narrower blocks (see SPLIT_COLUMNS)
+    (1, 48, 32, 27, 27),
     (1, 103, 1000, 1, 1), (2, 64, 600, 1, 1),
     # few columns: the GEMM turned over (positions as rows, channels in strips)
     (1, 1030, 70, 3, 3), (2, 1100, 33, 2, 5), (1, 1024, 5, 1, 2)])
@@ -196,6 +198,29 @@ def test_pointwise_blocks_equal_the_definition(shape, nt):
         assert np.array_equal(np.isnan(y), np.isnan(want)), act
         ok = ~np.isnan(want)
         assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * scale, act
+
+
+def test_pointwise_splits_by_columns_where_the_input_outweighs_the_weights():
+    """A squeeze layer (256 -> 32 channels on 27 x 27) on two threads: column blocks only,
+    whole vectors wide, covering the positions, UNITS_PER_THREAD per thread; a layer of more
+    weights than positions (512 -> 1000 on 13 x 13) still splits its weight panels."""
+    _compiled_or_skip()
+    from tensorlayout.backends.cpu_source import PW_CTX
+    from tensorlayout.winograd import _simd
+
+    lanes = _simd.module().isa.lanes
+    at = {k: PW_CTX.index(k) for k in ("cbw", "ncb", "nrb")}
+    for C, O, H, split in ((256, 32, 27, True), (512, 1000, 13, False)):
+        x = np.zeros((1, C, H, H), np.float32)
+        y = np.empty((1, O, H, H), np.float32)
+        pw = K.Pointwise(np.ones((O, C), np.float32), None, (0, 0.0, 0.0), x.shape)
+        (_, ctx, n, _), = pw.calls(x, y, None, 2)
+        cbw, ncb, nrb = (int(ctx[at[k]]) for k in ("cbw", "ncb", "nrb"))
+        assert n == 2 and ncb * cbw >= H * H > (ncb - 1) * cbw
+        if split:
+            assert nrb == 1 and ncb == 2 * cpu_gemm.UNITS_PER_THREAD and cbw % lanes == 0
+        else:
+            assert nrb > 1
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -15,7 +15,7 @@ from .cpu_native import run_calls, threads
 
 __all__ = ["Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "BLOCKED_ROWS", "SHIFT_COLUMNS",
            "SHIFT_DEPTH", "POINTWISE_COLUMNS", "THIN_COLUMNS", "THIN_DEPTH", "UNFOLD_BLOCKS_BELOW",
-           "UNITS_PER_THREAD", "EPILOGUE_IN_STORE", "SHIFT_ROWS_FROM",
+           "UNITS_PER_THREAD", "EPILOGUE_IN_STORE", "SPLIT_COLUMNS", "SHIFT_ROWS_FROM",
            "SHIFT_ROWS_DEPTH", "ROW_UNITS_PER_THREAD"]
 
 
@@ -33,6 +33,17 @@ EPILOGUE_IN_STORE = True
 #: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
 #: slice) stay in the L2 cache while every panel of weights passes over them.
 POINTWISE_COLUMNS = 256
+
+#: :class:`Pointwise` splits a layer whose input outweighs its weights (more positions than
+#: output channels) by columns only, in blocks narrowed (to whole vectors) until every thread
+#: has :data:`UNITS_PER_THREAD` of them, rather than into groups of weight panels: then
+#: each thread reads mostly the positions the step before wrote on the same core (the
+#: threads take the front and the back of every step's units, see ``cpu_source_claim``)
+#: instead of every position of the input, half of them from the other core's cache
+#: (SqueezeNet 1.1's 256 -> 32 layer at 27 x 27 in the network: 158 -> 81 us).
+#: Whole networks: ``benchmarks/bench_setting.py tensorlayout.backends.cpu_gemm.SPLIT_COLUMNS
+#: False True`` (``benchmarks/results/setting_split_columns_ci2.txt``: SqueezeNet 1.1 3%).
+SPLIT_COLUMNS = True
 
 
 class Pointwise:
@@ -69,6 +80,8 @@ class Pointwise:
             self.thin = _Thin(weights, self.bias, bias is not None, self.f, act, x_shape, mod)
             return
         self.a = _simd.pack_rows(weights, mr)
+        #: what a narrowed column block is a multiple of (a vector; Im2col: a strip of nr)
+        self.block_unit = mod.isa.lanes
         npan = -(-O // mr)
         ncb = -(-P // POINTWISE_COLUMNS)
         # the store's epilogue (no activation, Relu, Clip) takes the activation's two
@@ -114,13 +127,20 @@ class Pointwise:
             ctx[11], ctx[12] = _at(res), 1
         # UNITS_PER_THREAD (panel group, column block) units for every thread: panels split
         # when the columns alone give too few
-        units = self.N * self.ncb
         want = UNITS_PER_THREAD * nt
+        P, O = self.shape[2] * self.shape[3], self.shape[1]
+        ncb = self.ncb
+        if SPLIT_COLUMNS and P >= O and self.N * ncb < want:
+            per_image = -(-want // self.N)             # blocks each image is cut into
+            cbw = _up(-(-P // per_image), self.block_unit)
+            ncb = -(-P // cbw)
+            ctx[16], ctx[18] = cbw, ncb
+        units = self.N * ncb
         groups = min(self.npan, -(-want // units)) if units < want else 1
         rp = -(-self.npan // groups)
         ctx[17], ctx[19] = rp, -(-self.npan // rp)
         return [(_module().POINTWISE_ENTRY.address, ctx,
-                 max(1, min(nt, units * -(-self.npan // rp))), (x, y, res))]
+                 max(1, min(nt, units * ctx[19])), (x, y, res))]
 
 
 #: Columns (output positions) up to which :class:`Pointwise` turns its GEMM over: the
@@ -257,6 +277,8 @@ class Im2col:
                             (N, K, OH, OW))
         self.K = K
         self.blocks = K < UNFOLD_BLOCKS_BELOW and not self.pw.gemv and self.pw.thin is None
+        if self.blocks:                 # columns unfolded into whole strips of nr
+            self.pw.block_unit = _simd.module().isa.nr
         self.geo = np.array([C, H, W, KH, KW, *strides, *begin, *dilations, OW, 0,
                              _simd.module().isa.nr], np.int64)
         self.cols_shape = (N, K, OH * OW)
