@@ -424,17 +424,28 @@ def test_sigmoid_and_silu_over_float32s_whole_range(act):
     (1, 3, 40, 37, 30, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1)),
     (2, 5, 19, 21, 17, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
     (1, 4, 22, 24, 9, 3, 3, (1, 1), (2, 2), (2, 2), (2, 2)),
+    # the direct convolution: 33 channels (a block and a lane), 70 outputs (two strips and
+    # a narrow one), rows of 31 positions at stride 2
+    (1, 33, 12, 31, 70, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+    (2, 20, 13, 62, 24, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1)),
 ])
 @pytest.mark.parametrize("nt", [1, 3])
-@pytest.mark.parametrize("kind", ["Im2col", "Shifted"])
+@pytest.mark.parametrize("kind", ["Im2col", "Shifted", "Direct"])
 def test_conv_gemms_equal_the_definition(case, nt, kind):
     """Columns unfolded on the workers and the packed GEMM (``Im2col``), one GEMM per tap over
-    the stride phases (``Shifted``, by blocks of its grid or row by row): with bias, residual
+    the stride phases (``Shifted``, by blocks of its grid or row by row), the output rows'
+    positions by the taps of a blocked copy of the input (``Direct``: channels past a whole
+    block, strips of one vector and of two, panels cut by the row's end): with bias, residual
     and ReLU, with a bias and a clip but no residual (the shifted GEMM's other store), with a
     residual and SiLU (an activation after the store), and bare, against a float64 direct
     convolution written from the definition."""
     _compiled_or_skip()
     N, C, H, W, O, KH, KW, stride, begin, end, dil = case
+    if kind == "Direct" and stride[1] not in (1, 2):
+        with pytest.raises(ValueError, match="column stride of 1 or 2"):
+            K.Direct(np.zeros((O, C, KH, KW), np.float32), None, (0, 0.0, 0.0), (N, C, H, W),
+                     stride, begin, dil, (1, 1))
+        return
     rng = np.random.default_rng(sum(case[:7]) + nt)
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
     w = rng.standard_normal((O, C, KH, KW)).astype(np.float32)
@@ -662,10 +673,14 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
     (3, 45, 40, 16, 7, 2, (3, 3, 2, 3), 1, 1, True, "shifted GEMM"),      # a stem: 147 rows
     (32, 21, 21, 24, 3, 2, (1, 1, 1, 1), 1, 1, False, "im2col"),           # stride 2, 288 rows
     (32, 12, 12, 32, 3, 1, (1, 1, 1, 1), 1, 2, False, "winograd F(4,3)"),  # two groups
+    (16, 21, 21, 24, 5, 2, (2, 2, 2, 2), 1, 1, False, "im2col"),           # stride 2, 400 rows
+    (64, 14, 6, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "im2col"),            # rows of 6
 ])
 def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
-    """The schedule's rule for the CPU backend (``SHIFT_MAX_MACS``) and the layer it picks
-    against onnxruntime, in a network of a Conv (with a residual Add) and a ReLU."""
+    """The schedule's rules for the CPU backend (``SHIFT_MAX_MACS``, the shifted grid's
+    overhang; a layer of 32 channels or more whose output rows fill enough of the
+    micro-kernel's rows takes the direct convolution instead of either GEMM) and the layer
+    it picks against onnxruntime, in a network of a Conv (with a residual Add) and a ReLU."""
     _compiled_or_skip()
     C, H, W, O, k, s, pads, d, g, residual, algorithm = case
     rng = np.random.default_rng(C + H + O)
@@ -683,6 +698,12 @@ def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     nodes.append(helper.make_node("Relu", ["a" if residual else "c"], ["y"]))
     compare(nodes, inputs, ["y"], inits)
     m = load(make_model(nodes, inputs, ["y"], inits).SerializeToString())
+    from tensorlayout.schedule import winograd as rules
+    from tensorlayout.winograd import _simd
+
+    if (algorithm in ("shifted GEMM", "im2col") and g == 1 and C >= rules.DIRECT_MIN_CHANNELS
+            and rules.direct_fill(OW, _simd.isa().mr) >= rules.DIRECT_MIN_FILL):
+        algorithm = "direct convolution"
     assert [st.info["algorithm"] for st in m.steps if st.node.op == "Conv"] == [algorithm]
 
 

@@ -14,6 +14,9 @@ pytest.importorskip("torch")
 
 from tensorlayout import image_shape  # noqa: E402
 from tensorlayout.model import load, plan_model, zoo  # noqa: E402
+from tensorlayout.schedule.winograd import (DIRECT_MIN_CHANNELS, DIRECT_MIN_FILL,  # noqa: E402
+                                            direct_fill)
+from tensorlayout.winograd import _simd  # noqa: E402
 
 # (net, input side, exporter folds constants?) — small inputs keep the suite fast; odd sides
 # and unfolded graphs (BatchNorm, Shape/Gather/Concat chains left for the loader) included.
@@ -44,9 +47,11 @@ def test_loader_folded_what_it_should(net):
     assert "BatchNormalization" not in ops           # folded into the Conv before it
     assert not ops & {"Shape", "Gather", "Constant", "Unsqueeze", "Cast"}   # folded chains
     convs = [s for s in model.steps if s.node.op == "Conv"]
-    # the shifted GEMM keeps the engine's im2col plan for while the kernels compile
+    # the shifted GEMM and the direct convolution keep the engine's im2col plan for while
+    # the kernels compile
     assert convs and all(s.info["algorithm"] == s.conv_plan.info.name
-                         or (s.info["algorithm"], s.conv_plan.info.name) == ("shifted GEMM", "im2col")
+                         or (s.info["algorithm"] in ("shifted GEMM", "direct convolution")
+                             and s.conv_plan.info.name == "im2col")
                          if s.conv_plan is not None
                          else s.info["algorithm"] in ("depthwise loops", "pointwise GEMM")
                          for s in convs)
@@ -59,6 +64,15 @@ def test_loader_folded_what_it_should(net):
         if s.info["algorithm"] == "shifted GEMM":    # one group; strided only when shallow
             assert p.group == 1 and p.kernel != (1, 1) and (
                 tuple(p.strides) == (1, 1) or p.in_channels * p.kernel[0] * p.kernel[1] < 256)
+        if s.info["algorithm"] == "direct convolution":     # deep enough, rows filled
+            mr = _simd.isa().mr
+            out_w = model.graph.shapes[s.node.outputs[0]][3]
+            assert p.group == 1 and p.kernel != (1, 1) and p.strides[1] in (1, 2)
+            assert p.in_channels >= DIRECT_MIN_CHANNELS
+            assert direct_fill(out_w, mr) >= DIRECT_MIN_FILL
+    if (name, size) == ("resnet18", 33):     # 64 channels on rows of 9
+        assert any(s.info["algorithm"] == "direct convolution" for s in convs) == (
+            direct_fill(9, _simd.isa().mr) >= DIRECT_MIN_FILL)
     if name in ("resnet18", "vgg11"):    # every 3 x 3 layer under 100M multiply-adds at 32^2
         assert any(s.info["algorithm"] == "shifted GEMM" for s in convs)
 

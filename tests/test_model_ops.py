@@ -37,6 +37,8 @@ CONV_CASES = [
     ((1, 3, 8, 7), (4, 3, 3, 3), dict(auto_pad="VALID"), True),
     ((1, 16, 22, 21), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True),                  # shifted GEMM
     ((1, 16, 9, 9), (24, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True),                    # shifted GEMM
+    ((1, 40, 12, 13), (36, 40, 3, 3), dict(pads=[1, 1, 1, 1]), True),                  # direct
+    ((1, 32, 11, 25), (20, 32, 3, 3), dict(pads=[0, 1, 1, 0], strides=[2, 2]), False),  # direct
     ((1, 3, 6, 10), (4, 3, 1, 3), dict(pads=[0, 1, 0, 1]), True),                       # non-square
 ]
 

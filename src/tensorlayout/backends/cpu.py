@@ -98,15 +98,16 @@ class CpuProgram:
             xb = bool(node.inputs) and node.inputs[0] in blocked
             yb = s.output in blocked
             if s.kind == "conv":
-                shifted = s.algorithm == "shifted"
-                run, plan = conv_kernel(node, ctx, "im2col" if shifted else s.algorithm, s.tile)
-                info.update(algorithm="shifted GEMM" if shifted else plan.info.name,
+                own = {"shifted": (kernels.Shifted, "shifted GEMM"),
+                       "direct": (kernels.Direct, "direct convolution")}.get(s.algorithm)
+                run, plan = conv_kernel(node, ctx, "im2col" if own else s.algorithm, s.tile)
+                info.update(algorithm=own[1] if own else plan.info.name,
                             tile=plan.info.tile, reason=s.reason)
                 if plan.info.name == "im2col" and node.params.group == 1:
                     engine = (with_epilogue(run, None, act, residual)
                               if residual or act[0] else run)
                     run = im2col_step(node, ctx, engine, act, residual,
-                                  kernels.Shifted if shifted else kernels.Im2col)
+                                      own[0] if own else kernels.Im2col)
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first

@@ -44,6 +44,7 @@ import numpy as np
 
 from .. import _backend, _jit
 from ..winograd._pool import address as _at
+from .cpu_direct import Direct
 from .cpu_gemm import (POINTWISE_COLUMNS, THIN_COLUMNS, THIN_DEPTH, UNFOLD_BLOCKS_BELOW, Im2col,
                        Pointwise, PointwiseBlocked, Shifted)
 from .cpu_native import module as _module
@@ -53,7 +54,7 @@ from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, to_blocked
 
-__all__ = ["ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
+__all__ = ["Direct", "ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
            "BLOCKED_BELOW",
            "epilogue", "Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "Pool2d", "plane_means",
            "scale_planes",
@@ -69,7 +70,7 @@ def _warm():
     for e in (mod.DEPTHWISE_ENTRY, mod.EPILOGUE_ENTRY, mod.POINTWISE_ENTRY, mod.IM2COL_ENTRY,
               mod.POOL_ENTRY, mod.GEMV_ENTRY, mod.DEPTHWISE_CL_ENTRY, mod.ROWS_ENTRY,
               mod.COPY_ENTRY, mod.THIN_ENTRY, mod.SHIFT_ENTRY, mod.PERMUTE_ENTRY,
-              mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY, mod.BLOCK_ROWS_ENTRY):
+              mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY, mod.BLOCK_ROWS_ENTRY, mod.DIRECT_ENTRY):
         e.address                                   # noqa: B018 - compiles the cfunc
     w = _pool()
     mod.run_table(np.zeros((1, 3), np.int64), 0, 0, w.run_address, w.base, w.pending, 0)
@@ -113,7 +114,7 @@ def ready() -> bool:
            mod.DEPTHWISE_CL_ENTRY, mod.run_table, mod.COPY_ENTRY, mod.THIN_ENTRY,
            mod.deal_phases, mod.shift_store, mod.SHIFT_ENTRY, mod.pool_rows, mod.PERMUTE_ENTRY,
            mod.block_in, mod.block_out, mod.BLOCK_ENTRY, mod.PW_BLOCK_ENTRY,
-           mod.BLOCK_ROWS_ENTRY] + [
+           mod.BLOCK_ROWS_ENTRY, mod.DIRECT_ENTRY] + [
         getattr(mod, f"depthwise_{a}x{b}_s{c}x{d}") for a, b, c, d in SPECIAL] + [
         getattr(mod, f"pool_{a}x{b}_s{c}x{d}") for a, b, c, d in POOL_SPECIAL]
     if _jit.ready(f"cpu-backend-{VERSION}", fns, _warm):

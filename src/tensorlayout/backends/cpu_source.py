@@ -31,7 +31,7 @@ __all__ = ["ACT", "ACT_EXPR", "SPECIAL", "VERSION", "act_code", "module_source",
 ACT = {None: 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSwish": 5,
        "HardSigmoid": 6, "Tanh": 7, "SiLU": 8}
 #: The generated source's version (its file is named by the source's digest).
-VERSION = 16
+VERSION = 17
 #: (KH, KW, stride H, stride W) with a kernel of their own (dilation 1).
 SPECIAL = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 1, 1), (5, 5, 2, 2))
 

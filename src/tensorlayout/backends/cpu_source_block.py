@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..winograd._simd_block import IR_ACTS, POST_ACTS
 
-__all__ = ["source", "DWB_CTX", "PWB_CTX", "BROWS_CTX"]
+__all__ = ["source", "DWB_CTX", "PWB_CTX", "BROWS_CTX", "DC_CTX"]
 
 #: The blocked depthwise entry's context (``w``: (blocks, KH, KW, 16), ``bias``: (blocks,
 #: 16), both zero past C; ``pad``: (PH, PW·16) floats per thread, ``ybuf``: OH·OW·16 per
@@ -41,6 +41,18 @@ DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "s
 PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", "has_res",
            "act", "fparams", "gemm", "xb", "yb", "rows", "K", "biasp", "lohi", "gemm1", "lanes",
            "actfn")
+
+#: The direct convolution's context (:class:`~tensorlayout.backends.cpu_direct.Direct`):
+#: ``xp``: the zero-bordered blocked input (N, CB, Hp, Wp, 16); ``wb``: the weights (rows
+#: (block, kh, kw, lane), K of them) in strips of nr output channels; ``offs``: each of the
+#: ``runs`` (block, kh, kw) taps' float offset in an image of xp; ``biasp``: the bias in
+#: whole strips (zeros without one); ``fn``, ``fn1``: ``tl_gemm_at_s{sw}`` and its
+#: one-vector form; ``rows``: output rows per unit; ``phase`` 0 deals x into xp (units of
+#: input rows), 1 multiplies (units (image, rows, strip)); ``lohi``: the activation's two
+#: parameters, float32; ``actfn``: ``tl_act``).
+DC_CTX = ("x", "N", "C", "H", "W", "xp", "CB", "Hp", "Wp", "ph", "pw", "sh", "O", "OH", "OW",
+          "y", "wb", "K", "runs", "offs", "biasp", "has_bias", "res", "has_res", "act",
+          "fparams", "lohi", "fn", "fn1", "nr", "lanes", "actfn", "rows", "phase", "sw")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -231,6 +243,84 @@ def pw_block_entry(ctx, tid, nt, work):
 PW_BLOCK_ENTRY = Entry(pw_block_entry)
 
 
+def direct_entry(ctx, tid, nt, work):
+    # a convolution over the input dealt into a zero-bordered blocked copy: phase 0 deals
+    # the input's rows (units (image, block, row)); phase 1 runs units (image, output rows,
+    # strip of nr output channels), each output row one tl_gemm_at_s{sw} whose panels take
+    # the row's positions at a stride of 16·sw floats and whose depth runs over every
+    # (block, kh, kw) tap, written to y's planes with the bias, the residual and Relu or
+    # Clip; another activation after it
+    a = carray(ptr_i64(ctx), ({d},))
+    N = a[1]
+    C = a[2]
+    H = a[3]
+    W = a[4]
+    CB = a[6]
+    Hp = a[7]
+    Wp = a[8]
+    O = a[12]
+    OH = a[13]
+    OW = a[14]
+    P = OH * OW
+    if a[33] == 0:
+        x = carray(ptr_f32(a[0]), (N, C, H, W))
+        xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * 16))
+        total = N * CB * H
+        while True:
+            q0, q1 = next_range(work, tid, nt, total)
+            if q0 >= total:
+                break
+            for q in range(q0, q1):
+                h = q % H
+                nb = q // H
+                b = nb % CB
+                n = nb // CB
+                row = xp[n, b, h + a[9], a[10] * 16:]
+                for c in range(min(16, C - b * 16)):
+                    xr = x[n, b * 16 + c, h]
+                    for j in range(W):
+                        row[j * 16 + c] = xr[j]
+        return
+    f = carray(ptr_f64(a[25]), (2,))
+    y = carray(ptr_f32(a[15]), (N, O, P))
+    nr = a[29]
+    K = a[17]
+    rows = a[32]
+    nch = (OH + rows - 1) // rows
+    ns = (O + nr - 1) // nr
+    sh = a[11]
+    step = Wp * 16 * sh
+    units = N * nch * ns
+    while True:                 # the next unit (see next_unit)
+        u = next_unit(work, tid, units)
+        if u >= units:
+            break
+        n = u // (nch * ns)
+        v = u - n * nch * ns
+        ch = v // ns
+        st = v - ch * ns
+        h0 = ch * rows
+        h1 = min(OH, h0 + rows)
+        o0 = st * nr
+        cnt = min(O, o0 + nr) - o0
+        fn = a[28] if cnt <= a[30] else a[27]       # one vector of columns: twice the rows
+        wat = a[16] + st * K * nr * 4
+        bat = a[20] + o0 * 4 if a[21] != 0 else 0
+        xat = a[5] + (n * CB * Hp * Wp * 16 + h0 * step) * 4
+        for oh in range(h0, h1):
+            at = ((n * O + o0) * P + oh * OW) * 4
+            call_void(fn, (OW, cnt, 16, xat, 16 * a[34], 1, a[18], a[19], wat, a[15] + at, 1, 0,
+                           bat, a[24], a[26], P, a[22] + at if a[23] != 0 else 0))
+            xat += step * 4
+        if a[24] > 2:
+            for j in range(cnt):
+                after_act(a[31], a[15] + ((n * O + o0 + j) * P) * 4, y[n, o0 + j],
+                          h0 * OW, h1 * OW, a[24], f[0], f[1], a[26])
+
+
+DIRECT_ENTRY = Entry(direct_entry)
+
+
 def block_rows_entry(ctx, tid, nt, work):
     # units (image, block of 16 channels): a blocked tensor's plane means, or its planes
     # each times one factor, in machine code
@@ -264,5 +354,5 @@ def source(codes) -> str:
     post = " or ".join(f"act == {c}" for c in POST_ACTS) or "False"
     loops = " or ".join(f"act == {c}" for c in codes if c and c not in IR_ACTS) or "False"
     return (_SOURCE.replace("{n}", str(len(DWB_CTX))).replace("{m}", str(len(PWB_CTX)))
-            .replace("{r}", str(len(BROWS_CTX))).replace("{POST}", post)
+            .replace("{r}", str(len(BROWS_CTX))).replace("{d}", str(len(DC_CTX))).replace("{POST}", post)
             .replace("{LOOPS}", loops))

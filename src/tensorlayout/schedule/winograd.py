@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
 __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
+           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "direct_fill",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -36,17 +37,49 @@ SHIFT_MAX_OVERHANG = 0.25
 #: networks the two are within a few per cent there: ``benchmarks/bench_setting.py
 #: tensorlayout.schedule.winograd.SHIFT_STRIDED_BELOW 256 5000 --nets resnet18:224,...``).
 SHIFT_STRIDED_BELOW = 256
+#: Input channels from which a layer the shifted GEMM or im2col would take runs as the
+#: backend's direct convolution (:mod:`tensorlayout.backends.cpu_direct`: its input dealt
+#: into blocks of 16 channels, a network's first layer of 3 would be mostly zeros).
+DIRECT_MIN_CHANNELS = 32
+#: The least share of the micro-kernel's rows (an output row's positions, in panels of mr)
+#: the direct convolution must fill: on 2 threads (AVX-512, mr 14) it was 1.1 to 1.5 times
+#: as fast as the shifted GEMM or im2col with output rows of 9 to 56 positions (fills 0.64
+#: to 1) and 0.5 to 0.8 times with rows of 3, 6, 7 or 8 (0.21 to 0.57), the rest of each
+#: panel computed for nothing.
+DIRECT_MIN_FILL = 0.6
+
+
+def direct_fill(out_w: int, mr: int) -> float:
+    """The share of the rows of its panels of ``mr`` an output row of ``out_w`` positions
+    fills.
+
+    >>> direct_fill(24, 14), direct_fill(28, 14), round(direct_fill(6, 14), 2)
+    (0.8571428571428571, 1.0, 0.43)
+    """
+    return out_w / (-(-out_w // mr) * mr)
+
+
+def _direct_rows():
+    """The micro-kernel's rows on this machine, or 0 where its code cannot be built."""
+    try:
+        from ..winograd._simd import isa
+
+        return isa().mr
+    except Exception:  # noqa: BLE001 - no llvmlite or no usable CPU: no direct convolution
+        return 0
 
 
 def cpu_conv(graph, node):
     """``(algorithm, tile, reason)`` of a Conv node on the CPU backend: the engine's auto rule
     over the shape it runs at (asymmetric padding is padded on the host, so the engine sees it
-    padded); then, for a one-group window wider than 1 x 1 (strided: under
-    :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW), "shifted" (the backend's one GEMM per tap
-    over the stride phases, no unfolded matrix) where the rule gives im2col, or Winograd with
-    at most :data:`SHIFT_MAX_MACS` multiply-adds, and the shifted grid's overhang is at most
-    :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang takes im2col
-    (``python benchmarks/bench_cpu_conv.py``)."""
+    padded); then, for a one-group window wider than 1 x 1 where the rule gives im2col, or
+    Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds: "direct" (the backend's
+    direct convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of
+    1 or 2 and output rows that fill at least :data:`DIRECT_MIN_FILL` of the micro-kernel's
+    rows; else (strided: under :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW) "shifted" (the
+    backend's one GEMM per tap over the stride phases, no unfolded matrix) where the shifted
+    grid's overhang is at most :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang
+    takes im2col (``python benchmarks/bench_cpu_conv.py``)."""
     from ..winograd import choose_algorithm
 
     p = node.params
@@ -63,11 +96,18 @@ def cpu_conv(graph, node):
     strided = tuple(p.strides) != (1, 1)
     rows = w_shape[1] * w_shape[2] * w_shape[3]
     if (p.group != 1 or w_shape[2] * w_shape[3] == 1 or out is None or len(out) != 4
-            or out[2] * out[3] == 1 or (strided and rows >= SHIFT_STRIDED_BELOW)):
+            or out[2] * out[3] == 1):
         return algorithm, tile, reason
     macs = int(out[0]) * out[2] * out[3] * w_shape[0] * rows
     small = macs <= SHIFT_MAX_MACS
     if algorithm == "winograd" and not small:
+        return algorithm, tile, reason
+    mr = _direct_rows() if c >= DIRECT_MIN_CHANNELS and p.strides[1] in (1, 2) else 0
+    if mr and direct_fill(out[3], mr) >= DIRECT_MIN_FILL:
+        return "direct", None, (f"{macs / 1e6:.1f}M multiply-adds, {c} channels, output rows "
+                                f"of {out[3]}: the direct convolution (rows of {mr} "
+                                f"positions, {direct_fill(out[3], mr):.0%} filled)")
+    if strided and rows >= SHIFT_STRIDED_BELOW:
         return algorithm, tile, reason
     overhang = ((w_shape[3] - 1) * p.dilations[1] // p.strides[1]) / out[3]
     if overhang <= SHIFT_MAX_OVERHANG:

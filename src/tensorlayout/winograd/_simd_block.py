@@ -14,7 +14,9 @@ their taps unrolled (:func:`block_function` picks).  Relu and Clip (``act`` 1, 2
 ``lohi``: the activation's two parameters as floats) are applied in the store.
 
 ``tl_gemm_at`` and ``tl_gemm_at1`` are the 1 x 1 convolution's GEMM turned over, reading
-their input where it lies (:func:`gemm_at_ir`); ``tl_block_mean`` and ``tl_block_scale`` a
+their input where it lies (:func:`gemm_at_ir`), ``tl_gemm_at_s1`` / ``tl_gemm_at_s2`` (and
+their one-vector forms) the same over a table of runs with the rows at fixed offsets (the
+direct convolution's); ``tl_block_mean`` and ``tl_block_scale`` a
 block's plane means and scaling (:func:`rows_ir`); ``tl_act`` the activations the stores
 leave (:data:`POST_ACTS`, :func:`act_ir`).  A vector of 16 floats is one AVX-512 register, two
 AVX2 or four SSE/NEON ones: the compiler splits it.
@@ -228,7 +230,13 @@ def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
     return "tl_dw_block"
 
 
-def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0) -> list:
+#: Depth steps per pass of the tabled ``tl_gemm_at_tab``'s loop (its ``k``, a block's 16
+#: channels, a multiple of it).
+TAB_STEPS = 2
+
+
+def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0,
+               row_step: int = 0) -> list:
     """IR of ``tl_gemm_at(m, n, k, a, ars, aks, runs, rstride, b, c, ldc, cbs, bias, act,
     lohi, cps, res)`` (every argument an int64): C (m x n) = act(A (m x runs·k) · B + bias
     [+ res]), A read
@@ -245,10 +253,16 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
     last panel's missing rows read its last row again).  ``name``: the function's name
     (``tl_gemm_at1`` is the same with 2·mr rows by one vector, for strips of one vector);
-    ``bstride``: floats from one row of B to the next (default nv·w: the strip's width)."""
+    ``bstride``: floats from one row of B to the next (default nv·w: the strip's width).
+    With ``tabled`` (``tl_gemm_at_tab``, ``tl_gemm_at_tab1``) ``ars`` and ``rstride`` are
+    the addresses of int64 tables: row i of A starts at ``a + ars[i]`` floats and run t at
+    ``rstride[t]`` floats past it (a convolution's output positions and its (block, kh, kw)
+    taps over a zero-bordered blocked input: positions from several output rows in one
+    panel, no unfolded matrix)."""
     vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     nr = bstride or nv * w
+    tabled = row_step != 0
     acc = [(r, v) for r in range(mr) for v in range(nv)]
     L = [f"define void @{name}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %ars, i64 %aks, "
          "i64 %runs, i64 %rstride, i64 %bi, i64 %ci, i64 %ldc, i64 %cbs, i64 %biasi, "
@@ -263,6 +277,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  %hasres = icmp ne i64 %resi, 0",
          "  %lohi = inttoptr i64 %lohii to ptr",
          "  %hasbias = icmp ne i64 %biasi, 0",
+         "  %ttab = inttoptr i64 %rstride to ptr",
          "  br label %bnds",
          "bnds:"]
     act_prologue(L, w)
@@ -298,15 +313,22 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  %pa = getelementptr inbounds float, ptr %a, i64 %pao"]
     for r in range(mr):
         L += [f"  %rc{r} = icmp slt i64 {r}, %rows",
-              f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last",
-              f"  %ro{r} = mul i64 %rr{r}, %ars"]
+              f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last"]
+        if row_step:                # constants: each row's floats an immediate offset
+            L.append(f"  %ro{r} = add i64 0, {r * row_step}")
+        else:
+            L.append(f"  %ro{r} = mul i64 %rr{r}, %ars")
     L += ["  br label %run",
           "run:",
           "  %t = phi i64 [0, %panel], [%t.n, %rend]"]
     for r, v in acc:
         L.append(f"  %u{r}_{v} = phi {vt} [zeroinitializer, %panel], [%y{r}_{v}, %rend]")
-    L += ["  %rao = mul i64 %t, %rstride",
-          "  %ra = getelementptr inbounds float, ptr %pa, i64 %rao",
+    if tabled:
+        L += ["  %rtp = getelementptr inbounds i64, ptr %ttab, i64 %t",
+              "  %rao = load i64, ptr %rtp, align 8"]
+    else:
+        L.append("  %rao = mul i64 %t, %rstride")
+    L += ["  %ra = getelementptr inbounds float, ptr %pa, i64 %rao",
           "  %rbo = mul i64 %t, %kb",
           "  %rb = getelementptr inbounds float, ptr %b, i64 %rbo",
           "  br label %kl",
