@@ -699,10 +699,10 @@ def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     compare(nodes, inputs, ["y"], inits)
     m = load(make_model(nodes, inputs, ["y"], inits).SerializeToString())
     from tensorlayout.schedule import winograd as rules
-    from tensorlayout.winograd import _simd
+    from tensorlayout.winograd import _simd, _simd_block
 
     if (algorithm in ("shifted GEMM", "im2col") and g == 1 and C >= rules.DIRECT_MIN_CHANNELS
-            and rules.direct_fill(OW, _simd.isa().mr) >= rules.DIRECT_MIN_FILL):
+            and _simd_block.direct_panel(OH, OW, _simd.isa().mr)[1] >= rules.DIRECT_MIN_FILL):
         algorithm = "direct convolution"
     assert [st.info["algorithm"] for st in m.steps if st.node.op == "Conv"] == [algorithm]
 

@@ -14,8 +14,8 @@ pytest.importorskip("torch")
 
 from tensorlayout import image_shape  # noqa: E402
 from tensorlayout.model import load, plan_model, zoo  # noqa: E402
-from tensorlayout.schedule.winograd import (DIRECT_MIN_CHANNELS, DIRECT_MIN_FILL,  # noqa: E402
-                                            direct_fill)
+from tensorlayout.schedule.winograd import DIRECT_MIN_CHANNELS, DIRECT_MIN_FILL  # noqa: E402
+from tensorlayout.winograd._simd_block import direct_panel  # noqa: E402
 from tensorlayout.winograd import _simd  # noqa: E402
 
 # (net, input side, exporter folds constants?) — small inputs keep the suite fast; odd sides
@@ -66,13 +66,13 @@ def test_loader_folded_what_it_should(net):
                 tuple(p.strides) == (1, 1) or p.in_channels * p.kernel[0] * p.kernel[1] < 256)
         if s.info["algorithm"] == "direct convolution":     # deep enough, rows filled
             mr = _simd.isa().mr
-            out_w = model.graph.shapes[s.node.outputs[0]][3]
+            out_h, out_w = model.graph.shapes[s.node.outputs[0]][2:]
             assert p.group == 1 and p.kernel != (1, 1) and p.strides[1] in (1, 2)
             assert p.in_channels >= DIRECT_MIN_CHANNELS
-            assert direct_fill(out_w, mr) >= DIRECT_MIN_FILL
-    if (name, size) == ("resnet18", 33):     # 64 channels on rows of 9
+            assert direct_panel(out_h, out_w, mr)[1] >= DIRECT_MIN_FILL
+    if (name, size) == ("resnet18", 33):     # 64 channels on a 9 x 9 map
         assert any(s.info["algorithm"] == "direct convolution" for s in convs) == (
-            direct_fill(9, _simd.isa().mr) >= DIRECT_MIN_FILL)
+            direct_panel(9, 9, _simd.isa().mr)[1] >= DIRECT_MIN_FILL)
     if name in ("resnet18", "vgg11"):    # every 3 x 3 layer under 100M multiply-adds at 32^2
         assert any(s.info["algorithm"] == "shifted GEMM" for s in convs)
 

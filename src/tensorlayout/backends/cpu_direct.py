@@ -6,14 +6,16 @@ position (oh·sh + kh·dh, ow·sw + kw·dw) less the padding.  With the input he
 (N, CB, Hp, Wp, 16) (16 channels side by side at each position, the padding zeros around
 the image, zeros in the lanes past C), the 16 channels of block b at that position are 16
 consecutive floats, at a fixed offset from the output position's for each (b, kh, kw): the
-convolution is a GEMM whose rows are an output row's positions (16·sw floats apart), whose
-depth is the runs of 16 lanes of every (b, kh, kw) tap (a table of offsets) and whose columns
-are the output channels (the weights packed once in strips of nr): ``tl_gemm_at_s{sw}``,
-whose rows sit at offsets that are constants in the code, so that the micro-kernel's loads
-need no register beyond its pointer.  Nothing is unfolded and no column is computed and
-dropped (the shifted GEMM's grid computes its overhang; its weights panels of mr rows leave
-part of the last one empty); the sums go to ``y``'s planes with the bias, the residual and
-Relu or Clip in the store (:mod:`.cpu_source_block`'s ``direct_entry``).
+convolution is a GEMM whose rows are a panel of output positions (R output rows of cw
+positions, the shape of :func:`~tensorlayout.winograd._simd_block.direct_panel` that wastes
+least of the map: 1 x 14 on a map 28 wide, 2 x 6 on one 6 wide), whose depth is the runs of
+16 lanes of every (b, kh, kw) tap (a table of offsets) and whose columns are the output
+channels (the weights packed once in strips of nr): ``tl_dc{R}x{cw}s{sw}``, in whose code
+each position's offset is a constant (a row of the panel one pointer), so that its loads
+need no register beyond those.  Nothing is unfolded, no column is computed and dropped (the
+shifted GEMM's grid computes its overhang) and no weight panel is left half empty; the sums
+go to ``y``'s planes with the bias, the residual and Relu or Clip in the store
+(:mod:`.cpu_source_block`'s ``direct_entry``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from ..winograd import _simd
 from ..winograd._pool import address as _at
+from ..winograd._simd_block import direct_panel
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 from .cpu_source_block import DC_CTX
@@ -47,7 +50,8 @@ class Direct:
             raise ValueError(f"strides = {strides}: the direct convolution takes a column "
                              "stride of 1 or 2")
         mod = _simd.module()
-        mr, nr = mod.isa.mr, mod.isa.nr
+        nr = mod.isa.nr
+        self.panel = R, cw = direct_panel(OH, OW, mod.isa.mr)[0]
         CB = -(-C // 16)
         ph, pw = begin
         Hp = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
@@ -64,20 +68,19 @@ class Direct:
             self.biasp[:O] = np.asarray(bias, np.float32).reshape(-1)
         self.f = np.array(act[1:], np.float64)
         self.lohi = np.array(act[1:], np.float32)
-        # the buffer's floats: the image's, and past them what a last panel reads beyond its
-        # row (all 2·mr rows of the one-vector form, at 16·sw floats each)
-        self.xp_floats = N * CB * Hp * Wp * 16 + (2 * mr * sw + KW * dw + 1) * 16
-        self.xp_shape = (N, CB, Hp, Wp, 16)
+        # the buffer's floats: the images', and past them what a last panel reads beyond
+        # the map (its rows and columns past the output's, a row's width further)
+        self.xp_floats = N * CB * Hp * Wp * 16 + ((R * sh + 1) * Wp + cw * sw + 1) * 16
         self.shape = (N, O, OH, OW)
-        self.N, self.OH, self.nr = N, OH, nr
+        self.N, self.OH = N, OH
         self.strips = -(-O // nr)
         self.rows_in = N * CB * H
         self.template = np.array(
             [0, N, C, H, W, 0, CB, Hp, Wp, ph, pw, sh, O, OH, OW, 0, self.wb.ctypes.data,
              CB * KH * KW * 16, CB * KH * KW, self.offs.ctypes.data, self.biasp.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, self.lohi.ctypes.data,
-             mod.addr[f"tl_gemm_at_s{sw}"], mod.addr[f"tl_gemm_at_s{sw}1"], nr,
-             mod.isa.lanes, mod.addr["tl_act"], 1, 0, sw], np.int64)
+             mod.addr[f"tl_dc{R}x{cw}s{sw}"], nr, mod.addr["tl_act"], R, 0, sw, R, cw],
+            np.int64)
         assert len(self.template) == len(DC_CTX)
 
     def __call__(self, x, res=None, nt=None):
@@ -94,12 +97,14 @@ class Direct:
         ctx[0], ctx[5], ctx[15] = _at(x), _at(xp), _at(y)
         if res is not None:
             ctx[22], ctx[23] = _at(res), 1
-        rows = max(1, self.N * self.OH * self.strips // (DIRECT_ROW_UNITS * nt))
-        ctx[32] = rows = min(rows, self.OH)
+        R = self.panel[0]
+        groups = -(-self.OH // R)                   # panels' rows down the map
+        rows = max(1, self.N * groups * self.strips // (DIRECT_ROW_UNITS * nt))
+        ctx[30] = rows = min(rows, groups) * R
         deal = ctx.copy()
         fn = _module().DIRECT_ENTRY.address
         units = self.N * -(-self.OH // rows) * self.strips
-        ctx[33] = 1
+        ctx[31] = 1
         keep = (x, y, res, xp)
         return [(fn, deal, max(1, min(nt, self.rows_in // 16)), keep),
                 (fn, ctx, max(1, min(nt, units)), keep)]

@@ -46,13 +46,13 @@ PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", 
 #: ``xp``: the zero-bordered blocked input (N, CB, Hp, Wp, 16); ``wb``: the weights (rows
 #: (block, kh, kw, lane), K of them) in strips of nr output channels; ``offs``: each of the
 #: ``runs`` (block, kh, kw) taps' float offset in an image of xp; ``biasp``: the bias in
-#: whole strips (zeros without one); ``fn``, ``fn1``: ``tl_gemm_at_s{sw}`` and its
-#: one-vector form; ``rows``: output rows per unit; ``phase`` 0 deals x into xp (units of
-#: input rows), 1 multiplies (units (image, rows, strip)); ``lohi``: the activation's two
-#: parameters, float32; ``actfn``: ``tl_act``).
+#: whole strips (zeros without one); ``fn``: the kernel ``tl_dc{R}x{cw}s{sw}`` of panels
+#: of R output rows by cw positions; ``rows``: output rows per unit (a multiple of R);
+#: ``phase`` 0 deals x into xp (units of input rows), 1 multiplies (units (image, rows,
+#: strip)); ``lohi``: the activation's two parameters, float32; ``actfn``: ``tl_act``).
 DC_CTX = ("x", "N", "C", "H", "W", "xp", "CB", "Hp", "Wp", "ph", "pw", "sh", "O", "OH", "OW",
           "y", "wb", "K", "runs", "offs", "biasp", "has_bias", "res", "has_res", "act",
-          "fparams", "lohi", "fn", "fn1", "nr", "lanes", "actfn", "rows", "phase", "sw")
+          "fparams", "lohi", "fn", "nr", "actfn", "rows", "phase", "sw", "R", "cw")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -246,10 +246,9 @@ PW_BLOCK_ENTRY = Entry(pw_block_entry)
 def direct_entry(ctx, tid, nt, work):
     # a convolution over the input dealt into a zero-bordered blocked copy: phase 0 deals
     # the input's rows (units (image, block, row)); phase 1 runs units (image, output rows,
-    # strip of nr output channels), each output row one tl_gemm_at_s{sw} whose panels take
-    # the row's positions at a stride of 16·sw floats and whose depth runs over every
-    # (block, kh, kw) tap, written to y's planes with the bias, the residual and Relu or
-    # Clip; another activation after it
+    # strip of nr output channels), each panel of R output rows by cw positions one
+    # tl_dc{R}x{cw}s{sw}, whose depth runs over every (block, kh, kw) tap and which writes
+    # y's planes with the bias, the residual and Relu or Clip; another activation after it
     a = carray(ptr_i64(ctx), ({d},))
     N = a[1]
     C = a[2]
@@ -262,7 +261,7 @@ def direct_entry(ctx, tid, nt, work):
     OH = a[13]
     OW = a[14]
     P = OH * OW
-    if a[33] == 0:
+    if a[31] == 0:
         x = carray(ptr_f32(a[0]), (N, C, H, W))
         xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * 16))
         total = N * CB * H
@@ -283,13 +282,15 @@ def direct_entry(ctx, tid, nt, work):
         return
     f = carray(ptr_f64(a[25]), (2,))
     y = carray(ptr_f32(a[15]), (N, O, P))
-    nr = a[29]
+    nr = a[28]
     K = a[17]
-    rows = a[32]
+    rows = a[30]
+    R = a[33]
+    cw = a[34]
     nch = (OH + rows - 1) // rows
     ns = (O + nr - 1) // nr
-    sh = a[11]
-    step = Wp * 16 * sh
+    arow = Wp * 16 * a[11]
+    acol = 16 * a[32]
     units = N * nch * ns
     while True:                 # the next unit (see next_unit)
         u = next_unit(work, tid, units)
@@ -303,18 +304,19 @@ def direct_entry(ctx, tid, nt, work):
         h1 = min(OH, h0 + rows)
         o0 = st * nr
         cnt = min(O, o0 + nr) - o0
-        fn = a[28] if cnt <= a[30] else a[27]       # one vector of columns: twice the rows
         wat = a[16] + st * K * nr * 4
         bat = a[20] + o0 * 4 if a[21] != 0 else 0
-        xat = a[5] + (n * CB * Hp * Wp * 16 + h0 * step) * 4
-        for oh in range(h0, h1):
-            at = ((n * O + o0) * P + oh * OW) * 4
-            call_void(fn, (OW, cnt, 16, xat, 16 * a[34], 1, a[18], a[19], wat, a[15] + at, 1, 0,
-                           bat, a[24], a[26], P, a[22] + at if a[23] != 0 else 0))
-            xat += step * 4
+        img = a[5] + n * CB * Hp * Wp * 64
+        for oh in range(h0, h1, R):
+            for ow in range(0, OW, cw):
+                at = ((n * O + o0) * P + oh * OW + ow) * 4
+                call_void(a[27], (min(R, h1 - oh), min(cw, OW - ow),
+                                  img + (oh * arow + ow * acol) * 4, arow, a[18], a[19], wat,
+                                  a[15] + at, OW, P, cnt, bat, a[24], a[26],
+                                  a[22] + at if a[23] != 0 else 0))
         if a[24] > 2:
             for j in range(cnt):
-                after_act(a[31], a[15] + ((n * O + o0 + j) * P) * 4, y[n, o0 + j],
+                after_act(a[29], a[15] + ((n * O + o0 + j) * P) * 4, y[n, o0 + j],
                           h0 * OW, h1 * OW, a[24], f[0], f[1], a[26])
 
 

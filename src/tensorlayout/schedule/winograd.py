@@ -12,10 +12,11 @@ image pipeline's tile with its fallbacks when an image would pass the device's l
 
 from __future__ import annotations
 
+from ..winograd._simd_block import direct_panel
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
 __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
-           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "direct_fill",
+           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_WEIGHTS",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -41,22 +42,16 @@ SHIFT_STRIDED_BELOW = 256
 #: backend's direct convolution (:mod:`tensorlayout.backends.cpu_direct`: its input dealt
 #: into blocks of 16 channels, a network's first layer of 3 would be mostly zeros).
 DIRECT_MIN_CHANNELS = 32
-#: The least share of the micro-kernel's rows (an output row's positions, in panels of mr)
-#: the direct convolution must fill: on 2 threads (AVX-512, mr 14) it was 1.1 to 1.5 times
-#: as fast as the shifted GEMM or im2col with output rows of 9 to 56 positions (fills 0.64
-#: to 1) and 0.5 to 0.8 times with rows of 3, 6, 7 or 8 (0.21 to 0.57), the rest of each
-#: panel computed for nothing.
+#: Bytes of weights past which a layer whose map takes more than one panel keeps the GEMM:
+#: the direct convolution pulls each strip of output channels' weights from memory in its
+#: first panel and runs the others from the cache, leaving memory idle between strips, where
+#: im2col's GEMM reads the weights at an even pace (VGG-11 at 96^2, whose fully connected
+#: layers' 400 MB keep every layer's weights out of the cache: its two 512-channel layers at
+#: 6 x 6 (9.4 MB) 934 -> 1042 us; ResNet-18's at 3 x 3, one panel, 321 -> 244 us).
+DIRECT_MAX_WEIGHTS = 4 << 20
+#: The least share of the positions of its panels (up to mr output positions, of up to 4
+#: output rows: ``_simd_block.direct_panel``) a map must fill for the direct convolution.
 DIRECT_MIN_FILL = 0.6
-
-
-def direct_fill(out_w: int, mr: int) -> float:
-    """The share of the rows of its panels of ``mr`` an output row of ``out_w`` positions
-    fills.
-
-    >>> direct_fill(24, 14), direct_fill(28, 14), round(direct_fill(6, 14), 2)
-    (0.8571428571428571, 1.0, 0.43)
-    """
-    return out_w / (-(-out_w // mr) * mr)
 
 
 def _direct_rows():
@@ -75,8 +70,8 @@ def cpu_conv(graph, node):
     padded); then, for a one-group window wider than 1 x 1 where the rule gives im2col, or
     Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds: "direct" (the backend's
     direct convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of
-    1 or 2 and output rows that fill at least :data:`DIRECT_MIN_FILL` of the micro-kernel's
-    rows; else (strided: under :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW) "shifted" (the
+    1 or 2 and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels'
+    positions (in one panel, or with at most :data:`DIRECT_MAX_WEIGHTS` of weights); else (strided: under :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW) "shifted" (the
     backend's one GEMM per tap over the stride phases, no unfolded matrix) where the shifted
     grid's overhang is at most :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang
     takes im2col (``python benchmarks/bench_cpu_conv.py``)."""
@@ -103,10 +98,14 @@ def cpu_conv(graph, node):
     if algorithm == "winograd" and not small:
         return algorithm, tile, reason
     mr = _direct_rows() if c >= DIRECT_MIN_CHANNELS and p.strides[1] in (1, 2) else 0
-    if mr and direct_fill(out[3], mr) >= DIRECT_MIN_FILL:
-        return "direct", None, (f"{macs / 1e6:.1f}M multiply-adds, {c} channels, output rows "
-                                f"of {out[3]}: the direct convolution (rows of {mr} "
-                                f"positions, {direct_fill(out[3], mr):.0%} filled)")
+    if mr:
+        (R, cw), fill = direct_panel(out[2], out[3], mr)
+        panels = -(-out[2] // R) * -(-out[3] // cw)
+        streamed = panels > 1 and 4 * rows * w_shape[0] > DIRECT_MAX_WEIGHTS
+        if fill >= DIRECT_MIN_FILL and not streamed:
+            return "direct", None, (f"{macs / 1e6:.1f}M multiply-adds, {c} channels: the "
+                                    f"direct convolution (panels of {R} x {cw} positions, "
+                                    f"{fill:.0%} filled)")
     if strided and rows >= SHIFT_STRIDED_BELOW:
         return algorithm, tile, reason
     overhang = ((w_shape[3] - 1) * p.dilations[1] // p.strides[1]) / out[3]

@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_block import (BLOCK, BLOCK_NAMES, STORE_ACTS, act_block, act_ir, block_ir, fexp_ir,
-                          gemm_at_ir, lanes_below, rows_ir, splat, vt_of)
+from ._simd_block import (BLOCK, BLOCK_NAMES, STORE_ACTS, act_block, act_ir, block_ir, direct_ir,
+                          direct_shapes, fexp_ir, gemm_at_ir, lanes_below, rows_ir, splat, vt_of)
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -871,9 +871,9 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
     L += block_ir()
     L += gemm_at_ir(mr, nv, w)
     L += gemm_at_ir(2 * mr, 1, w, "tl_gemm_at1", nv * w)
-    for s in (1, 2):                    # a convolution's output rows at stride s
-        L += gemm_at_ir(mr, nv, w, f"tl_gemm_at_s{s}", row_step=16 * s)
-        L += gemm_at_ir(2 * mr, 1, w, f"tl_gemm_at_s{s}1", nv * w, row_step=16 * s)
+    for R, cw in direct_shapes(mr):     # the direct convolution's panels, strides 1 and 2
+        for s in (1, 2):
+            L += direct_ir(R, cw, nv, w, s)
     L += rows_ir()
     L += act_ir(w)
     src = "\n".join(L)
@@ -925,9 +925,9 @@ class Module:
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
         names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_sgemm_taps_ep", "tl_peak",
-                 "tl_gemm_at", "tl_gemm_at1", "tl_gemm_at_s1", "tl_gemm_at_s11",
-                 "tl_gemm_at_s2", "tl_gemm_at_s21",
-                 "tl_block_mean", "tl_block_scale", "tl_act", *BLOCK_NAMES] + (["tl_worker", "tl_run", "tl_barrier",
+                 "tl_gemm_at", "tl_gemm_at1", "tl_block_mean", "tl_block_scale", "tl_act",
+                 *BLOCK_NAMES, *(f"tl_dc{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
+                                 for s in (1, 2))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64

@@ -14,9 +14,8 @@ their taps unrolled (:func:`block_function` picks).  Relu and Clip (``act`` 1, 2
 ``lohi``: the activation's two parameters as floats) are applied in the store.
 
 ``tl_gemm_at`` and ``tl_gemm_at1`` are the 1 x 1 convolution's GEMM turned over, reading
-their input where it lies (:func:`gemm_at_ir`), ``tl_gemm_at_s1`` / ``tl_gemm_at_s2`` (and
-their one-vector forms) the same over a table of runs with the rows at fixed offsets (the
-direct convolution's); ``tl_block_mean`` and ``tl_block_scale`` a
+their input where it lies (:func:`gemm_at_ir`); ``tl_dc{R}x{cw}s{s}`` the direct
+convolution's panels (:func:`direct_ir`); ``tl_block_mean`` and ``tl_block_scale`` a
 block's plane means and scaling (:func:`rows_ir`); ``tl_act`` the activations the stores
 leave (:data:`POST_ACTS`, :func:`act_ir`).  A vector of 16 floats is one AVX-512 register, two
 AVX2 or four SSE/NEON ones: the compiler splits it.
@@ -28,7 +27,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["vt_of", "splat", "lanes_below", "block_ir", "gemm_at_ir", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", "STORE_ACTS",
+__all__ = ["vt_of", "splat", "lanes_below", "block_ir", "gemm_at_ir", "direct_ir",
+           "direct_shapes", "direct_panel", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", "STORE_ACTS",
            "POST_ACTS", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
@@ -230,13 +230,7 @@ def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
     return "tl_dw_block"
 
 
-#: Depth steps per pass of the tabled ``tl_gemm_at_tab``'s loop (its ``k``, a block's 16
-#: channels, a multiple of it).
-TAB_STEPS = 2
-
-
-def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0,
-               row_step: int = 0) -> list:
+def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0) -> list:
     """IR of ``tl_gemm_at(m, n, k, a, ars, aks, runs, rstride, b, c, ldc, cbs, bias, act,
     lohi, cps, res)`` (every argument an int64): C (m x n) = act(A (m x runs·k) · B + bias
     [+ res]), A read
@@ -253,16 +247,10 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
     last panel's missing rows read its last row again).  ``name``: the function's name
     (``tl_gemm_at1`` is the same with 2·mr rows by one vector, for strips of one vector);
-    ``bstride``: floats from one row of B to the next (default nv·w: the strip's width).
-    With ``tabled`` (``tl_gemm_at_tab``, ``tl_gemm_at_tab1``) ``ars`` and ``rstride`` are
-    the addresses of int64 tables: row i of A starts at ``a + ars[i]`` floats and run t at
-    ``rstride[t]`` floats past it (a convolution's output positions and its (block, kh, kw)
-    taps over a zero-bordered blocked input: positions from several output rows in one
-    panel, no unfolded matrix)."""
+    ``bstride``: floats from one row of B to the next (default nv·w: the strip's width)."""
     vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     nr = bstride or nv * w
-    tabled = row_step != 0
     acc = [(r, v) for r in range(mr) for v in range(nv)]
     L = [f"define void @{name}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %ars, i64 %aks, "
          "i64 %runs, i64 %rstride, i64 %bi, i64 %ci, i64 %ldc, i64 %cbs, i64 %biasi, "
@@ -277,7 +265,6 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  %hasres = icmp ne i64 %resi, 0",
          "  %lohi = inttoptr i64 %lohii to ptr",
          "  %hasbias = icmp ne i64 %biasi, 0",
-         "  %ttab = inttoptr i64 %rstride to ptr",
          "  br label %bnds",
          "bnds:"]
     act_prologue(L, w)
@@ -313,22 +300,15 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  %pa = getelementptr inbounds float, ptr %a, i64 %pao"]
     for r in range(mr):
         L += [f"  %rc{r} = icmp slt i64 {r}, %rows",
-              f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last"]
-        if row_step:                # constants: each row's floats an immediate offset
-            L.append(f"  %ro{r} = add i64 0, {r * row_step}")
-        else:
-            L.append(f"  %ro{r} = mul i64 %rr{r}, %ars")
+              f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last",
+              f"  %ro{r} = mul i64 %rr{r}, %ars"]
     L += ["  br label %run",
           "run:",
           "  %t = phi i64 [0, %panel], [%t.n, %rend]"]
     for r, v in acc:
         L.append(f"  %u{r}_{v} = phi {vt} [zeroinitializer, %panel], [%y{r}_{v}, %rend]")
-    if tabled:
-        L += ["  %rtp = getelementptr inbounds i64, ptr %ttab, i64 %t",
-              "  %rao = load i64, ptr %rtp, align 8"]
-    else:
-        L.append("  %rao = mul i64 %t, %rstride")
-    L += ["  %ra = getelementptr inbounds float, ptr %pa, i64 %rao",
+    L += ["  %rao = mul i64 %t, %rstride",
+          "  %ra = getelementptr inbounds float, ptr %pa, i64 %rao",
           "  %rbo = mul i64 %t, %kb",
           "  %rb = getelementptr inbounds float, ptr %b, i64 %rbo",
           "  br label %kl",
@@ -408,6 +388,165 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
           "  %pmore = icmp slt i64 %i0.n, %m",
           "  br i1 %pmore, label %panel, label %exit",
           "exit:",
+          "  ret void",
+          "}"]
+    return L
+
+
+def direct_shapes(mr: int) -> list:
+    """The (rows, columns) panels of output positions the direct convolution's kernels take
+    on a machine of micro-kernel rows ``mr``: at most mr positions, at most 4 output rows, so
+    that a map's rows of any width fill most of some panel (on AVX-512, 14: (1, 14) for rows
+    of 14, 28, 56; (1, 12) for 12, 24; (2, 7) for 7; (2, 6) for 6; (3, 4); (4, 3) for 3).
+
+    >>> direct_shapes(14)
+    [(1, 14), (1, 12), (2, 7), (2, 6), (3, 4), (4, 3)]
+    """
+    cws = sorted({c for c in (mr, mr - 2, mr // 2, mr // 2 - 1, mr // 3, mr // 4) if c >= 2},
+                 reverse=True)
+    return [(min(4, mr // c), c) for c in cws]
+
+
+def direct_panel(out_h: int, out_w: int, mr: int) -> tuple:
+    """``((rows, positions), fill)``: the panel of :func:`direct_shapes` ``(mr)`` whose
+    panels waste the least of a map ``out_h`` x ``out_w`` (the larger on a tie), and the
+    share of its panels' positions inside the map.
+
+    >>> direct_panel(24, 24, 14), direct_panel(6, 6, 14), direct_panel(56, 56, 14)
+    (((1, 12), 1.0), ((2, 6), 1.0), ((1, 14), 1.0))
+    >>> direct_panel(3, 3, 14)
+    ((3, 4), 0.75)
+    """
+    def fill(shape):
+        R, cw = shape
+        return out_w / (-(-out_w // cw) * cw) * out_h / (-(-out_h // R) * R)
+    best = max(direct_shapes(mr), key=lambda s: (fill(s), s[0] * s[1]))
+    return best, fill(best)
+
+
+def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
+    """IR of ``tl_dc{R}x{cw}s{sw}(hv, wv, a, arow, runs, offs, b, c, crow, cps, n, bias, act,
+    lohi, res)`` (every argument an int64): one panel of the direct convolution, R output
+    rows of cw positions (the first ``hv`` rows and ``wv`` columns of it kept) by one strip of
+    ``n`` <= nv·w output channels.  Position (i, j)'s input, lane l of run t, is the float at
+    ``a + i·arow + j·16·sw + offs[t] + l`` (``offs``: ``runs`` int64; a zero-bordered blocked
+    input, 16 lanes per run), the strip's weights ``b`` (runs·16 rows of nv·w floats, as
+    ``pack_rows`` packs them); all R·cw·nv sums stay in registers over the whole depth.
+    Output channel q of position (i, j) goes to ``c + q·cps + i·crow + j`` (planes), the bias
+    (nv·w floats, or 0), the residual at the same places of ``res`` (or 0) and Relu or Clip
+    (``act``; ``lohi``: its two parameters) applied in the store."""
+    vt = vt_of(w)
+    fma = f"@llvm.fmuladd.v{w}f32"
+    mr, nr = R * cw, nv * w
+    acc = [(r, v) for r in range(mr) for v in range(nv)]
+    L = [f"define void @tl_dc{R}x{cw}s{sw}(i64 %hv, i64 %wv, i64 %ai, i64 %arow, i64 %runs, "
+         "i64 %offsi, i64 %bi, i64 %ci, i64 %crow, i64 %cps, i64 %n, i64 %biasi, i64 %act, "
+         "i64 %lohii, i64 %resi) nounwind {",
+         "entry:",
+         "  %a = inttoptr i64 %ai to ptr",
+         "  %b = inttoptr i64 %bi to ptr",
+         "  %c = inttoptr i64 %ci to ptr",
+         "  %offs = inttoptr i64 %offsi to ptr",
+         "  %bias = inttoptr i64 %biasi to ptr",
+         "  %res = inttoptr i64 %resi to ptr",
+         "  %lohi = inttoptr i64 %lohii to ptr",
+         "  %hasres = icmp ne i64 %resi, 0",
+         "  %hasbias = icmp ne i64 %biasi, 0"]
+    for g in range(R):                  # each output row's first position
+        L += [f"  %go{g} = mul i64 %arow, {g}",
+              f"  %ga{g} = getelementptr inbounds float, ptr %a, i64 %go{g}"]
+    L += ["  br label %run",
+          "run:",
+          "  %t = phi i64 [0, %entry], [%t.n, %rend]",
+          "  %rb = phi ptr [%b, %entry], [%kb.last, %rend]"]
+    for r, v in acc:
+        L.append(f"  %u{r}_{v} = phi {vt} [zeroinitializer, %entry], [%y{r}_{v}, %rend]")
+    L += ["  %tp = getelementptr inbounds i64, ptr %offs, i64 %t",
+          "  %to = load i64, ptr %tp, align 8"]
+    for g in range(R):
+        L.append(f"  %ra{g} = getelementptr inbounds float, ptr %ga{g}, i64 %to")
+    L += ["  br label %kl",
+          "kl:",
+          "  %j = phi i64 [0, %run], [%j.n, %kl]",
+          "  %bk = phi ptr [%rb, %run], [%bk.n, %kl]"]
+    for r, v in acc:
+        L.append(f"  %x{r}_{v} = phi {vt} [%u{r}_{v}, %run], [%y{r}_{v}, %kl]")
+    for v in range(nv):
+        L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
+              f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
+    for r in range(mr):
+        g, q = divmod(r, cw)
+        L += [f"  %ap{r}.o = add i64 %j, {q * 16 * sw}",
+              f"  %ap{r} = getelementptr inbounds float, ptr %ra{g}, i64 %ap{r}.o",
+              f"  %as{r} = load float, ptr %ap{r}, align 4"]
+        splat(L, f"%av{r}", f"%as{r}", w)
+        for v in range(nv):
+            L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
+    L += [f"  %bk.n = getelementptr inbounds float, ptr %bk, i64 {nr}",
+          "  %j.n = add i64 %j, 1",
+          f"  %kmore = icmp slt i64 %j.n, {BLOCK}",
+          "  br i1 %kmore, label %kl, label %rend",
+          "rend:",
+          "  %kb.last = phi ptr [%bk.n, %kl]",
+          "  %t.n = add i64 %t, 1",
+          "  %tmore = icmp slt i64 %t.n, %runs",
+          "  br i1 %tmore, label %run, label %bnds",
+          "bnds:"]
+    act_prologue(L, w)
+    L += ["  br i1 %hasbias, label %biasb, label %start",
+          "biasb:"]
+    for v in range(nv):
+        L += [f"  %bsp{v} = getelementptr inbounds float, ptr %bias, i64 {v * w}",
+              f"  %bsl{v} = load {vt}, ptr %bsp{v}, align 4"]
+    L += ["  br label %start",
+          "start:"]
+    for v in range(nv):
+        L.append(f"  %bs{v} = phi {vt} [zeroinitializer, %bnds], [%bsl{v}, %biasb]")
+    splat(L, "%cpsv", "%cps", w, "i64")
+    splat(L, "%cv", "%n", w, "i64")
+    for v in range(nv):            # lane q of vector v: output channel v·w + q, at q·cps
+        lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
+        L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
+        lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+    L.append("  br label %row0")
+    for r in range(mr):
+        g, q = divmod(r, cw)
+        nxt = f"row{r + 1}" if r + 1 < mr else "exit"
+        L += [f"row{r}:",
+              f"  %okh{r} = icmp sgt i64 %hv, {g}",
+              f"  %okw{r} = icmp sgt i64 %wv, {q}",
+              f"  %ok{r} = and i1 %okh{r}, %okw{r}",
+              f"  br i1 %ok{r}, label %st{r}, label %{nxt}",
+              f"st{r}:",
+              f"  %pr{r} = mul i64 %crow, {g}",
+              f"  %pi{r} = add i64 %pr{r}, {q}"]
+        splat(L, f"%piv{r}", f"%pi{r}", w, "i64")
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L += [f"  %e{e} = fadd {vt} %y{e}, %bs{v}",
+                  f"  %po{e} = add <{w} x i64> %pl{v}, %piv{r}",
+                  f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}"]
+        L += [f"  br i1 %hasres, label %sg{r}, label %sq{r}",
+              f"sg{r}:"]
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L += [f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}",
+                  f"  %rg{e} = call {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> "
+                  f"%rp{e}, i32 4, <{w} x i1> %mask{v}, {vt} zeroinitializer)",
+                  f"  %er{e} = fadd {vt} %e{e}, %rg{e}"]
+        L += [f"  br label %sq{r}",
+              f"sq{r}:"]
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L.append(f"  %eq{e} = phi {vt} [%e{e}, %st{r}], [%er{e}, %sg{r}]")
+        act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
+                  f"q{r}", w, STORE_ACTS)
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
+                     f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
+        L.append(f"  br label %{nxt}")
+    L += ["exit:",
           "  ret void",
           "}"]
     return L
