@@ -5,9 +5,9 @@
 function (a numba ``cfunc``) with ``(context, thread index, thread count, work counter)``.
 A call uses exactly the threads it asks for: the caller's thread is thread 0 and the others are
 woken one by one through a futex; when their part is done they spin for about
-``SPIN_TICKS`` time-stamp ticks (about a tenth of a millisecond, so that back-to-back
-calls of a network find them awake, yielding the core to any other runnable thread every
-few polls) and then park in the kernel.  No OpenMP runtime is involved, so
+``SPIN_TICKS`` time-stamp ticks (about a millisecond, so that back-to-back calls of a
+network find them awake, yielding the core to any other runnable thread every few polls)
+and then park in the kernel.  No OpenMP runtime is involved, so
 other libraries' pools in the same process (PyTorch's, onnxruntime's, ncnn's and MNN's
 OpenMP, numba's) neither share nor disturb it, and idle workers cost nothing.  One call
 runs at a time; concurrent callers wait for each other.  The pool exists on Linux (x86-64
@@ -174,8 +174,13 @@ def address(a) -> int:
         return a.ctypes.data
 
 
-SPIN_TICKS = 300_000      # time-stamp ticks a woken or finished thread polls before parking
-                          # (about 0.1 ms at 2.6 GHz: a network's next layer finds it awake)
+#: Time-stamp ticks a woken or finished thread polls before parking (about 1.2 ms at
+#: 2.6 GHz): a network's next layer finds it awake even in a process whose cores were idle,
+#: where a parked worker wakes slowly at every layer (run after 100 ms idle, ResNet-18 at
+#: 96^2, SqueezeNet 1.1 at 224^2 and MobileNetV2 at 96^2 1.24-1.46x faster than with a
+#: tenth of that; no change back to back: ``python benchmarks/bench_spin.py 300000 3000000
+#: --nets ...``, ``benchmarks/results/spin_ci2.txt``).
+SPIN_TICKS = 3_000_000
 MAX_WORKERS = 1023        # threads a call may ask for beyond the caller's own
 
 
