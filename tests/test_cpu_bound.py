@@ -231,3 +231,24 @@ def test_a_pooling_layer_of_a_small_network_takes_more_than_one_thread():
     got = model.run(x, threads=2)
     want = ort_session(m).run(None, {"x": x})[0]
     assert np.array_equal(got, want)
+
+
+def test_a_plane_mean_takes_threads_by_what_it_reads():
+    """A GlobalAveragePool writes one float per plane but reads every input element: 32
+    planes of 112 x 112 (401,408 floats) take more than one thread, and the means still
+    equal the float64 means to float32's rounding of a long sum (onnxruntime's too)."""
+    from onnx import helper
+
+    from _model_util import make_model
+    from tensorlayout.backends.cpu import WORK_PER_THREAD
+
+    x = np.random.default_rng(4).standard_normal((1, 32, 112, 112)).astype(np.float32)
+    node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
+    m = make_model([node], {"x": x}, ["y"]).SerializeToString()
+    model = load(m)
+    (step,) = model.cpu().steps
+    assert step.max_threads == x.size // WORK_PER_THREAD >= 2
+    got = model.run(x, threads=2)
+    want = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-6
+    assert np.abs(ort_session(m).run(None, {"x": x})[0] - want).max() <= 1e-6

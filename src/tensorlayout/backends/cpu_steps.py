@@ -202,8 +202,11 @@ POOL_WORK = 16
 
 def work(kind, node, ctx) -> int:
     """A step's multiply-adds (convolutions, fully connected layers), its window elements
-    times :data:`POOL_WORK` (pooling) or its output elements."""
+    times :data:`POOL_WORK` (pooling), its input elements (plane means, which read every one
+    for one output each) or its output elements."""
     out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
+    if kind == "gap":
+        return int(np.prod(ctx.in_shapes[0]))
     if node.op == "Conv" and kind != "kernel":
         w = ctx.consts[1]
         return out * int(np.prod(w.shape[1:]))
