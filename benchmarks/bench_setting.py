@@ -10,6 +10,8 @@ B faster).  The kernels are compiled before timing; no other runtime is in the p
 
     python benchmarks/bench_setting.py tensorlayout.schedule.winograd.SHIFT_MAX_MACS \\
         8000000 100000000 --nets resnet18:96,squeezenet1_1:224 [--threads 2] [--rounds 15]
+
+Without a setting and values it runs that one (``make bench`` runs every script bare).
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("setting", help="module.ATTRIBUTE, e.g. "
-                                    "tensorlayout.schedule.winograd.SHIFT_MAX_MACS")
-    ap.add_argument("a", help="value A (a Python literal)")
-    ap.add_argument("b", help="value B (a Python literal)")
+    ap.add_argument("setting", nargs="?",
+                    default="tensorlayout.schedule.winograd.SHIFT_MAX_MACS",
+                    help="module.ATTRIBUTE (default: tensorlayout.schedule.winograd."
+                         "SHIFT_MAX_MACS)")
+    ap.add_argument("a", nargs="?", default="8000000",
+                    help="value A (a Python literal; default 8000000)")
+    ap.add_argument("b", nargs="?", default="100000000",
+                    help="value B (a Python literal; default 100000000)")
     ap.add_argument("--nets", default="resnet18:96,squeezenet1_1:224",
                     help="comma-separated NAME:SIZE of tensorlayout.model.zoo networks")
     ap.add_argument("--threads", type=int, default=2)

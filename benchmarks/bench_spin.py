@@ -27,8 +27,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("a", type=int, help="poll A, time-stamp ticks")
-    ap.add_argument("b", type=int, help="poll B, time-stamp ticks")
+    ap.add_argument("a", type=int, nargs="?", default=300_000,
+                    help="poll A, time-stamp ticks (default 300000)")
+    ap.add_argument("b", type=int, nargs="?", default=3_000_000,
+                    help="poll B, time-stamp ticks (default 3000000)")
     ap.add_argument("--nets", default="resnet18:96,squeezenet1_1:224",
                     help="comma-separated NAME:SIZE of tensorlayout.model.zoo networks")
     ap.add_argument("--gaps", default="0,10,100", help="idle gaps before a round, ms")
