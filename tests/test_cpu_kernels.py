@@ -5,6 +5,8 @@ activations) against onnxruntime, NaN included."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from onnx import helper
@@ -240,20 +242,22 @@ def test_epilogue_without_bias_keeps_nan_to_its_element(compiled, monkeypatch):
 @pytest.mark.parametrize("nt", [2, 3, 7])
 def test_depthwise_and_epilogue_split_among_threads(nt):
     """The planes shared among several native workers give what one thread gives by the
-    definition (the window specialisations and the generic kernel)."""
+    definition (the window specialisations and the generic kernel), with Relu in the
+    kernels and Sigmoid and SiLU after them in the machine code."""
     _compiled_or_skip()
     rng = np.random.default_rng(nt)
     x = rng.standard_normal((2, 5, 12, 10)).astype(np.float32)
-    for KH, stride, dil in ((3, (2, 2), (1, 1)), (5, (1, 1), (1, 1)), (3, (1, 1), (2, 2))):
+    for (KH, stride, dil), act in itertools.product(
+            ((3, (2, 2), (1, 1)), (5, (1, 1), (1, 1)), (3, (1, 1), (2, 2))), (1, 4, 8)):
         w = rng.standard_normal((10, 1, KH, KH)).astype(np.float32)
         b = rng.standard_normal(10).astype(np.float32)
         OH = (12 + 2 * (KH // 2) * dil[0] - (KH - 1) * dil[0] - 1) // stride[0] + 1
         OW = (10 + 2 * (KH // 2) * dil[1] - (KH - 1) * dil[1] - 1) // stride[1] + 1
         y = np.empty((2, 10, OH, OW), np.float32)
         begin = (KH // 2 * dil[0], KH // 2 * dil[1])
-        K.depthwise(x, w, b, y, (*stride, *begin, *dil, 2, 1, 0.0, 0.0), nt=nt)
-        want = _ACTS[1](_direct64(x, w, b, stride, begin, dil, 2, (OH, OW)))
-        assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+        K.depthwise(x, w, b, y, (*stride, *begin, *dil, 2, act, 0.0, 0.0), nt=nt)
+        want = _ACTS[act](_direct64(x, w, b, stride, begin, dil, 2, (OH, OW)))
+        assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), act
     y = rng.standard_normal((3, 7, 50)).astype(np.float32)
     res = rng.standard_normal((3, 7, 50)).astype(np.float32)
     b = rng.standard_normal(7).astype(np.float32)

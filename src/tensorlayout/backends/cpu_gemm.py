@@ -375,8 +375,8 @@ class Shifted:
             [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
              mr, KH * KW, self.offs.ctypes.data, self.bias.ctypes.data, bias is not None, 0, 0,
              act[0], self.f.ctypes.data, mod.addr["tl_sgemm"], 0, npan, 0, 1, 0, 0, Q, g,
-             mod.addr["tl_sgemm_taps"], 0, mod.addr["tl_sgemm_taps_ep"], self.lohi.ctypes.data],
-            np.int64)
+             mod.addr["tl_sgemm_taps"], 0, mod.addr["tl_sgemm_taps_ep"], self.lohi.ctypes.data,
+             mod.addr["tl_act"]], np.int64)
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, OH, OW) for C-contiguous float32 ``x`` (and residual ``res``)."""

@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _backend, _jit
+from ..winograd import _simd
 from ..winograd._pool import address as _at
 from .cpu_direct import Direct
 from .cpu_gemm import (POINTWISE_COLUMNS, THIN_COLUMNS, THIN_DEPTH, UNFOLD_BLOCKS_BELOW, Im2col,
@@ -145,10 +146,12 @@ def depthwise_calls(x, w, bias, y, args, nt):
     nt = max(1, min(nt, N * K))
     pad = np.zeros((nt, PH, PW), np.float32)
     f = np.array([a0, a1], np.float64)
+    lohi = np.array([a0, a1], np.float32)
+    simd = _simd.module()
     ctx = np.array([_at(x), N, C, H, W, _at(w), K, KH, KW, _at(bias),
                     _at(y), OH, OW, sh, sw, ph, pw, dh, dw, mult, act,
-                    _at(f), kind, _at(pad), PH, PW], np.int64)
-    return [(_module().DEPTHWISE_ENTRY.address, ctx, nt, (x, w, bias, y, pad, f))]
+                    _at(f), kind, _at(pad), PH, PW, simd.addr["tl_act"], _at(lohi)], np.int64)
+    return [(_module().DEPTHWISE_ENTRY.address, ctx, nt, (x, w, bias, y, pad, f, lohi))]
 
 
 def depthwise(x, w, bias, y, args, nt=None):
@@ -223,7 +226,6 @@ class DepthwiseBlocked:
     the input, the output in the blocked layout (N, ceil(C/16), H, W, 16) instead of NCHW."""
 
     def __init__(self, w, bias, args, x_shape, out_hw, x_blocked=False, y_blocked=False):
-        from ..winograd import _simd
         from ..winograd._simd_block import block_function
 
         sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
@@ -383,8 +385,6 @@ def block_rows_calls(x, y, s, op, nt):
     ``y``, N·C floats) or its planes each times one factor (op 1: ``s``, N·C floats, into
     blocked ``y``), one block of 16 channels per unit; ``C`` is y's (op 0) or s's length
     over N."""
-    from ..winograd import _simd
-
     N, B = x.shape[:2]
     P = int(np.prod(x.shape[2:-1], dtype=np.int64))
     C = (y.size if op == 0 else s.size) // N

@@ -280,7 +280,7 @@ def _entries_source() -> str:
     int64 context the Python side writes (see :data:`DW_CTX`, :data:`EPI_CTX`, :data:`PW_CTX`)."""
     branches = "\n".join(
         f"        elif kind == {i + 1}:\n"
-        f"            depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], a[20], f[0], "
+        f"            depthwise_{a}x{b}_s{c}x{d}(x, w, bias, y, a[15], a[16], a[19], kact, f[0], "
         f"f[1], q0, q1, pad, yf)" for i, (a, b, c, d) in enumerate(SPECIAL))
     return f"""
 
@@ -296,14 +296,20 @@ def depthwise_entry(ctx, tid, nt, work):
     pad = carray(ptr_f32(a[23] + tid * a[24] * a[25] * 4), (a[24], a[25]))
     total = a[1] * a[6]
     kind = a[22]
+    P = a[11] * a[12]
+    # Sigmoid and SiLU in the machine code (tl_act at actfn, its e ** x over whole
+    # registers), over the range's planes once the kernel has written them
+    kact = 0 if (a[20] == 4 or a[20] == 8) and a[26] != 0 else a[20]
     while True:
         q0, q1 = next_range(work, tid, nt, total)
         if q0 >= total:
             break
         if kind == 0:
             depthwise_planes(x, w, bias, y, a[13], a[14], a[15], a[16], a[17], a[18], a[19],
-                             a[20], f[0], f[1], q0, q1, pad, yf)
+                             kact, f[0], f[1], q0, q1, pad, yf)
 {branches}
+        if kact != a[20]:
+            call_void(a[26], (a[10] + q0 * P * 4, (q1 - q0) * P, a[20], a[27]))
 
 
 DEPTHWISE_ENTRY = Entry(depthwise_entry)
@@ -493,9 +499,11 @@ IM2COL_ENTRY = Entry(im2col_entry)
 """
 
 
-#: The depthwise entry's context: one int64 per name (float64 parameters through ``fparams``).
+#: The depthwise entry's context: one int64 per name (float64 parameters through ``fparams``;
+#: ``actfn``: ``tl_act``, which takes Sigmoid and SiLU, ``lohi``: its two floats).
 DW_CTX = ("x", "N", "C", "H", "W", "w", "K", "KH", "KW", "bias", "y", "OH", "OW", "sh", "sw",
-          "ph", "pw", "dh", "dw", "mult", "act", "fparams", "kind", "pad", "PH", "PW")
+          "ph", "pw", "dh", "dw", "mult", "act", "fparams", "kind", "pad", "PH", "PW", "actfn",
+          "lohi")
 #: The channels-last depthwise entry's context (``wt``: the weights as (KH, KW, C); ``xt``:
 #: a (PH, PW, C) buffer; ``acc``: C floats).
 DWCL_CTX = ("x", "N", "C", "H", "W", "wt", "KH", "KW", "bias", "y", "OH", "OW", "sh", "sw", "ph",

@@ -30,11 +30,12 @@ __all__ = ["source", "SHIFT_CTX"]
 #: per thread; ``phase`` 0 deals, 1 multiplies; ``group`` 0: one ``sgemm`` per tap; ``rows``
 #: not 0: units of that many output rows, each row's OW columns multiplied straight into y
 #: by ``taps_ep`` with the epilogue in its store (``bias``: O floats, zeros without a bias;
-#: ``lohi``: the activation's parameters as float32), no scratch and no dropped columns).
+#: ``lohi``: the activation's parameters as float32), no scratch and no dropped columns;
+#: ``actfn``: ``tl_act``, the activations the store leaves).
 SHIFT_CTX = ("x", "N", "C", "H", "W", "xq", "sh", "sw", "ph", "pw", "Hq", "Wq", "y", "O", "OH",
              "OW", "a", "npan", "mr", "taps", "offs", "bias", "has_bias", "res", "has_res", "act",
              "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "scratch", "phase", "Q", "group",
-             "sgemm_taps", "rows", "taps_ep", "lohi")
+             "sgemm_taps", "rows", "taps_ep", "lohi", "actfn")
 
 _SOURCE = '''
 
@@ -147,7 +148,13 @@ def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work, 
                               a[5] + (n * C * plane + oh * Wq) * 4, plane, a[12] + off, P, 4,
                               taps, a[20], a[21] + r0 * 4, a[23] + off if a[24] != 0 else 0,
                               a[25], a[39]))
-            if a[25] > 2:
+            if a[25] == 4 or a[25] == 8:
+                # Sigmoid and SiLU in the machine code (its e ** x over whole registers: the
+                # compiled loop's took twice as long); the others' loops are as fast
+                for r in range(n * O + r0, n * O + r1):
+                    after_act(a[40], a[12] + r * P * 4, y[r], oh * OW, oh * OW + OW, a[25],
+                              a0, a1, a[39])
+            elif a[25] > 2:
                 for r in range(n * O + r0, n * O + r1):
                     act_row(y[r], oh * OW, oh * OW + OW, a[25], a0, a1)
 
