@@ -187,7 +187,8 @@ def test_pointwise_blocks_equal_the_definition(shape, nt):
     w = rng.standard_normal((O, C)).astype(np.float32)
     b = rng.standard_normal(O).astype(np.float32)
     r = rng.standard_normal((N, O, H, W)).astype(np.float32)
-    for act, res, bias in ((0, None, None), (1, r, b), (5, None, b), (2, r, None)):
+    for act, res, bias in ((0, None, None), (1, r, b), (5, None, b), (2, r, None), (8, r, b),
+                           (4, None, None)):
         a0, a1 = _PARAMS[act]
         y = K.Pointwise(w, bias, (act, a0, a1), x.shape)(x, res, nt=nt)
         want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x.astype(np.float64))

@@ -91,8 +91,8 @@ class Pointwise:
             [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
              POINTWISE_COLUMNS, npan, ncb, 1, 0,
-             mod.addr["tl_sgemm_ep"] if EPILOGUE_IN_STORE else 0, self.lohi.ctypes.data],
-            np.int64)
+             mod.addr["tl_sgemm_ep"] if EPILOGUE_IN_STORE else 0, self.lohi.ctypes.data,
+             mod.addr["tl_act"]], np.int64)
         self.npan, self.ncb = npan, ncb
 
     def _gemv(self, x, y, res, nt):

@@ -403,9 +403,14 @@ def pointwise_entry(ctx, tid, nt, work):
             continue
         call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, bat, ldb, yat, P,
                           flags))
+        # Sigmoid and SiLU in the machine code (tl_act at actfn), the block's rows one by one
+        mc = (a[13] == 4 or a[13] == 8) and a[23] != 0
         if a[10] != 0 or a[12] != 0 or a[13] != 0:
-            epilogue_block(y, bias, a[10] != 0, res, a[12] != 0, a[13], f[0], f[1],
-                           n * O + r0, n * O + r1, c0, c1, O)
+            epilogue_block(y, bias, a[10] != 0, res, a[12] != 0, 0 if mc else a[13], f[0],
+                           f[1], n * O + r0, n * O + r1, c0, c1, O)
+        if mc:
+            for r in range(r1 - r0):
+                call_void(a[23], (yat + r * P * 4, c1 - c0, a[13], a[22]))
 
 
 POINTWISE_ENTRY = Entry(pointwise_entry)
@@ -510,10 +515,11 @@ DWCL_CTX = ("x", "N", "C", "H", "W", "wt", "KH", "KW", "bias", "y", "OH", "OW", 
             "pw", "fparams", "dh", "dw", "xt", "PH", "PW", "acc", "act")
 #: The epilogue entry's context (``y`` and ``res`` as (rows, columns); row r is channel r % C).
 EPI_CTX = ("y", "rows", "cols", "C", "bias", "has_bias", "res", "has_res", "act", "fparams")
-#: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels).
+#: The pointwise entry's context (``a``: the weights as ``pack_rows`` panels; ``actfn``:
+#: ``tl_act``, which takes Sigmoid and SiLU after the GEMM).
 PW_CTX = ("x", "N", "Cin", "P", "a", "npan", "mr", "y", "O", "bias", "has_bias", "res",
           "has_res", "act", "fparams", "sgemm", "cbw", "rp", "ncb", "nrb", "im2col", "sgemm_ep",
-          "lohi")
+          "lohi", "actfn")
 #: The turned-over GEMM's context (``wb``: the weights transposed, in strips of nr; ``ap``
 #: (N, panels, C, mr) and ``t`` (N, P, O): scratch; ``phase`` 0 packs, 1 multiplies).
 THIN_CTX = ("x", "N", "C", "P", "O", "mr", "nr", "wb", "ap", "t", "y", "bias", "res",
