@@ -160,6 +160,16 @@ def block_entry(ctx, tid, nt, work):
 BLOCK_ENTRY = Entry(block_entry)
 
 
+@njit(inline="always")
+def strip_unit(u, nch, ns):
+    # unit u of (image, chunk of positions or rows, strip of output channels) units, the
+    # strips innermost (a thread's run of units keeps its positions): (n, chunk, strip)
+    n = u // (nch * ns)
+    v = u - n * nch * ns
+    ch = v // ns
+    return n, ch, v - ch * ns
+
+
 def pw_block_entry(ctx, tid, nt, work):
     # a 1 x 1 convolution turned over, Y^T (P, O) = X^T (P, C) . W^T (C, O), for an input or
     # an output in the blocked layout: units (image, rows of positions, strip of nr output
@@ -189,10 +199,7 @@ def pw_block_entry(ctx, tid, nt, work):
         u = next_unit(work, tid, units)
         if u >= units:
             break
-        n = u // (nch * ns)
-        v = u - n * nch * ns
-        ch = v // ns
-        st = v - ch * ns
+        n, ch, st = strip_unit(u, nch, ns)
         p0 = ch * rows
         p1 = min(P, p0 + rows)
         o0 = st * nr
@@ -296,10 +303,7 @@ def direct_entry(ctx, tid, nt, work):
         u = next_unit(work, tid, units)
         if u >= units:
             break
-        n = u // (nch * ns)
-        v = u - n * nch * ns
-        ch = v // ns
-        st = v - ch * ns
+        n, ch, st = strip_unit(u, nch, ns)
         h0 = ch * rows
         h1 = min(OH, h0 + rows)
         o0 = st * nr

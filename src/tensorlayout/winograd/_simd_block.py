@@ -267,16 +267,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  %hasbias = icmp ne i64 %biasi, 0",
          "  br label %bnds",
          "bnds:"]
-    act_prologue(L, w)
-    L += ["  br i1 %hasbias, label %biasb, label %start",
-          "biasb:"]
-    for v in range(nv):
-        L += [f"  %bsp{v} = getelementptr inbounds float, ptr %bias, i64 {v * w}",
-              f"  %bsl{v} = load {vt}, ptr %bsp{v}, align 4"]
-    L += ["  br label %start",
-          "start:"]
-    for v in range(nv):
-        L.append(f"  %bs{v} = phi {vt} [zeroinitializer, %bnds], [%bsl{v}, %biasb]")
+    _bias_prologue(L, nv, w)
     for v in range(nv):
         off = (v * w // 16, v * w % 16)
         L += [f"  %vo{v}.b = mul i64 %cbs, {off[0]}",
@@ -350,30 +341,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         L.append(f"  br i1 %planes, label %sp{r}, label %sr{r}")
         # planes: column j of row i at c + j·cps + i, the residual likewise
         L.append(f"sp{r}:")
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L += [f"  %po{e} = add <{w} x i64> %pl{v}, %civ{r}",
-                  f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}"]
-        L += [f"  br i1 %hasres, label %sg{r}, label %sq{r}",
-              f"sg{r}:"]
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L += [f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}",
-                  f"  %rg{e} = call {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> "
-                  f"%rp{e}, i32 4, <{w} x i1> %mask{v}, {vt} zeroinitializer)",
-                  f"  %er{e} = fadd {vt} %e{e}, %rg{e}"]
-        L += [f"  br label %sq{r}",
-              f"sq{r}:"]
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L.append(f"  %eq{e} = phi {vt} [%e{e}, %sp{r}], [%er{e}, %sg{r}]")
-        act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
-                  f"q{r}", w, STORE_ACTS)
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
-                     f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
-        L.append(f"  br label %{nxt}")
+        _planes_store(L, r, nv, w, f"%civ{r}", f"sp{r}", nxt)
         L.append(f"sr{r}:")
         act_block(L, [f"%e{r}_{v}" for v in range(nv)], [f"%z{r}_{v}" for v in range(nv)],
                   f"r{r}", w, STORE_ACTS)
@@ -391,6 +359,54 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
           "  ret void",
           "}"]
     return L
+
+
+def _bias_prologue(L, nv: int, w: int) -> None:
+    """At label ``bnds``: the activation's parameters (:func:`act_prologue`) and ``%bs{v}``,
+    the bias's nv vectors at ``%bias`` (zeros where ``%hasbias`` is false); on at ``start``."""
+    vt = vt_of(w)
+    act_prologue(L, w)
+    L += ["  br i1 %hasbias, label %biasb, label %start",
+          "biasb:"]
+    for v in range(nv):
+        L += [f"  %bsp{v} = getelementptr inbounds float, ptr %bias, i64 {v * w}",
+              f"  %bsl{v} = load {vt}, ptr %bsp{v}, align 4"]
+    L += ["  br label %start",
+          "start:"]
+    for v in range(nv):
+        L.append(f"  %bs{v} = phi {vt} [zeroinitializer, %bnds], [%bsl{v}, %biasb]")
+
+
+def _planes_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) -> None:
+    """Row r's sums (``%e{r}_{v}``, the bias added) scattered into planes: lane q of vector v
+    to ``c + %pl{v}[q] + pos`` (``pos``: a splat of the row's position), plus the residual
+    gathered from the same places of ``%res`` where ``%hasres``, then Relu or Clip; lanes
+    masked by ``%mask{v}``.  ``here``: the label the code is in; then on to ``nxt``."""
+    vt = vt_of(w)
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L += [f"  %po{e} = add <{w} x i64> %pl{v}, {pos}",
+              f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}"]
+    L += [f"  br i1 %hasres, label %sg{r}, label %sq{r}",
+          f"sg{r}:"]
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L += [f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}",
+              f"  %rg{e} = call {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> "
+              f"%rp{e}, i32 4, <{w} x i1> %mask{v}, {vt} zeroinitializer)",
+              f"  %er{e} = fadd {vt} %e{e}, %rg{e}"]
+    L += [f"  br label %sq{r}",
+          f"sq{r}:"]
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L.append(f"  %eq{e} = phi {vt} [%e{e}, %{here}], [%er{e}, %sg{r}]")
+    act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
+              f"q{r}", w, STORE_ACTS)
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
+                 f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
+    L.append(f"  br label %{nxt}")
 
 
 def direct_shapes(mr: int) -> list:
@@ -492,16 +508,7 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
           "  %tmore = icmp slt i64 %t.n, %runs",
           "  br i1 %tmore, label %run, label %bnds",
           "bnds:"]
-    act_prologue(L, w)
-    L += ["  br i1 %hasbias, label %biasb, label %start",
-          "biasb:"]
-    for v in range(nv):
-        L += [f"  %bsp{v} = getelementptr inbounds float, ptr %bias, i64 {v * w}",
-              f"  %bsl{v} = load {vt}, ptr %bsp{v}, align 4"]
-    L += ["  br label %start",
-          "start:"]
-    for v in range(nv):
-        L.append(f"  %bs{v} = phi {vt} [zeroinitializer, %bnds], [%bsl{v}, %biasb]")
+    _bias_prologue(L, nv, w)
     splat(L, "%cpsv", "%cps", w, "i64")
     splat(L, "%cv", "%n", w, "i64")
     for v in range(nv):            # lane q of vector v: output channel v·w + q, at q·cps
@@ -522,30 +529,8 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
               f"  %pi{r} = add i64 %pr{r}, {q}"]
         splat(L, f"%piv{r}", f"%pi{r}", w, "i64")
         for v in range(nv):
-            e = f"{r}_{v}"
-            L += [f"  %e{e} = fadd {vt} %y{e}, %bs{v}",
-                  f"  %po{e} = add <{w} x i64> %pl{v}, %piv{r}",
-                  f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}"]
-        L += [f"  br i1 %hasres, label %sg{r}, label %sq{r}",
-              f"sg{r}:"]
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L += [f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}",
-                  f"  %rg{e} = call {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> "
-                  f"%rp{e}, i32 4, <{w} x i1> %mask{v}, {vt} zeroinitializer)",
-                  f"  %er{e} = fadd {vt} %e{e}, %rg{e}"]
-        L += [f"  br label %sq{r}",
-              f"sq{r}:"]
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L.append(f"  %eq{e} = phi {vt} [%e{e}, %st{r}], [%er{e}, %sg{r}]")
-        act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
-                  f"q{r}", w, STORE_ACTS)
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
-                     f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
-        L.append(f"  br label %{nxt}")
+            L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
+        _planes_store(L, r, nv, w, f"%piv{r}", f"st{r}", nxt)
     L += ["exit:",
           "  ret void",
           "}"]
