@@ -5,7 +5,10 @@ random weights, BatchNorm with random statistics, exported with torch.onnx.expor
 ResNet-50, VGG-11, MobileNetV2, MobileNetV3-Small, EfficientNet-B0, ShuffleNetV2 x1.0 and
 SqueezeNet 1.1, batch 1, float32, at each ``--sizes`` side.  Both runtimes get ``--threads``
 threads (onnxruntime: intra-op threads, one inter-op thread, all graph optimisations;
-tensorlayout: numba's pool and BLAS).  Each runtime runs three times untimed first.  In each
+tensorlayout: numba's pool and BLAS).  Each runtime runs untimed first, three times and for
+at least ``WARM_S`` seconds (the two in turns when they share the process): a core left
+idle runs slower for the first tens of milliseconds it is busy again, and a network of a
+few milliseconds would otherwise be timed in that ramp, in its own process above all.  In each
 of ``--rounds`` rounds the two take turns (which goes first alternates) and each is timed as
 the best of three calls on the same input.  The table shows the median time over rounds,
 the spread (lowest - highest), and the ratio onnxruntime time / tensorlayout time per round
@@ -78,6 +81,20 @@ def _sessions(name, size, threads, which=("ours", "ort")):
     return fns
 
 
+#: Seconds of untimed calls before timing (at least three calls): see the docstring.
+WARM_S = 0.5
+
+
+def _warm(*fns):
+    """Call ``fns`` in turns, three times and until WARM_S seconds have passed; the last
+    outputs."""
+    t0, n, out = time.perf_counter(), 0, None
+    while n < 3 or time.perf_counter() - t0 < WARM_S:
+        out = [fn() for fn in fns]
+        n += 1
+    return out
+
+
 def _best_of(fn, k=3):
     best = float("inf")
     for _ in range(k):
@@ -91,8 +108,7 @@ def _alone(name, size, threads, rounds, which):
     """Median ms of one runtime in this process alone (the --alone child)."""
     fns = _sessions(name, size, threads, (which,))
     fn = fns[which]
-    for _ in range(3):
-        y = fn()
+    (y,) = _warm(fn)
     times = [_best_of(fn) * 1e3 for _ in range(rounds)]
     return {"median": float(np.median(times)), "low": float(min(times)), "high": float(max(times)),
             "out": np.asarray(y).ravel().tolist()}
@@ -163,8 +179,7 @@ def _table(args, ort, available_cpus) -> int:
             else:
                 fns = _sessions(name, size, args.threads)
                 ours, theirs = fns["ours"], fns["ort"]
-                for _ in range(3):
-                    y, r = ours(), theirs()
+                y, r = _warm(ours, theirs)
                 t_ours, t_ort = [], []
                 for k in range(args.rounds):
                     order = (ours, theirs) if k % 2 == 0 else (theirs, ours)
