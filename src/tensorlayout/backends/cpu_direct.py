@@ -74,7 +74,7 @@ class Direct:
         self.shape = (N, O, OH, OW)
         self.N, self.OH = N, OH
         self.strips = -(-O // nr)
-        self.rows_in = N * CB * H
+        self.blocks_in = N * CB
         self.template = np.array(
             [0, N, C, H, W, 0, CB, Hp, Wp, ph, pw, sh, O, OH, OW, 0, self.wb.ctypes.data,
              CB * KH * KW * 16, CB * KH * KW, self.offs.ctypes.data, self.biasp.ctypes.data,
@@ -106,5 +106,5 @@ class Direct:
         units = self.N * -(-self.OH // rows) * self.strips
         ctx[31] = 1
         keep = (x, y, res, xp)
-        return [(fn, deal, max(1, min(nt, self.rows_in // 16)), keep),
+        return [(fn, deal, max(1, min(nt, self.blocks_in)), keep),
                 (fn, ctx, max(1, min(nt, units)), keep)]

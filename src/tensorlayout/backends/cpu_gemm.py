@@ -39,8 +39,7 @@ POINTWISE_COLUMNS = 256
 #: has :data:`UNITS_PER_THREAD` of them, rather than into groups of weight panels: then
 #: each thread reads mostly the positions the step before wrote on the same core (the
 #: threads take the front and the back of every step's units, see ``cpu_source_claim``)
-#: instead of every position of the input, half of them from the other core's cache
-#: (SqueezeNet 1.1's 256 -> 32 layer at 27 x 27 in the network: 158 -> 81 us).
+#: instead of every position of the input, half of them from the other core's cache.
 #: Whole networks: ``benchmarks/bench_setting.py tensorlayout.backends.cpu_gemm.SPLIT_COLUMNS
 #: False True`` (``benchmarks/results/setting_split_columns_ci2.txt``: SqueezeNet 1.1 3%).
 SPLIT_COLUMNS = True

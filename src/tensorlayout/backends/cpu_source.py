@@ -221,6 +221,11 @@ def _act_row_source() -> str:
         lines += [f"    {'if' if i == 0 else 'elif'} act == {code}:",
                   "        for i in range(n):", "            v = s[i]",
                   f"            s[i] = {expr}"]
+    # which activations the steps writing NCHW outputs hand to the machine code's tl_act
+    lines += ["", "", "@njit(inline=\"always\")", "def exp_act(act):",
+              "    # Sigmoid and SiLU: an e ** x per element, which tl_act computes over whole",
+              "    # registers (the loops above use half a register); the others' loops keep up",
+              f"    return act == {ACT['Sigmoid']} or act == {ACT['SiLU']}"]
     return "\n".join(lines)
 
 
@@ -297,9 +302,9 @@ def depthwise_entry(ctx, tid, nt, work):
     total = a[1] * a[6]
     kind = a[22]
     P = a[11] * a[12]
-    # Sigmoid and SiLU in the machine code (tl_act at actfn, its e ** x over whole
-    # registers), over the range's planes once the kernel has written them
-    kact = 0 if (a[20] == 4 or a[20] == 8) and a[26] != 0 else a[20]
+    # Sigmoid and SiLU by tl_act (at actfn) over the range's planes once the kernel has
+    # written them (see exp_act)
+    kact = 0 if exp_act(a[20]) else a[20]
     while True:
         q0, q1 = next_range(work, tid, nt, total)
         if q0 >= total:
@@ -403,8 +408,8 @@ def pointwise_entry(ctx, tid, nt, work):
             continue
         call_void(a[15], (r1 - r0, c1 - c0, Ci, a[4] + p0 * Ci * mr * 4, bat, ldb, yat, P,
                           flags))
-        # Sigmoid and SiLU in the machine code (tl_act at actfn), the block's rows one by one
-        mc = (a[13] == 4 or a[13] == 8) and a[23] != 0
+        # Sigmoid and SiLU by tl_act (at actfn), the block's rows one by one (see exp_act)
+        mc = exp_act(a[13])
         if a[10] != 0 or a[12] != 0 or a[13] != 0:
             epilogue_block(y, bias, a[10] != 0, res, a[12] != 0, 0 if mc else a[13], f[0],
                            f[1], n * O + r0, n * O + r1, c0, c1, O)

@@ -48,7 +48,7 @@ PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", 
 #: ``runs`` (block, kh, kw) taps' float offset in an image of xp; ``biasp``: the bias in
 #: whole strips (zeros without one); ``fn``: the kernel ``tl_dc{R}x{cw}s{sw}`` of panels
 #: of R output rows by cw positions; ``rows``: output rows per unit (a multiple of R);
-#: ``phase`` 0 deals x into xp (units of input rows), 1 multiplies (units (image, rows,
+#: ``phase`` 0 deals x into xp (units (image, block)), 1 multiplies (units (image, rows,
 #: strip)); ``lohi``: the activation's two parameters, float32; ``actfn``: ``tl_act``).
 DC_CTX = ("x", "N", "C", "H", "W", "xp", "CB", "Hp", "Wp", "ph", "pw", "sh", "O", "OH", "OW",
           "y", "wb", "K", "runs", "offs", "biasp", "has_bias", "res", "has_res", "act",
@@ -252,10 +252,11 @@ PW_BLOCK_ENTRY = Entry(pw_block_entry)
 
 def direct_entry(ctx, tid, nt, work):
     # a convolution over the input dealt into a zero-bordered blocked copy: phase 0 deals
-    # the input's rows (units (image, block, row)); phase 1 runs units (image, output rows,
-    # strip of nr output channels), each panel of R output rows by cw positions one
-    # tl_dc{R}x{cw}s{sw}, whose depth runs over every (block, kh, kw) tap and which writes
-    # y's planes with the bias, the residual and Relu or Clip; another activation after it
+    # the input's blocks of channels (units (image, block)); phase 1 runs units (image,
+    # output rows, strip of nr output channels), each panel of R output rows by cw positions
+    # one tl_dc{R}x{cw}s{sw}, whose depth runs over every (block, kh, kw) tap and which
+    # writes y's planes with the bias, the residual and Relu or Clip; another activation
+    # after it
     a = carray(ptr_i64(ctx), ({d},))
     N = a[1]
     C = a[2]
@@ -268,24 +269,17 @@ def direct_entry(ctx, tid, nt, work):
     OH = a[13]
     OW = a[14]
     P = OH * OW
-    if a[31] == 0:
+    if a[31] == 0:              # units (image, block of 16 channels), dealt by block_in
         x = carray(ptr_f32(a[0]), (N, C, H, W))
         xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * 16))
-        total = N * CB * H
-        while True:
-            q0, q1 = next_range(work, tid, nt, total)
-            if q0 >= total:
+        units = N * CB
+        while True:             # the next unit (see next_unit)
+            u = next_unit(work, tid, units)
+            if u >= units:
                 break
-            for q in range(q0, q1):
-                h = q % H
-                nb = q // H
-                b = nb % CB
-                n = nb // CB
-                row = xp[n, b, h + a[9], a[10] * 16:]
-                for c in range(min(16, C - b * 16)):
-                    xr = x[n, b * 16 + c, h]
-                    for j in range(W):
-                        row[j * 16 + c] = xr[j]
+            n = u // CB
+            b = u - n * CB
+            block_in(x, n, b * 16, min(16, C - b * 16), xp[n, b], a[9], a[10])
         return
     f = carray(ptr_f64(a[25]), (2,))
     y = carray(ptr_f32(a[15]), (N, O, P))
@@ -360,5 +354,5 @@ def source(codes) -> str:
     post = " or ".join(f"act == {c}" for c in POST_ACTS) or "False"
     loops = " or ".join(f"act == {c}" for c in codes if c and c not in IR_ACTS) or "False"
     return (_SOURCE.replace("{n}", str(len(DWB_CTX))).replace("{m}", str(len(PWB_CTX)))
-            .replace("{r}", str(len(BROWS_CTX))).replace("{d}", str(len(DC_CTX))).replace("{POST}", post)
-            .replace("{LOOPS}", loops))
+            .replace("{r}", str(len(BROWS_CTX))).replace("{d}", str(len(DC_CTX)))
+            .replace("{POST}", post).replace("{LOOPS}", loops))

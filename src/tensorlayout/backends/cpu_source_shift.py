@@ -148,12 +148,9 @@ def shift_rows(a, y, N, C, O, Wq, plane, npan, mr, rp, nrb, taps, a0, a1, work, 
                               a[5] + (n * C * plane + oh * Wq) * 4, plane, a[12] + off, P, 4,
                               taps, a[20], a[21] + r0 * 4, a[23] + off if a[24] != 0 else 0,
                               a[25], a[39]))
-            if a[25] == 4 or a[25] == 8:
-                # Sigmoid and SiLU in the machine code (its e ** x over whole registers: the
-                # compiled loop's took twice as long); the others' loops are as fast
+            if exp_act(a[25]):          # by tl_act (at actfn)
                 for r in range(n * O + r0, n * O + r1):
-                    after_act(a[40], a[12] + r * P * 4, y[r], oh * OW, oh * OW + OW, a[25],
-                              a0, a1, a[39])
+                    call_void(a[40], (a[12] + (r * P + oh * OW) * 4, OW, a[25], a[39]))
             elif a[25] > 2:
                 for r in range(n * O + r0, n * O + r1):
                     act_row(y[r], oh * OW, oh * OW + OW, a[25], a0, a1)

@@ -46,8 +46,10 @@ DIRECT_MIN_CHANNELS = 32
 #: the direct convolution pulls each strip of output channels' weights from memory in its
 #: first panel and runs the others from the cache, leaving memory idle between strips, where
 #: im2col's GEMM reads the weights at an even pace (VGG-11 at 96^2, whose fully connected
-#: layers' 400 MB keep every layer's weights out of the cache: its two 512-channel layers at
-#: 6 x 6 (9.4 MB) 934 -> 1042 us; ResNet-18's at 3 x 3, one panel, 321 -> 244 us).
+#: layers' 400 MB keep every layer's weights out of the cache, 2.4% faster with the limit:
+#: ``benchmarks/bench_setting.py tensorlayout.schedule.winograd.DIRECT_MAX_WEIGHTS
+#: 1000000000000 4194304 --nets vgg11:96,...``,
+#: ``benchmarks/results/setting_direct_max_weights_ci2.txt``).
 DIRECT_MAX_WEIGHTS = 4 << 20
 #: The least share of the positions of its panels (up to mr output positions, of up to 4
 #: output rows: ``_simd_block.direct_panel``) a map must fill for the direct convolution.
@@ -71,8 +73,9 @@ def cpu_conv(graph, node):
     Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds: "direct" (the backend's
     direct convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of
     1 or 2 and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels'
-    positions (in one panel, or with at most :data:`DIRECT_MAX_WEIGHTS` of weights); else (strided: under :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW) "shifted" (the
-    backend's one GEMM per tap over the stride phases, no unfolded matrix) where the shifted
+    positions (in one panel, or with at most :data:`DIRECT_MAX_WEIGHTS` of weights); else
+    (strided: under :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW) "shifted" (the backend's
+    one GEMM per tap over the stride phases, no unfolded matrix) where the shifted
     grid's overhang is at most :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang
     takes im2col (``python benchmarks/bench_cpu_conv.py``)."""
     from ..winograd import choose_algorithm
