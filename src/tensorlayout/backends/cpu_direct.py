@@ -24,7 +24,7 @@ import numpy as np
 
 from ..winograd import _simd
 from ..winograd._pool import address as _at
-from ..winograd._simd_block import direct_panel
+from ..winograd._simd_block import STORE_ACTS, direct_panel
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 from .cpu_source_block import DC_CTX
@@ -39,16 +39,27 @@ class Direct:
     """A convolution of one group with strides 1 or 2 (any window, dilation and padding) of
     fixed shapes as :mod:`this module <.cpu_direct>` describes.  ``weights``: (O, C, KH, KW)
     float32; ``begin``: the top and left padding (the rest is what ``out_hw`` leaves);
-    ``act``: (code, two parameters)."""
+    ``act``: (code, two parameters); ``xb``, ``yb``: the input, the output (and the
+    residual) in the blocked layout (N, ceil(C/16), H, W, 16), lanes past C zero (an output
+    in it takes no activation but Relu or Clip)."""
 
-    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
+    def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw,
+                 xb=False, yb=False):
         O, C, KH, KW = weights.shape
         N, _, H, W = x_shape
         OH, OW = out_hw
         (sh, sw), (dh, dw) = strides, dilations
+        # a strided 1 x 1 layer reads every sh-th row's every sw-th position: those alone
+        # are dealt (a map of OH x OW), then multiplied at stride 1
+        ds = (sh, sw) if (KH, KW) == (1, 1) and tuple(begin) == (0, 0) else (1, 1)
+        if ds != (1, 1):
+            H, W, sh, sw = OH, OW, 1, 1
         if sw not in (1, 2):
             raise ValueError(f"strides = {strides}: the direct convolution takes a column "
                              "stride of 1 or 2")
+        if yb and act[0] not in STORE_ACTS + (0,):
+            raise ValueError(f"act = {act}: a blocked output takes no activation but Relu or "
+                             f"Clip (codes {STORE_ACTS})")
         mod = _simd.module()
         nr = mod.isa.nr
         self.panel = R, cw = direct_panel(OH, OW, mod.isa.mr)[0]
@@ -71,7 +82,7 @@ class Direct:
         # the buffer's floats: the images', and past them what a last panel reads beyond
         # the map (its rows and columns past the output's, a row's width further)
         self.xp_floats = N * CB * Hp * Wp * 16 + ((R * sh + 1) * Wp + cw * sw + 1) * 16
-        self.shape = (N, O, OH, OW)
+        self.shape = (N, -(-O // 16), OH, OW, 16) if yb else (N, O, OH, OW)
         self.N, self.OH = N, OH
         self.strips = -(-O // nr)
         self.blocks_in = N * CB
@@ -79,12 +90,13 @@ class Direct:
             [0, N, C, H, W, 0, CB, Hp, Wp, ph, pw, sh, O, OH, OW, 0, self.wb.ctypes.data,
              CB * KH * KW * 16, CB * KH * KW, self.offs.ctypes.data, self.biasp.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, self.lohi.ctypes.data,
-             mod.addr[f"tl_dc{R}x{cw}s{sw}"], nr, mod.addr["tl_act"], R, 0, sw, R, cw],
-            np.int64)
+             mod.addr[f"tl_dc{R}x{cw}s{sw}"], nr, mod.addr["tl_act"], R, 0, sw, R, cw,
+             int(xb), int(yb), *ds, x_shape[2], x_shape[3]], np.int64)
         assert len(self.template) == len(DC_CTX)
 
     def __call__(self, x, res=None, nt=None):
-        """``y`` (N, O, OH, OW) for C-contiguous float32 ``x`` (and residual ``res``)."""
+        """``y`` (N, O, OH, OW), or blocked, for C-contiguous float32 ``x`` (and residual
+        ``res``) in the layouts given."""
         y = np.empty(self.shape, np.float32)
         run_calls(self.calls(x, y, res, threads() if nt is None else nt))
         return y

@@ -198,8 +198,8 @@ class PointwiseBlocked:
     over, the positions the micro-kernel's rows, read where they lie in either layout
     (``tl_gemm_at``: no packing), and the output channels its columns (the weights
     transposed and packed once in strips of nr); each tile then takes the bias, the
-    residual (an NCHW output only) and the activation and is written to ``y`` by blocks of
-    channels or by planes.  ``weights``: (O, C) float32."""
+    residual (in the output's layout) and the activation and is written to ``y`` by blocks
+    of channels or by planes.  ``weights``: (O, C) float32."""
 
     def __init__(self, weights, bias, act, x_shape, x_blocked, y_blocked):
         O, C = weights.shape
@@ -236,10 +236,8 @@ class PointwiseBlocked:
         return y
 
     def calls(self, x, y, res, nt):
-        """The native calls that write ``y`` from ``x`` (and ``res``, y's shape in NCHW, or
-        None), C-contiguous float32, on ``nt`` threads at most."""
-        if res is not None and self.y_blocked:
-            raise ValueError("a blocked output takes no residual")
+        """The native calls that write ``y`` from ``x`` (and ``res``, y's shape and layout,
+        or None), C-contiguous float32, on ``nt`` threads at most."""
         units = self.N * -(-self.P // self.rows) * -(-self.O // self.nr)
         ctx = self.template.copy()
         ctx[0], ctx[7] = _at(x), _at(y)

@@ -49,10 +49,14 @@ PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", 
 #: whole strips (zeros without one); ``fn``: the kernel ``tl_dc{R}x{cw}s{sw}`` of panels
 #: of R output rows by cw positions; ``rows``: output rows per unit (a multiple of R);
 #: ``phase`` 0 deals x into xp (units (image, block)), 1 multiplies (units (image, rows,
-#: strip)); ``lohi``: the activation's two parameters, float32; ``actfn``: ``tl_act``).
+#: strip)); ``lohi``: the activation's two parameters, float32; ``actfn``: ``tl_act``;
+#: ``xb``, ``yb``: 1 where x, y (and the residual) are blocked; ``dsh``, ``dsw``: the rows
+#: and columns of x dealt, every dsh-th and dsw-th (a strided 1 x 1 layer's), ``H`` by ``W``
+#: of them from a map of ``XH`` by ``XW``).
 DC_CTX = ("x", "N", "C", "H", "W", "xp", "CB", "Hp", "Wp", "ph", "pw", "sh", "O", "OH", "OW",
           "y", "wb", "K", "runs", "offs", "biasp", "has_bias", "res", "has_res", "act",
-          "fparams", "lohi", "fn", "nr", "actfn", "rows", "phase", "sw", "R", "cw")
+          "fparams", "lohi", "fn", "nr", "actfn", "rows", "phase", "sw", "R", "cw", "xb", "yb",
+          "dsh", "dsw", "XH", "XW")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -210,11 +214,13 @@ def pw_block_entry(ctx, tid, nt, work):
         aat = a[0] + (n * K * P + p0 * ars) * 4
         fn = a[21] if cnt <= a[22] else a[14]       # one vector of columns: twice the rows
         if a[16] != 0:
-            # into y's blocks, with the bias and the activation (one the machine code
-            # lacks over each block's rows after); the lanes past O zeroed
-            call_void(fn, (R, cnt, depth, aat, ars, aks, runs, rstride, wat,
-                           a[7] + ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4, 16,
-                           P * 16, a[19] + o0 * 4 if a[9] != 0 else 0, a[12], a[20], 0, 0))
+            # into y's blocks, with the bias, the residual (blocked too) and the activation
+            # (one the machine code lacks over each block's rows after); the lanes past O
+            # zeroed
+            yo = ((n * OB + o0 // 16) * P + p0) * 64 + o0 % 16 * 4
+            call_void(fn, (R, cnt, depth, aat, ars, aks, runs, rstride, wat, a[7] + yo, 16,
+                           P * 16, a[19] + o0 * 4 if a[9] != 0 else 0, a[12], a[20], 0,
+                           a[10] + yo if a[11] != 0 else 0))
             for ob in range(o0 // 16, (o1 + 15) // 16):
                 blk = yb[n, ob, p0:p1].reshape(R * 16)
                 bat = a[7] + ((n * OB + ob) * P + p0) * 64
@@ -270,16 +276,39 @@ def direct_entry(ctx, tid, nt, work):
     OW = a[14]
     P = OH * OW
     if a[31] == 0:              # units (image, block of 16 channels), dealt by block_in
-        x = carray(ptr_f32(a[0]), (N, C, H, W))
         xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * 16))
         units = N * CB
+        dsh = a[37]
+        dsw = a[38]
+        x = carray(ptr_f32(a[0]), (N, C, a[39], a[40]))
+        xbl = carray(ptr_f32(a[0]), (N, CB, a[39], a[40] * 16))
+        z = np.float32(0)
         while True:             # the next unit (see next_unit)
             u = next_unit(work, tid, units)
             if u >= units:
                 break
             n = u // CB
             b = u - n * CB
-            block_in(x, n, b * 16, min(16, C - b * 16), xp[n, b], a[9], a[10])
+            cl = min(16, C - b * 16)
+            if a[35] == 0 and dsh == 1 and dsw == 1:
+                block_in(x, n, b * 16, cl, xp[n, b], a[9], a[10])
+                continue
+            for h in range(H):  # the rows dealt, copied into the border's interior
+                dst = xp[n, b, h + a[9], a[10] * 16:]
+                if a[35] != 0:
+                    src = xbl[n, b, h * dsh]
+                    for j in range(W):
+                        for q in range(16):
+                            dst[j * 16 + q] = src[j * dsw * 16 + q]
+                    continue
+                for c in range(16):
+                    if c < cl:
+                        xr = x[n, b * 16 + c, h * dsh]
+                        for j in range(W):
+                            dst[j * 16 + c] = xr[j * dsw]
+                    else:
+                        for j in range(W):
+                            dst[j * 16 + c] = z
         return
     f = carray(ptr_f64(a[25]), (2,))
     y = carray(ptr_f32(a[15]), (N, O, P))
@@ -305,13 +334,24 @@ def direct_entry(ctx, tid, nt, work):
         wat = a[16] + st * K * nr * 4
         bat = a[20] + o0 * 4 if a[21] != 0 else 0
         img = a[5] + n * CB * Hp * Wp * 64
+        # y's planes, or its blocks of 16 channels: the strip's first float, floats between
+        # planes (0: blocked) and between blocks (0: planes)
+        OB = (O + 15) // 16
+        if a[36] == 0:
+            base, cps, cbs = (n * O + o0) * P, P, 0
+        else:
+            base, cps, cbs = (n * OB + o0 // 16) * P * 16 + o0 % 16, 0, P * 16
         for oh in range(h0, h1, R):
             for ow in range(0, OW, cw):
-                at = ((n * O + o0) * P + oh * OW + ow) * 4
+                at = (base + (oh * OW + ow) * (16 if cbs else 1)) * 4
                 call_void(a[27], (min(R, h1 - oh), min(cw, OW - ow),
                                   img + (oh * arow + ow * acol) * 4, arow, a[18], a[19], wat,
-                                  a[15] + at, OW, P, cnt, bat, a[24], a[26],
-                                  a[22] + at if a[23] != 0 else 0))
+                                  a[15] + at, OW, cps, cnt, bat, a[24], a[26],
+                                  a[22] + at if a[23] != 0 else 0, cbs))
+        if cbs != 0 and st == ns - 1 and O % 16 != 0:
+            # the last block's lanes past O, which the kernel leaves
+            yl = carray(ptr_f32(a[15] + (n * OB + OB - 1) * P * 64), (P * 16,))
+            zero_lanes(yl[h0 * OW * 16:], (h1 - h0) * OW, O % 16)
         if a[24] > 2:
             for j in range(cnt):
                 after_act(a[29], a[15] + ((n * O + o0 + j) * P) * 4, y[n, o0 + j],

@@ -31,6 +31,11 @@ __all__ = ["vt_of", "splat", "lanes_below", "block_ir", "gemm_at_ir", "direct_ir
            "direct_shapes", "direct_panel", "fexp_ir", "rows_ir", "act_ir", "IR_ACTS", "STORE_ACTS",
            "POST_ACTS", "BLOCK", "BLOCK_NAMES", "BLOCK_SPECIAL", "block_function"]
 
+#: Depth steps ahead at which ``tl_gemm_at`` and the direct convolution ask for their strip
+#: of weights (a prefetch of its two lines then, which never faults): a strip's first panel
+#: reads it from the last-level cache, which otherwise answers one line at a time.
+PREFETCH_WEIGHTS = 64
+
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
 BLOCK = 16
 #: The windows with a function of their own: (KH, KW, stride), dilation 1.
@@ -230,6 +235,16 @@ def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
     return "tl_dw_block"
 
 
+def _prefetch_weights(L, nr: int) -> None:
+    """At depth step ``%bk`` (a strip's row of nr floats): its row PREFETCH_WEIGHTS steps on
+    asked for, a prefetch per 16 floats (see :data:`PREFETCH_WEIGHTS`)."""
+    if not PREFETCH_WEIGHTS:
+        return
+    for i in range(0, nr, BLOCK):
+        L += [f"  %pfw{i} = getelementptr float, ptr %bk, i64 {PREFETCH_WEIGHTS * nr + i}",
+              f"  call void @llvm.prefetch.p0(ptr %pfw{i}, i32 0, i32 3, i32 1)"]
+
+
 def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0) -> list:
     """IR of ``tl_gemm_at(m, n, k, a, ars, aks, runs, rstride, b, c, ldc, cbs, bias, act,
     lohi, cps, res)`` (every argument an int64): C (m x n) = act(A (m x runs·k) · B + bias
@@ -240,7 +255,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     ``b + g·nr``, nr = nv·w, zero past its columns); n at most nr.  Column j of row i goes
     to ``c + i·ldc + (j // 16)·cbs + j % 16``: a row-major tile with cbs 16, a blocked
     tensor's positions with ldc 16 and cbs its block's size; with ``cps`` not 0 at
-    ``c + j·cps + i`` instead (NCHW planes, scattered), the residual ``res`` (same places,
+    ``c + j·cps + i`` instead (NCHW planes, scattered); the residual ``res`` (same places,
     or 0) added after the bias.  ``bias``:
     nr floats or 0; ``act`` an activation code of :data:`STORE_ACTS` (``lohi``: its two
     parameters as floats; another code: none).
@@ -312,6 +327,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     for v in range(nv):
         L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
               f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
+    _prefetch_weights(L, nr)
     for r in range(mr):
         L += [f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}",
               f"  %as{r} = load float, ptr %ap{r}, align 4"]
@@ -342,8 +358,23 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         # planes: column j of row i at c + j·cps + i, the residual likewise
         L.append(f"sp{r}:")
         _planes_store(L, r, nv, w, f"%civ{r}", f"sp{r}", nxt)
-        L.append(f"sr{r}:")
-        act_block(L, [f"%e{r}_{v}" for v in range(nv)], [f"%z{r}_{v}" for v in range(nv)],
+        # rows: the residual (where there is one) from the same places of res
+        L += [f"sr{r}:",
+              f"  br i1 %hasres, label %srg{r}, label %srk{r}",
+              f"srg{r}:"]
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L += [f"  %sro{e} = add i64 %co{r}, %vo{v}",
+                  f"  %srp{e} = getelementptr inbounds float, ptr %res, i64 %sro{e}",
+                  f"  %srv{e} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %srp{e}, i32 4, "
+                  f"<{w} x i1> %mask{v}, {vt} zeroinitializer)",
+                  f"  %sre{e} = fadd {vt} %e{e}, %srv{e}"]
+        L += [f"  br label %srk{r}",
+              f"srk{r}:"]
+        for v in range(nv):
+            e = f"{r}_{v}"
+            L.append(f"  %srq{e} = phi {vt} [%e{e}, %sr{r}], [%sre{e}, %srg{r}]")
+        act_block(L, [f"%srq{r}_{v}" for v in range(nv)], [f"%z{r}_{v}" for v in range(nv)],
                   f"r{r}", w, STORE_ACTS)
         for v in range(nv):
             e = f"{r}_{v}"
@@ -409,6 +440,39 @@ def _planes_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) -> 
     L.append(f"  br label %{nxt}")
 
 
+def _blocked_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) -> None:
+    """Row r's sums (``%e{r}_{v}``, the bias added) stored into the blocked layout: vector v
+    at ``c + pos·16 + %vo{v}`` (``pos``: the row's position), plus the residual loaded from
+    the same place of ``%res`` where ``%hasres``, then Relu or Clip; lanes masked by
+    ``%mask{v}``.  ``here``: the label the code is in; then on to ``nxt``."""
+    vt = vt_of(w)
+    L.append(f"  %bq{r} = mul i64 {pos}, 16")
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L += [f"  %bo{e} = add i64 %bq{r}, %vo{v}",
+              f"  %bp{e} = getelementptr inbounds float, ptr %c, i64 %bo{e}"]
+    L += [f"  br i1 %hasres, label %bg{r}, label %bk{r}",
+          f"bg{r}:"]
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L += [f"  %brp{e} = getelementptr inbounds float, ptr %res, i64 %bo{e}",
+              f"  %brg{e} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %brp{e}, i32 4, "
+              f"<{w} x i1> %mask{v}, {vt} zeroinitializer)",
+              f"  %ber{e} = fadd {vt} %e{e}, %brg{e}"]
+    L += [f"  br label %bk{r}",
+          f"bk{r}:"]
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L.append(f"  %beq{e} = phi {vt} [%e{e}, %{here}], [%ber{e}, %bg{r}]")
+    act_block(L, [f"%beq{r}_{v}" for v in range(nv)], [f"%bz{r}_{v}" for v in range(nv)],
+              f"b{r}", w, STORE_ACTS)
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L.append(f"  call void @llvm.masked.store.v{w}f32.p0({vt} %bz{e}, ptr %bp{e}, i32 4, "
+                 f"<{w} x i1> %mask{v})")
+    L.append(f"  br label %{nxt}")
+
+
 def direct_shapes(mr: int) -> list:
     """The (rows, columns) panels of output positions the direct convolution's kernels take
     on a machine of micro-kernel rows ``mr``: at most mr positions, at most 4 output rows, so
@@ -442,26 +506,29 @@ def direct_panel(out_h: int, out_w: int, mr: int) -> tuple:
 
 def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
     """IR of ``tl_dc{R}x{cw}s{sw}(hv, wv, a, arow, runs, offs, b, c, crow, cps, n, bias, act,
-    lohi, res)`` (every argument an int64): one panel of the direct convolution, R output
+    lohi, res, cbs)`` (every argument an int64): one panel of the direct convolution, R output
     rows of cw positions (the first ``hv`` rows and ``wv`` columns of it kept) by one strip of
     ``n`` <= nv·w output channels.  Position (i, j)'s input, lane l of run t, is the float at
     ``a + i·arow + j·16·sw + offs[t] + l`` (``offs``: ``runs`` int64; a zero-bordered blocked
     input, 16 lanes per run), the strip's weights ``b`` (runs·16 rows of nv·w floats, as
     ``pack_rows`` packs them); all R·cw·nv sums stay in registers over the whole depth.
-    Output channel q of position (i, j) goes to ``c + q·cps + i·crow + j`` (planes), the bias
-    (nv·w floats, or 0), the residual at the same places of ``res`` (or 0) and Relu or Clip
-    (``act``; ``lohi``: its two parameters) applied in the store."""
+    Output channel q of position (i, j) goes to ``c + q·cps + i·crow + j`` (planes) or, where
+    ``cbs`` is not 0, to ``c + (q // 16)·cbs + (i·crow + j)·16 + q % 16`` (the blocked layout,
+    blocks of ``cbs`` floats), the bias (nv·w floats, or 0), the residual at the same places
+    of ``res`` (or 0) and Relu or Clip (``act``; ``lohi``: its two parameters) applied in the
+    store; channels from ``n`` on are not written."""
     vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     mr, nr = R * cw, nv * w
     acc = [(r, v) for r in range(mr) for v in range(nv)]
     L = [f"define void @tl_dc{R}x{cw}s{sw}(i64 %hv, i64 %wv, i64 %ai, i64 %arow, i64 %runs, "
          "i64 %offsi, i64 %bi, i64 %ci, i64 %crow, i64 %cps, i64 %n, i64 %biasi, i64 %act, "
-         "i64 %lohii, i64 %resi) nounwind {",
+         "i64 %lohii, i64 %resi, i64 %cbs) nounwind {",
          "entry:",
          "  %a = inttoptr i64 %ai to ptr",
          "  %b = inttoptr i64 %bi to ptr",
          "  %c = inttoptr i64 %ci to ptr",
+         "  %planes = icmp eq i64 %cbs, 0",
          "  %offs = inttoptr i64 %offsi to ptr",
          "  %bias = inttoptr i64 %biasi to ptr",
          "  %res = inttoptr i64 %resi to ptr",
@@ -490,6 +557,7 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
     for v in range(nv):
         L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
               f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
+    _prefetch_weights(L, nr)
     for r in range(mr):
         g, q = divmod(r, cw)
         L += [f"  %ap{r}.o = add i64 %j, {q * 16 * sw}",
@@ -515,6 +583,10 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
         lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
         L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
         lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+    # blocked: vector v at (v·w // 16)·cbs + v·w % 16 from its position's 16 floats
+    for v in range(nv):
+        L += [f"  %vo{v}.b = mul i64 %cbs, {v * w // 16}",
+              f"  %vo{v} = add i64 %vo{v}.b, {v * w % 16}"]
     L.append("  br label %row0")
     for r in range(mr):
         g, q = divmod(r, cw)
@@ -527,10 +599,14 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
               f"st{r}:",
               f"  %pr{r} = mul i64 %crow, {g}",
               f"  %pi{r} = add i64 %pr{r}, {q}"]
-        splat(L, f"%piv{r}", f"%pi{r}", w, "i64")
         for v in range(nv):
             L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
-        _planes_store(L, r, nv, w, f"%piv{r}", f"st{r}", nxt)
+        L += [f"  br i1 %planes, label %sp{r}, label %sb{r}",
+              f"sp{r}:"]
+        splat(L, f"%piv{r}", f"%pi{r}", w, "i64")
+        _planes_store(L, r, nv, w, f"%piv{r}", f"sp{r}", nxt)
+        L.append(f"sb{r}:")
+        _blocked_store(L, r, nv, w, f"%pi{r}", f"sb{r}", nxt)
     L += ["exit:",
           "  ret void",
           "}"]
