@@ -248,8 +248,8 @@ def test_blocked_depthwise_equals_the_definition(case, layouts, nt):
 @pytest.mark.parametrize("act", [0, 2, 5])
 @pytest.mark.parametrize("nt", [1, 3])
 def test_blocked_pointwise_equals_the_definition(dims, layouts, act, nt):
-    """The 1 x 1 convolution with a blocked input or output: bias, the residual (an NCHW
-    output), the activation in the machine code's store (Relu, Clip) or after it
+    """The 1 x 1 convolution with a blocked input or output: bias, the residual (in the
+    output's layout), the activation in the machine code's store (Relu, Clip) or after it
     (HardSwish), NaN in the input; against float64; a blocked output's lanes past O zero."""
     _compiled_or_skip()
     N, C, O, H, W = dims
@@ -259,13 +259,13 @@ def test_blocked_pointwise_equals_the_definition(dims, layouts, act, nt):
     x[0, 0, 0, 0] = np.nan
     w = (rng.standard_normal((O, C)) / np.sqrt(C)).astype(np.float32)
     b = rng.standard_normal(O).astype(np.float32)
-    res = None if yb else rng.standard_normal((N, O, H, W)).astype(np.float32)
+    res = rng.standard_normal((N, O, H, W)).astype(np.float32)
     a0, a1 = _PARAMS[act]
     kern = K.PointwiseBlocked(w, b, (act, a0, a1), x.shape, xb, yb)
     xi = to_blocked(x) if xb else x
     if xb and C % 16:
         xi[:, -1, :, :, C % 16:] = 3.0
-    y = kern(xi, res, nt)
+    y = kern(xi, to_blocked(res) if yb else res, nt)
     if yb:
         assert (y[:, -1, :, :, O % 16 or 16:] == 0).all()
         y = from_blocked(y, O)
@@ -276,6 +276,59 @@ def test_blocked_pointwise_equals_the_definition(dims, layouts, act, nt):
     with np.errstate(invalid="ignore"):
         want = _ACTS[act](want)
     _agree(y, want)
+
+
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W, O, KH, KW, stride, begin, end): a block and a lane of input channels and
+    # 70 outputs (two strips, the last block's lanes partly past O), a stride of 2 on rows
+    # of 31, a strided 1 x 1 layer, one block of 16 outputs
+    (1, 33, 12, 13, 70, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (2, 20, 13, 31, 24, 3, 3, (2, 2), (1, 1), (1, 1)),
+    (1, 40, 9, 9, 36, 1, 1, (2, 2), (0, 0), (0, 0)),
+    (1, 64, 7, 7, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
+])
+@pytest.mark.parametrize("layouts", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_blocked_direct_convolution_equals_the_definition(case, layouts, nt):
+    """The direct convolution reading a blocked input (its lanes past C not read as data)
+    or writing a blocked output (the residual blocked too), or neither; a strided 1 x 1
+    layer dealing only the positions it reads: bias, residual and Relu; bias
+    and a Clip whose floor is above zero (the lanes past O stay zero all the same); no bias;
+    against a float64 convolution from the definition.  A blocked output with an activation
+    its store lacks is refused."""
+    _compiled_or_skip()
+    N, C, H, W, O, KH, KW, stride, begin, end = case
+    xb, yb = layouts
+    rng = np.random.default_rng(C * O + nt)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((O, C, KH, KW)) / np.sqrt(C * KH * KW)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    OH = (H + begin[0] + end[0] - KH) // stride[0] + 1
+    OW = (W + begin[1] + end[1] - KW) // stride[1] + 1
+    res = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
+    xi = to_blocked(x) if xb else x
+    if xb and C % 16:
+        xi[:, -1, :, :, C % 16:] = 3.0
+    want = np.zeros((N, O, OH, OW))
+    for i in range(KH):
+        for j in range(KW):
+            xs = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (begin[0], KH), (begin[1], KW)))
+            win = xs[:, :, i:i + OH * stride[0]:stride[0], j:j + OW * stride[1]:stride[1]]
+            want += np.einsum("oc,nchw->nohw", w[:, :, i, j].astype(np.float64), win)
+    runs = [((1, 0.0, 0.0), b, res, np.maximum(want + b[None, :, None, None] + res, 0)),
+            ((2, 0.25, 0.5), b, None, np.clip(want + b[None, :, None, None], 0.25, 0.5)),
+            ((0, 0.0, 0.0), None, None, want)]
+    for act, bias, r, expect in runs:
+        conv = K.Direct(w, bias, act, x.shape, stride, begin, (1, 1), (OH, OW), xb, yb)
+        y = conv(xi, None if r is None else (to_blocked(r) if yb else r), nt)
+        if yb:
+            assert y.shape == (N, -(-O // 16), OH, OW, 16)
+            assert (y[:, -1, :, :, O % 16 or 16:] == 0).all()
+            y = from_blocked(y, O)
+        _agree(y, expect)
+    if yb:
+        with pytest.raises(ValueError, match="blocked output takes no activation"):
+            K.Direct(w, b, (8, 0.0, 0.0), x.shape, stride, begin, (1, 1), (OH, OW), xb, yb)
 
 
 def _chain(C=20, E=40, H=9, res=True, se=False):
@@ -403,3 +456,94 @@ def test_blocked_networks_agree_with_onnxruntime_on_every_path(se, threads, monk
     assert np.abs(seen["ec"] - ec).max() <= 1e-4
     monkeypatch.setattr(K, "ready", lambda: False)
     assert rel_l2(load(data).cpu().run({"x": x}, threads=threads)[0][0], ref) <= 1e-5
+
+
+def _bottlenecks(gap=False, stem=True):
+    """Two ResNet bottlenecks after a 1 x 1 stem (or none: the first block adds the graph's
+    input): 1 x 1 + Relu, 3 x 3 + Relu (the direct convolution's), 1 x 1, the residual Add
+    and Relu; the second block strided, its residual a strided 1 x 1 layer (the direct
+    convolution's too); a plane mean after it if ``gap``."""
+    rng = np.random.default_rng(7)
+
+    def wt(o, c, k):
+        return (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+
+    inits = {"ws": wt(64, 16, 1), "a1": wt(128, 64, 1), "a2": wt(128, 128, 3),
+             "a3": wt(64, 128, 1), "b1": wt(128, 64, 1), "b2": wt(128, 128, 3),
+             "b3": wt(96, 128, 1), "bd": wt(96, 64, 1),
+             "bias": rng.standard_normal(96).astype(np.float32)}
+    conv = helper.make_node
+    nodes = [conv("Conv", ["x", "ws"], ["s0"]), conv("Relu", ["s0"], ["s"])] if stem else []
+    if not stem:
+        nodes.append(conv("Identity", ["x"], ["s"]))
+    nodes += [conv("Conv", ["s", "a1"], ["a1o"]), conv("Relu", ["a1o"], ["a1r"]),
+             conv("Conv", ["a1r", "a2"], ["a2o"], pads=[1, 1, 1, 1]),
+             conv("Relu", ["a2o"], ["a2r"]), conv("Conv", ["a2r", "a3"], ["a3o"]),
+             conv("Add", ["a3o", "s"], ["ya"]), conv("Relu", ["ya"], ["y1"]),
+             conv("Conv", ["y1", "b1"], ["b1o"]), conv("Relu", ["b1o"], ["b1r"]),
+             conv("Conv", ["b1r", "b2"], ["b2o"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             conv("Relu", ["b2o"], ["b2r"]), conv("Conv", ["b2r", "b3", "bias"], ["b3o"]),
+             conv("Conv", ["y1", "bd"], ["ds"], strides=[2, 2]),
+             conv("Add", ["b3o", "ds"], ["yb"]), conv("Relu", ["yb"], ["y2"])]
+    out = "y2"
+    if gap:
+        nodes.append(conv("GlobalAveragePool", ["y2"], ["g"]))
+        out = "g"
+    x = rng.standard_normal((1, 16 if stem else 64, 12, 12)).astype(np.float32)
+    return nodes, x, inits, out
+
+
+@pytest.mark.parametrize("gap, stem", [(False, True), (True, True), (True, False)])
+def test_residual_blocks_run_blocked_between_their_edges(gap, stem, monkeypatch):
+    """Bottlenecks whose 3 x 3 and strided 1 x 1 layers take the direct convolution hold
+    every tensor between the stem and the last block in the blocked layout, residuals
+    included (a residual is blocked exactly where the step adding it writes blocks); the
+    last block's residual stays NCHW where its output is a graph output, and is blocked
+    where a plane mean reads that output; a block adding the graph's input (NCHW) writes
+    NCHW; onnxruntime's results on every path (the bound run, a profile, the NumPy
+    twins)."""
+    from tensorlayout.graph import load_graph
+
+    _compiled_or_skip()
+    nodes, x, inits, out = _bottlenecks(gap, stem)
+    data = make_model(nodes, {"x": x}, [out], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    by_conv = {st.node.outputs[0]: st for st in s.steps}
+    assert {by_conv[t].algorithm for t in ("a2o", "b2o", "ds")} == {"direct"}
+    inner = {"a1r", "a2r", "b1r", "b2r"} | ({"s", "y1"} if stem else set())
+    assert s.blocked == (inner | {"b3o", "y2"} if gap else inner)
+    for st in s.steps:                       # a residual in the layout of its step's output
+        if st.residual:
+            assert (st.residual in s.blocked) == (st.output in s.blocked)
+    ref = ort_session(data).run(None, {"x": x})[0]
+    prog = load(data).cpu()
+    for profile in (False, True):
+        assert rel_l2(prog.run({"x": x}, threads=2, profile=profile)[0][0], ref) <= 1e-5
+    compare(nodes, {"x": x}, [out], inits)
+    monkeypatch.setattr(K, "ready", lambda: False)
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
+
+
+@pytest.mark.parametrize("squeeze", [32, 128])
+def test_a_shallow_tensor_stays_nchw_for_a_1x1_layer_writing_nchw(squeeze):
+    """A fire module (1 x 1 squeeze, then a 1 x 1 and a 3 x 3 expansion concatenated): the
+    squeezed tensor is blocked for the 3 x 3 layer's direct convolution only where it is
+    deep enough (MIXED_MIN_DEPTH) for the 1 x 1 expansion to read it into its NCHW output;
+    onnxruntime's results either way."""
+    from tensorlayout.graph import load_graph
+    from tensorlayout.schedule import cpu as rules
+
+    rng = np.random.default_rng(squeeze)
+    inits = {"ws": rng.standard_normal((squeeze, 48, 1, 1)).astype(np.float32) * 0.2,
+             "w1": rng.standard_normal((64, squeeze, 1, 1)).astype(np.float32) * 0.1,
+             "w3": rng.standard_normal((64, squeeze, 3, 3)).astype(np.float32) * 0.05}
+    nodes = [helper.make_node("Conv", ["x", "ws"], ["s0"]), helper.make_node("Relu", ["s0"], ["s"]),
+             helper.make_node("Conv", ["s", "w1"], ["e1"]),
+             helper.make_node("Conv", ["s", "w3"], ["e3"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["e1", "e3"], ["y"], axis=1)]
+    x = rng.standard_normal((1, 48, 14, 14)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    assert [st.algorithm for st in s.steps if st.node.outputs[0] == "e3"] == ["direct"]
+    assert s.blocked == ({"s"} if squeeze >= rules.MIXED_MIN_DEPTH else set())
+    compare(nodes, {"x": x}, ["y"], inits)

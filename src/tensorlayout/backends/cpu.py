@@ -107,7 +107,7 @@ class CpuProgram:
                     engine = (with_epilogue(run, None, act, residual)
                               if residual or act[0] else run)
                     run = im2col_step(node, ctx, engine, act, residual,
-                                      own[0] if own else kernels.Im2col)
+                                      own[0] if own else kernels.Im2col, xb, yb)
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first

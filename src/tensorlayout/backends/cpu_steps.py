@@ -85,6 +85,8 @@ def pointwise_step(node, ctx, bias, act, residual, xb=False, yb=False):
             return [gemm()(x, res)]
         if xb:
             x = from_blocked(x, w.shape[1])
+        if yb and res is not None:
+            res = from_blocked(res, O)
         y = np.empty((N, O, OH, OW), np.float32)
         y3 = y.reshape(N, O, OH * OW)
         np.matmul(w, x.reshape(N, -1, OH * OW), out=y3)
@@ -217,22 +219,30 @@ def work(kind, node, ctx) -> int:
     return out
 
 
-def im2col_step(node, ctx, engine, act, residual, kind):
+def im2col_step(node, ctx, engine, act, residual, kind, xb=False, yb=False):
     """A convolution as the packed GEMM with its epilogue, ``kind``
-    :class:`~tensorlayout.backends.cpu_kernels.Im2col` (by unfolded columns) or
-    :class:`~tensorlayout.backends.cpu_kernels.Shifted` (one GEMM per tap), when the
-    backend's kernels are ready, else ``engine`` (the engine's im2col plan with the epilogue
-    after it)."""
+    :class:`~tensorlayout.backends.cpu_kernels.Im2col` (by unfolded columns),
+    :class:`~tensorlayout.backends.cpu_kernels.Shifted` (one GEMM per tap) or
+    :class:`~tensorlayout.backends.cpu_kernels.Direct` (``xb``, ``yb``: its input, its output
+    and residual in the blocked layout), when the backend's kernels are ready, else
+    ``engine`` (the engine's im2col plan with the epilogue after it)."""
     p = node.params
     w = np.asarray(ctx.consts[1], np.float32)
     bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
             else None)
+    more = (xb, yb) if xb or yb else ()
     conv = _once(kind, w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
-                 p.dilations, ctx.out_shapes[0][2:])
+                 p.dilations, ctx.out_shapes[0][2:], *more)
 
     def run(inputs, out=None):
         if not kernels.ready():
-            return engine(inputs, out)
+            ins = list(inputs)
+            if xb:
+                ins[0] = from_blocked(ins[0], ctx.in_shapes[0][1])
+            if yb and residual is not None:
+                ins[-1] = from_blocked(ins[-1], ctx.out_shapes[0][1])
+            y = engine(ins, out)[0]
+            return [to_blocked(y) if yb else y]
         res = None if residual is None else np.ascontiguousarray(inputs[-1], np.float32)
         return [conv()(np.ascontiguousarray(inputs[0], np.float32), res)]
 

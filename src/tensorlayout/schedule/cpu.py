@@ -74,17 +74,42 @@ class CpuSchedule:
     blocked: frozenset = frozenset()
 
 
+#: Activations a blocked direct convolution's store applies (the others run over planes).
+DIRECT_BLOCKED_ACTS = (None, "Relu", "Clip")
+#: Whether the direct convolution reads and writes the blocked layout (and with it the 1 x 1
+#: layers and residuals between such steps).
+BLOCK_DIRECT = True
+#: Channels from which a 1 x 1 layer reads a blocked tensor into an NCHW output: its GEMM
+#: turned over scatters each tile into the planes, which costs more than the NCHW GEMM's
+#: contiguous store where the depth is shallow (SqueezeNet's 16- to 64-channel expansions),
+#: so a shallower tensor a convolution writes stays NCHW (one a depthwise convolution or a
+#: plane scaling writes does not: their blocked loops gain more, as in ShuffleNet's
+#: branches and squeeze-and-excite blocks).
+MIXED_MIN_DEPTH = 128
+
+
 def _blockable(graph, st, role: str) -> bool:
     """Whether step ``st`` can write (``role`` "out") or read as its data input ("in") a
     tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
-    convolution of stride 1 (writing it only without a fused residual), a Mul by one factor
-    per plane (both), a GlobalAveragePool or a ReduceMean over the planes (reading)."""
+    convolution of stride 1, the direct convolution (writing it only with no activation,
+    Relu or Clip), a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
+    over the planes (reading).  A fused residual is read in the layout of the output
+    (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
     if st.kind == "depthwise":
-        return node.params.multiplier == 1
+        return node.params.multiplier == 1 and (role == "in" or not st.residual)
     if st.kind == "pointwise":
-        return node.params.strides == (1, 1) and (role == "in" or not st.residual)
+        return node.params.strides == (1, 1)
+    if st.kind == "conv" and st.algorithm == "direct":
+        return BLOCK_DIRECT and (role == "in" or (st.act.kind if st.act else None)
+                                 in DIRECT_BLOCKED_ACTS)
     return st.kind == "scale" or (st.kind == "gap" and role == "in")
+
+
+def _residual_blockable(st) -> bool:
+    """Whether step ``st`` reads its fused residual in the blocked layout when its output is
+    blocked (the 1 x 1 and the direct convolutions' stores)."""
+    return st.kind == "pointwise" or (st.kind == "conv" and st.algorithm == "direct")
 
 
 def _data_input(graph, st) -> str:
@@ -105,7 +130,10 @@ def blocked_tensors(graph, steps) -> frozenset:
     matrix-vector product) and no graph output, and a depthwise or scaling step's output only
     where its
     input is blocked too (a 1 x 1 step converts between the layouts in its GEMM's reads
-    and store; the others would have to transpose)."""
+    and store; the others would have to transpose).  A step's fused residual is blocked
+    exactly where the step's output is: a tensor read as a residual is blocked only where
+    every step reading it so writes a blocked output (and can read it so,
+    :func:`_residual_blockable`), and a step whose residual stays in NCHW writes NCHW."""
     outputs = set(graph.outputs)
     by_node = {}
     for st in steps:
@@ -115,22 +143,34 @@ def blocked_tensors(graph, steps) -> frozenset:
     readers = graph.readers()
     made = {st.output: st for st in steps if st.output and len(st.node.outputs) == 1}
     got = set()
+    readers_of = {}
     for t, st in made.items():
         shape = graph.shapes.get(t)
-        rs = [by_node[r.name] for r in readers.get(t, [])]
+        rs = readers_of[t] = [by_node[r.name] for r in readers.get(t, [])]
         if (t in outputs or not rs or not _f32(graph, t) or shape is None or len(shape) != 4
                 or not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape)
                 or shape[2] * shape[3] == 1 or not _blockable(graph, st, "out")):
             continue
-        if all(_blockable(graph, r, "in") and _data_input(graph, r) == t and r.residual != t
-               and r.node.inputs.count(t) == 1 for r in rs):
+        if all((r.residual == t and _residual_blockable(r) and r.node.inputs.count(t) == 0)
+               or (_blockable(graph, r, "in") and _data_input(graph, r) == t
+                   and r.residual != t and r.node.inputs.count(t) == 1) for r in rs):
             got.add(t)
+    res_readers = {}
+    for st in steps:
+        if st.residual:
+            res_readers.setdefault(st.residual, []).append(st)
     changed = True
     while changed:
         changed = False
         for t in sorted(got):
             st = made[t]
-            if st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got:
+            if ((st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got)
+                    or (st.residual and st.residual not in got)
+                    or any(r.output not in got for r in res_readers.get(t, ()))
+                    or (st.kind in ("pointwise", "conv")
+                        and graph.shapes[t][1] < MIXED_MIN_DEPTH
+                        and any(r.kind == "pointwise" and r.output not in got
+                                for r in readers_of[t]))):
                 got.discard(t)
                 changed = True
     return frozenset(got)
@@ -286,8 +326,13 @@ def schedule_cpu(graph) -> CpuSchedule:
         kind, algorithm, tile, reason = "kernel", None, None, None
         if node.op == "Conv" and isinstance(node.params, Conv) and _f32(graph, node.inputs[0]):
             kind = _conv_kind(node)
-            if kind == "conv":
+            if kind == "conv" or (kind == "pointwise" and node.params.strides != (1, 1)):
                 algorithm, tile, reason = cpu_conv(graph, node)
+                if kind == "pointwise":     # a strided 1 x 1 layer: direct, or sliced
+                    if algorithm == "direct":
+                        kind = "conv"
+                    else:
+                        algorithm, tile, reason = None, None, None
         elif is_fc(graph, node) and _f32(graph, node.inputs[0], node.outputs[0]) \
                 and _fc_bias(graph, node):
             kind = "fc"

@@ -69,7 +69,9 @@ def _direct_rows():
 def cpu_conv(graph, node):
     """``(algorithm, tile, reason)`` of a Conv node on the CPU backend: the engine's auto rule
     over the shape it runs at (asymmetric padding is padded on the host, so the engine sees it
-    padded); then, for a one-group window wider than 1 x 1 where the rule gives im2col, or
+    padded); then, for a one-group window wider than 1 x 1 (or a strided 1 x 1, which the
+    CPU schedule otherwise runs as a 1 x 1 layer over the sliced input) where the rule gives
+    im2col, or
     Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds: "direct" (the backend's
     direct convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of
     1 or 2 and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels'
@@ -93,8 +95,8 @@ def cpu_conv(graph, node):
     out = graph.shapes.get(node.outputs[0]) if node.outputs else None
     strided = tuple(p.strides) != (1, 1)
     rows = w_shape[1] * w_shape[2] * w_shape[3]
-    if (p.group != 1 or w_shape[2] * w_shape[3] == 1 or out is None or len(out) != 4
-            or out[2] * out[3] == 1):
+    if (p.group != 1 or (w_shape[2] * w_shape[3] == 1 and not strided) or out is None
+            or len(out) != 4 or out[2] * out[3] == 1):
         return algorithm, tile, reason
     macs = int(out[0]) * out[2] * out[3] * w_shape[0] * rows
     small = macs <= SHIFT_MAX_MACS
