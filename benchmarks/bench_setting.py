@@ -7,6 +7,9 @@ its own), both checked to give the same result within float32 rounding, then tim
 turns: each round takes the best of ``--inner`` runs of A, then of B; the table shows the
 median over ``--rounds`` rounds and the ratio A / B per round (median and spread; above 1:
 B faster).  The kernels are compiled before timing; no other runtime is in the process.
+A setting of the machine code (``tensorlayout.winograd._simd`` or ``._simd_block``: a
+constant its IR is written from) builds the module anew for each value, the default
+while that value's model is loaded and bound.
 
     python benchmarks/bench_setting.py tensorlayout.schedule.winograd.SHIFT_MAX_MACS \\
         8000000 100000000 --nets resnet18:96,squeezenet1_1:224 [--threads 2] [--rounds 15]
@@ -61,6 +64,14 @@ def main() -> int:
         print(f"values {args.a!r}, {args.b!r}: each must be a Python literal")
         return 2
     old = getattr(mod, attr)
+    machine = modname in ("tensorlayout.winograd._simd", "tensorlayout.winograd._simd_block")
+    if machine:
+        from tensorlayout.backends import cpu_kernels
+        from tensorlayout.winograd import _simd
+
+        base = _simd.module()
+        cpu_kernels.ready()         # the workers' pool comes from the first module
+        built = []                  # each value's module, alive while its model runs
     print(f"# python benchmarks/bench_setting.py {args.setting} {args.a} {args.b} "
           f"--nets {args.nets} --threads {args.threads} --rounds {args.rounds}")
     print(f"{'network':>22}  {'A ms':>8}  {'B ms':>8}  {'A / B':>6} [spread]   rel. diff")
@@ -73,11 +84,16 @@ def main() -> int:
         for v in values:
             setattr(mod, attr, v)
             try:
+                if machine:                 # this value's code, the default while bound
+                    built.append(_simd.Module(base.isa))
+                    _simd._DEFAULT[0] = built[-1]
                 m = load(data)
                 for _ in range(3):
                     y = m.run(x, threads=args.threads)
             finally:
                 setattr(mod, attr, old)
+                if machine:
+                    _simd._DEFAULT[0] = base
             models.append(m)
             outs.append(np.asarray(y[0] if isinstance(y, (list, tuple)) else y, np.float64))
         rel = float(np.linalg.norm(outs[0] - outs[1]) / np.linalg.norm(outs[0]))

@@ -77,14 +77,18 @@ class CpuSchedule:
 #: Activations a blocked direct convolution's store applies (the others run over planes).
 DIRECT_BLOCKED_ACTS = (None, "Relu", "Clip")
 #: Whether the direct convolution reads and writes the blocked layout (and with it the 1 x 1
-#: layers and residuals between such steps).
+#: layers and residuals between such steps): ResNet-50 6-7% faster at 96^2 and 224^2
+#: (``benchmarks/bench_setting.py tensorlayout.schedule.cpu.BLOCK_DIRECT False True --nets
+#: ...``, ``benchmarks/results/setting_block_direct_ci2.txt``).
 BLOCK_DIRECT = True
 #: Channels from which a 1 x 1 layer reads a blocked tensor into an NCHW output: its GEMM
 #: turned over scatters each tile into the planes, which costs more than the NCHW GEMM's
 #: contiguous store where the depth is shallow (SqueezeNet's 16- to 64-channel expansions),
 #: so a shallower tensor a convolution writes stays NCHW (one a depthwise convolution or a
 #: plane scaling writes does not: their blocked loops gain more, as in ShuffleNet's
-#: branches and squeeze-and-excite blocks).
+#: branches and squeeze-and-excite blocks).  SqueezeNet 1.1 2-3% faster, the rest the same
+#: (``benchmarks/bench_setting.py tensorlayout.schedule.cpu.MIXED_MIN_DEPTH 0 128 --nets
+#: ...``, ``benchmarks/results/setting_mixed_min_depth_ci2.txt``).
 MIXED_MIN_DEPTH = 128
 
 

@@ -16,7 +16,7 @@ from ..winograd._simd_block import direct_panel
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
 __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
-           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_WEIGHTS",
+           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -42,18 +42,17 @@ SHIFT_STRIDED_BELOW = 256
 #: backend's direct convolution (:mod:`tensorlayout.backends.cpu_direct`: its input dealt
 #: into blocks of 16 channels, a network's first layer of 3 would be mostly zeros).
 DIRECT_MIN_CHANNELS = 32
-#: Bytes of weights past which a layer whose map takes more than one panel keeps the GEMM:
-#: the direct convolution pulls each strip of output channels' weights from memory in its
-#: first panel and runs the others from the cache, leaving memory idle between strips, where
-#: im2col's GEMM reads the weights at an even pace (VGG-11 at 96^2, whose fully connected
-#: layers' 400 MB keep every layer's weights out of the cache, 2.4% faster with the limit:
-#: ``benchmarks/bench_setting.py tensorlayout.schedule.winograd.DIRECT_MAX_WEIGHTS
-#: 1000000000000 4194304 --nets vgg11:96,...``,
-#: ``benchmarks/results/setting_direct_max_weights_ci2.txt``).
-DIRECT_MAX_WEIGHTS = 4 << 20
 #: The least share of the positions of its panels (up to mr output positions, of up to 4
 #: output rows: ``_simd_block.direct_panel``) a map must fill for the direct convolution.
 DIRECT_MIN_FILL = 0.6
+#: Tiles per image up to which the direct convolution is tried before Winograd however many
+#: multiply-adds the layer has: on a small map each transformed weight (α² per 3 x 3: 4x
+#: the weights for F(4, 3)) serves few tiles, and the layer waits on reading them: ResNet-18
+#: 224^2 (its 14^2 and 7^2 layers) 1.16x, ResNet-50 224^2 1.08x, VGG-11 96^2 1.07x; 49 (28^2
+#: maps too) left VGG-11 224^2 10% slower (``benchmarks/bench_setting.py
+#: tensorlayout.schedule.winograd.DIRECT_MAX_TILES 0 16 --nets ...``,
+#: ``benchmarks/results/setting_direct_max_tiles_ci2.txt``).
+DIRECT_MAX_TILES = 16
 
 
 def _direct_rows():
@@ -71,12 +70,12 @@ def cpu_conv(graph, node):
     over the shape it runs at (asymmetric padding is padded on the host, so the engine sees it
     padded); then, for a one-group window wider than 1 x 1 (or a strided 1 x 1, which the
     CPU schedule otherwise runs as a 1 x 1 layer over the sliced input) where the rule gives
-    im2col, or
-    Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds: "direct" (the backend's
-    direct convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of
-    1 or 2 and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels'
-    positions (in one panel, or with at most :data:`DIRECT_MAX_WEIGHTS` of weights); else
-    (strided: under :data:`SHIFT_STRIDED_BELOW` rows C · KH · KW) "shifted" (the backend's
+    im2col, Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds or Winograd of at
+    most :data:`DIRECT_MAX_TILES` tiles per image: "direct" (the backend's direct
+    convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of 1 or 2
+    and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels' positions;
+    else Winograd where the rule gave it, or (strided: under :data:`SHIFT_STRIDED_BELOW`
+    rows C · KH · KW) "shifted" (the backend's
     one GEMM per tap over the stride phases, no unfolded matrix) where the shifted
     grid's overhang is at most :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang
     takes im2col (``python benchmarks/bench_cpu_conv.py``)."""
@@ -100,17 +99,18 @@ def cpu_conv(graph, node):
         return algorithm, tile, reason
     macs = int(out[0]) * out[2] * out[3] * w_shape[0] * rows
     small = macs <= SHIFT_MAX_MACS
-    if algorithm == "winograd" and not small:
+    keep = algorithm == "winograd" and not small    # Winograd's, unless the direct's
+    if keep and -(-out[2] // tile) * -(-out[3] // tile) > DIRECT_MAX_TILES:
         return algorithm, tile, reason
     mr = _direct_rows() if c >= DIRECT_MIN_CHANNELS and p.strides[1] in (1, 2) else 0
     if mr:
         (R, cw), fill = direct_panel(out[2], out[3], mr)
-        panels = -(-out[2] // R) * -(-out[3] // cw)
-        streamed = panels > 1 and 4 * rows * w_shape[0] > DIRECT_MAX_WEIGHTS
-        if fill >= DIRECT_MIN_FILL and not streamed:
+        if fill >= DIRECT_MIN_FILL:
             return "direct", None, (f"{macs / 1e6:.1f}M multiply-adds, {c} channels: the "
                                     f"direct convolution (panels of {R} x {cw} positions, "
                                     f"{fill:.0%} filled)")
+    if keep:
+        return algorithm, tile, reason
     if strided and rows >= SHIFT_STRIDED_BELOW:
         return algorithm, tile, reason
     overhang = ((w_shape[3] - 1) * p.dilations[1] // p.strides[1]) / out[3]
