@@ -59,16 +59,17 @@ def register(sub) -> None:
 
     r = sub.add_parser(
         "run", help="run an ONNX model on the CPU, OpenCL images or Sophgo's NPU simulator",
-        description="Run an ONNX model: on the CPU runtime (NCHW NumPy kernels, convolutions "
-                    "through plan_conv2d), on an OpenCL device with every activation in MACE's "
-                    "images, or on Sophgo's BM1684 simulator node by node (the rest on the host).")
+        description="Run an ONNX model: on the CPU runtime (compiled kernels on its own "
+                    "threads, tensors in NCHW or blocks of 16 channels, NumPy for the other "
+                    "ops), on an OpenCL device with every activation in MACE's images, or on "
+                    "Sophgo's BM1684 simulator node by node (the rest on the host).")
     r.add_argument("model", metavar="MODEL.onnx", help="the ONNX file to run")
     r.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",
                    help="input array (.npy, float32); default: random normal (--seed)")
     r.add_argument("--input-shape", action="append", default=[], metavar="[NAME=]N,C,H,W",
                    help="fix a dynamic input shape; repeatable")
     r.add_argument("--runtime", default="cpu", type=str.lower, choices=("cpu", "opencl", "npu"),
-                   help="cpu: NumPy kernels (default); opencl: every activation in MACE's RGBA "
+                   help="cpu: compiled kernels (default); opencl: every activation in MACE's RGBA "
                         "images on an OpenCL device, prepared once; npu: Sophgo's BM1684 "
                         "simulator, each node's placements as tensorlayout plan --chip prints them")
     r.add_argument("--device", default=None,
