@@ -125,8 +125,12 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
     # reduced first into the padded row v (its border -inf), then v's columns; with a
     # column stride of 2, v dealt into its even and odd columns in one pass so that every
     # column tap reads consecutive floats.  v and the dealt row are pad's last two rows (the
-    # rows above serve pool_planes, which takes a plane with a NaN or an infinity).
+    # rows above serve pool_planes, which takes a plane with a NaN or an infinity: the
+    # largest exponent field of the rows read is kept in the same pass, and a plane where
+    # it is all ones, NaN or +-inf, is pooled again by pool_planes).
     N, C, H, W = x.shape
+    xi = x.view(np.int32)
+    inf_bits = np.int32(0x7F800000)
     OH, OW = y.shape[2], y.shape[3]
     PH, PW = pad.shape
     v = pad[PH - 2]
@@ -138,10 +142,8 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
         n = nc // C
         c = nc - n * C
         xp = x[n, c]
-        if not finite_plane(xp):
-            pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, True, div, nc, nc + 1,
-                        pad[:PH - 2])
-            continue
+        xpi = xi[n, c]
+        top = np.int32(0)
         yp = y[n, c]
         for oh in range(OH):
             ih0 = oh * sh - ph
@@ -151,12 +153,17 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
                 s0 = xp[ih0]
                 s1 = xp[ih0 + 1]
                 s2 = xp[ih0 + 2]
+                e0 = xpi[ih0]
+                e1 = xpi[ih0 + 1]
+                e2 = xpi[ih0 + 2]
                 for j in range(W):
                     m = s0[j]
                     b = s1[j]
                     m = b if b > m else m
                     b = s2[j]
                     vi[j] = b if b > m else m
+                    e = max(e0[j] & inf_bits, e1[j] & inf_bits, e2[j] & inf_bits)
+                    top = e if e > top else top
             else:
                 first = True
                 for kh in range(KH):
@@ -164,6 +171,10 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
                     if ih < 0 or ih >= H:
                         continue
                     src = xp[ih]
+                    srci = xpi[ih]
+                    for j in range(W):
+                        e = srci[j] & inf_bits
+                        top = e if e > top else top
                     if first:
                         for j in range(W):
                             vi[j] = src[j]
@@ -199,6 +210,9 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
             else:
                 for kw in range(KW):
                     pool_tap(yr, v, kw * dw, OW, 0)
+        if top == inf_bits:
+            pool_planes(x, y, KH, KW, sh, sw, ph, pw, dh, dw, True, div, nc, nc + 1,
+                        pad[:PH - 2])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
