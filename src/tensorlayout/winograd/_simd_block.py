@@ -352,8 +352,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
               f"  br i1 %rc{r}, label %st{r}, label %pend",
               f"st{r}:",
               f"  %ci{r} = add i64 %i0, {r}",
-              f"  %co{r} = mul i64 %ci{r}, %ldc",
-              f"  %cr{r} = getelementptr inbounds float, ptr %c, i64 %co{r}"]
+              f"  %co{r} = mul i64 %ci{r}, %ldc"]
         splat(L, f"%civ{r}", f"%ci{r}", w, "i64")
         for v in range(nv):
             L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
@@ -361,30 +360,15 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         # planes: column j of row i at c + j·cps + i, the residual likewise
         L.append(f"sp{r}:")
         _planes_store(L, r, nv, w, f"%civ{r}", f"sp{r}", nxt)
-        # rows: the residual (where there is one) from the same places of res
-        L += [f"sr{r}:",
-              f"  br i1 %hasres, label %srg{r}, label %srk{r}",
-              f"srg{r}:"]
+        # rows: vector v at c + i·ldc + %vo{v}, the residual from the same place of res
+        L.append(f"sr{r}:")
         for v in range(nv):
             e = f"{r}_{v}"
             L += [f"  %sro{e} = add i64 %co{r}, %vo{v}",
-                  f"  %srp{e} = getelementptr inbounds float, ptr %res, i64 %sro{e}",
-                  f"  %srv{e} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %srp{e}, i32 4, "
-                  f"<{w} x i1> %mask{v}, {vt} zeroinitializer)",
-                  f"  %sre{e} = fadd {vt} %e{e}, %srv{e}"]
-        L += [f"  br label %srk{r}",
-              f"srk{r}:"]
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L.append(f"  %srq{e} = phi {vt} [%e{e}, %sr{r}], [%sre{e}, %srg{r}]")
-        act_block(L, [f"%srq{r}_{v}" for v in range(nv)], [f"%z{r}_{v}" for v in range(nv)],
-                  f"r{r}", w, STORE_ACTS)
-        for v in range(nv):
-            e = f"{r}_{v}"
-            L += [f"  %cp{e} = getelementptr inbounds float, ptr %cr{r}, i64 %vo{v}",
-                  f"  call void @llvm.masked.store.v{w}f32.p0({vt} %z{e}, ptr %cp{e}, "
-                  f"i32 4, <{w} x i1> %mask{v})"]
-        L.append(f"  br label %{nxt}")
+                  f"  %cp{e} = getelementptr inbounds float, ptr %c, i64 %sro{e}",
+                  f"  %srp{e} = getelementptr inbounds float, ptr %res, i64 %sro{e}"]
+        _store_sums(L, r, nv, w, f"sr{r}", nxt, "s", [f"%cp{r}_{v}" for v in range(nv)],
+                    [f"%srp{r}_{v}" for v in range(nv)], False)
     L += ["pend:",
           f"  %i0.n = add i64 %i0, {mr}",
           "  %pmore = icmp slt i64 %i0.n, %m",
@@ -411,69 +395,62 @@ def _bias_prologue(L, nv: int, w: int) -> None:
         L.append(f"  %bs{v} = phi {vt} [zeroinitializer, %bnds], [%bsl{v}, %biasb]")
 
 
-def _planes_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) -> None:
-    """Row r's sums (``%e{r}_{v}``, the bias added) scattered into planes: lane q of vector v
-    to ``c + %pl{v}[q] + pos`` (``pos``: a splat of the row's position), plus the residual
-    gathered from the same places of ``%res`` where ``%hasres``, then Relu or Clip; lanes
-    masked by ``%mask{v}``.  ``here``: the label the code is in; then on to ``nxt``."""
+def _store_sums(L, r: int, nv: int, w: int, here: str, nxt: str, t: str, out, res,
+                scattered: bool) -> None:
+    """Row r's sums (``%e{r}_{v}``, the bias added) plus the residual where ``%hasres``, then
+    Relu or Clip, stored: vector v to ``out[v]`` with its residual read from ``res[v]``
+    (``scattered``: vectors of pointers, gathered and scattered; else each a pointer to w
+    consecutive floats); lanes masked by ``%mask{v}``.  ``here``: the label the code is in;
+    names and labels tagged ``t``; then on to ``nxt``."""
     vt = vt_of(w)
+    L += [f"  br i1 %hasres, label %{t}g{r}, label %{t}k{r}",
+          f"{t}g{r}:"]
     for v in range(nv):
         e = f"{r}_{v}"
-        L += [f"  %po{e} = add <{w} x i64> %pl{v}, {pos}",
-              f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}"]
-    L += [f"  br i1 %hasres, label %sg{r}, label %sq{r}",
-          f"sg{r}:"]
+        read = (f"@llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> {res[v]}" if scattered else
+                f"@llvm.masked.load.v{w}f32.p0(ptr {res[v]}")
+        L += [f"  %{t}rg{e} = call {vt} {read}, i32 4, <{w} x i1> %mask{v}, "
+              f"{vt} zeroinitializer)",
+              f"  %{t}er{e} = fadd {vt} %e{e}, %{t}rg{e}"]
+    L += [f"  br label %{t}k{r}",
+          f"{t}k{r}:"]
     for v in range(nv):
         e = f"{r}_{v}"
-        L += [f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}",
-              f"  %rg{e} = call {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr> "
-              f"%rp{e}, i32 4, <{w} x i1> %mask{v}, {vt} zeroinitializer)",
-              f"  %er{e} = fadd {vt} %e{e}, %rg{e}"]
-    L += [f"  br label %sq{r}",
-          f"sq{r}:"]
+        L.append(f"  %{t}eq{e} = phi {vt} [%e{e}, %{here}], [%{t}er{e}, %{t}g{r}]")
+    act_block(L, [f"%{t}eq{r}_{v}" for v in range(nv)], [f"%{t}z{r}_{v}" for v in range(nv)],
+              f"{t}{r}", w, STORE_ACTS)
     for v in range(nv):
-        e = f"{r}_{v}"
-        L.append(f"  %eq{e} = phi {vt} [%e{e}, %{here}], [%er{e}, %sg{r}]")
-    act_block(L, [f"%eq{r}_{v}" for v in range(nv)], [f"%zq{r}_{v}" for v in range(nv)],
-              f"q{r}", w, STORE_ACTS)
-    for v in range(nv):
-        e = f"{r}_{v}"
-        L.append(f"  call void @llvm.masked.scatter.v{w}f32.v{w}p0({vt} %zq{e}, "
-                 f"<{w} x ptr> %pp{e}, i32 4, <{w} x i1> %mask{v})")
+        write = (f"@llvm.masked.scatter.v{w}f32.v{w}p0({vt} %{t}z{r}_{v}, <{w} x ptr> "
+                 if scattered else f"@llvm.masked.store.v{w}f32.p0({vt} %{t}z{r}_{v}, ptr ")
+        L.append(f"  call void {write}{out[v]}, i32 4, <{w} x i1> %mask{v})")
     L.append(f"  br label %{nxt}")
 
 
+def _planes_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) -> None:
+    """Row r's sums scattered into planes (:func:`_store_sums`): lane q of vector v to
+    ``c + %pl{v}[q] + pos`` (``pos``: a splat of the row's position), the residual gathered
+    from the same places of ``%res``."""
+    for v in range(nv):
+        e = f"{r}_{v}"
+        L += [f"  %po{e} = add <{w} x i64> %pl{v}, {pos}",
+              f"  %pp{e} = getelementptr inbounds float, ptr %c, <{w} x i64> %po{e}",
+              f"  %rp{e} = getelementptr inbounds float, ptr %res, <{w} x i64> %po{e}"]
+    _store_sums(L, r, nv, w, here, nxt, "q", [f"%pp{r}_{v}" for v in range(nv)],
+                [f"%rp{r}_{v}" for v in range(nv)], True)
+
+
 def _blocked_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) -> None:
-    """Row r's sums (``%e{r}_{v}``, the bias added) stored into the blocked layout: vector v
-    at ``c + pos·16 + %vo{v}`` (``pos``: the row's position), plus the residual loaded from
-    the same place of ``%res`` where ``%hasres``, then Relu or Clip; lanes masked by
-    ``%mask{v}``.  ``here``: the label the code is in; then on to ``nxt``."""
-    vt = vt_of(w)
+    """Row r's sums stored into the blocked layout (:func:`_store_sums`): vector v at
+    ``c + pos·16 + %vo{v}`` (``pos``: the row's position), the residual from the same place
+    of ``%res``."""
     L.append(f"  %bq{r} = mul i64 {pos}, 16")
     for v in range(nv):
         e = f"{r}_{v}"
         L += [f"  %bo{e} = add i64 %bq{r}, %vo{v}",
-              f"  %bp{e} = getelementptr inbounds float, ptr %c, i64 %bo{e}"]
-    L += [f"  br i1 %hasres, label %bg{r}, label %bk{r}",
-          f"bg{r}:"]
-    for v in range(nv):
-        e = f"{r}_{v}"
-        L += [f"  %brp{e} = getelementptr inbounds float, ptr %res, i64 %bo{e}",
-              f"  %brg{e} = call {vt} @llvm.masked.load.v{w}f32.p0(ptr %brp{e}, i32 4, "
-              f"<{w} x i1> %mask{v}, {vt} zeroinitializer)",
-              f"  %ber{e} = fadd {vt} %e{e}, %brg{e}"]
-    L += [f"  br label %bk{r}",
-          f"bk{r}:"]
-    for v in range(nv):
-        e = f"{r}_{v}"
-        L.append(f"  %beq{e} = phi {vt} [%e{e}, %{here}], [%ber{e}, %bg{r}]")
-    act_block(L, [f"%beq{r}_{v}" for v in range(nv)], [f"%bz{r}_{v}" for v in range(nv)],
-              f"b{r}", w, STORE_ACTS)
-    for v in range(nv):
-        e = f"{r}_{v}"
-        L.append(f"  call void @llvm.masked.store.v{w}f32.p0({vt} %bz{e}, ptr %bp{e}, i32 4, "
-                 f"<{w} x i1> %mask{v})")
-    L.append(f"  br label %{nxt}")
+              f"  %bp{e} = getelementptr inbounds float, ptr %c, i64 %bo{e}",
+              f"  %brp{e} = getelementptr inbounds float, ptr %res, i64 %bo{e}"]
+    _store_sums(L, r, nv, w, here, nxt, "b", [f"%bp{r}_{v}" for v in range(nv)],
+                [f"%brp{r}_{v}" for v in range(nv)], False)
 
 
 def direct_shapes(mr: int) -> list:
