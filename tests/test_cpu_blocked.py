@@ -12,7 +12,7 @@ import pytest
 from onnx import helper
 
 from _model_util import compare, make_model, ort_session, rel_l2
-from test_cpu_kernels import _ACTS, _PARAMS, _compiled_or_skip, _direct64
+from test_cpu_kernels import _ACTS, _PARAMS, _compiled_or_skip, _conv64, _direct64
 from test_winograd_simd import _isas
 
 from tensorlayout.backends import cpu_kernels as K
@@ -309,12 +309,7 @@ def test_blocked_direct_convolution_equals_the_definition(case, layouts, nt):
     xi = to_blocked(x) if xb else x
     if xb and C % 16:
         xi[:, -1, :, :, C % 16:] = 3.0
-    want = np.zeros((N, O, OH, OW))
-    for i in range(KH):
-        for j in range(KW):
-            xs = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (begin[0], KH), (begin[1], KW)))
-            win = xs[:, :, i:i + OH * stride[0]:stride[0], j:j + OW * stride[1]:stride[1]]
-            want += np.einsum("oc,nchw->nohw", w[:, :, i, j].astype(np.float64), win)
+    want = _conv64(x, w, stride, begin, (1, 1), (OH, OW))
     runs = [((1, 0.0, 0.0), b, res, np.maximum(want + b[None, :, None, None] + res, 0)),
             ((2, 0.25, 0.5), b, None, np.clip(want + b[None, :, None, None], 0.25, 0.5)),
             ((0, 0.0, 0.0), None, None, want)]

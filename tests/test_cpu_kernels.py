@@ -46,6 +46,24 @@ def _direct64(x, w, b, stride, begin, dil, mult, out_hw):
     return y
 
 
+def _conv64(x, w, stride, begin, dil, out_hw):
+    """A one-group convolution by its definition, in float64, without bias: y[n, o] sums
+    w[o, c] over the window of every input channel c; taps outside the input read zero."""
+    N, C, H, W = x.shape
+    OH, OW = out_hw
+    y = np.zeros((N, w.shape[0], OH, OW))
+    for oh in range(OH):
+        for ow in range(OW):
+            for i in range(w.shape[2]):
+                for j in range(w.shape[3]):
+                    iy = oh * stride[0] + i * dil[0] - begin[0]
+                    ix = ow * stride[1] + j * dil[1] - begin[1]
+                    if 0 <= iy < H and 0 <= ix < W:
+                        y[:, :, oh, ow] += x[:, :, iy, ix].astype(np.float64) @ \
+                            w[:, :, i, j].astype(np.float64).T
+    return y
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("case", [
     # (N, C, H, W, mult, KH, KW, stride, begin, end, dilation, act)
@@ -467,16 +485,7 @@ def test_conv_gemms_equal_the_definition(case, nt, kind):
         by_rows = conv(w, b, (1, 0.0, 0.0), x.shape, stride, begin, dil, (OH, OW)).by_rows
         assert by_rows == (C * KH * KW <= cpu_gemm.SHIFT_ROWS_DEPTH
                            and OW >= cpu_gemm.SHIFT_ROWS_FROM), case
-    want = np.zeros((N, O, OH, OW))
-    for oh in range(OH):
-        for ow in range(OW):
-            for i in range(KH):
-                for j in range(KW):
-                    iy = oh * stride[0] + i * dil[0] - begin[0]
-                    ix = ow * stride[1] + j * dil[1] - begin[1]
-                    if 0 <= iy < H and 0 <= ix < W:
-                        want[:, :, oh, ow] += x[:, :, iy, ix].astype(np.float64) @ \
-                            w[:, :, i, j].astype(np.float64).T
+    want = _conv64(x, w, stride, begin, dil, (OH, OW))
     pre = want + b[None, :, None, None] + res
     tol = 1e-5 * max(1.0, np.abs(pre).max(), np.sqrt(C * KH * KW))
     assert y.shape == want.shape and y2.shape == want.shape

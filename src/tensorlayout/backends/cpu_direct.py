@@ -28,6 +28,7 @@ from ..winograd._simd_block import STORE_ACTS, direct_panel
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 from .cpu_source_block import DC_CTX
+from .cpu_twins import to_blocked
 
 __all__ = ["Direct", "DIRECT_ROW_UNITS"]
 
@@ -67,11 +68,9 @@ class Direct:
         ph, pw = begin
         Hp = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
         Wp = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
-        # rows (block, kh, kw, lane) by the output channels, zero past C, in strips of nr
-        wz = np.zeros((O, CB * 16, KH, KW), np.float32)
-        wz[:, :C] = weights
-        self.wb = _simd.pack_rows(
-            wz.reshape(O, CB, 16, KH, KW).transpose(0, 1, 3, 4, 2).reshape(O, -1), nr)
+        # rows (block, kh, kw, lane) by the output channels, zero past C (each output
+        # channel's window in the blocked layout of the input), in strips of nr
+        self.wb = _simd.pack_rows(to_blocked(np.asarray(weights, np.float32)).reshape(O, -1), nr)
         self.offs = np.array([(b * Hp * Wp + kh * dh * Wp + kw * dw) * 16 for b in range(CB)
                               for kh in range(KH) for kw in range(KW)], np.int64)
         self.biasp = np.zeros(-(-O // nr) * nr, np.float32)

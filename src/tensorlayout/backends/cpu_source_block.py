@@ -76,18 +76,18 @@ def after_act(fn, at, arr, lo, hi, act, f0, f1, lohi):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def block_in(x, n, c0, cl, pad, ph, pw):
-    # channels c0..c0+cl of image n of x (N, C, H, W) into the interior of pad (PH, PW·16),
-    # lane c of each position; the lanes from cl on zero
-    H, W = x.shape[2], x.shape[3]
+def block_in(x, n, c0, cl, pad, ph, pw, H, W, dh, dw):
+    # channels c0..c0+cl of image n of x (N, C, ., .) into the interior of pad (PH, PW·16),
+    # lane c of each position: H rows by W positions, x's every dh-th row and dw-th column
+    # (1, 1: the whole plane); the lanes from cl on zero
     z = np.float32(0)
     for c in range(16):
         for h in range(H):
             row = pad[h + ph, pw * 16 + c:]
             if c < cl:
-                xr = x[n, c0 + c, h]
+                xr = x[n, c0 + c, h * dh]
                 for j in range(W):
-                    row[j * 16] = xr[j]
+                    row[j * 16] = xr[j * dw]
             else:
                 for j in range(W):
                     row[j * 16] = z
@@ -143,7 +143,7 @@ def block_entry(ctx, tid, nt, work):
         # a blocked input is copied into pad by the machine code
         xat = a[0] + (n * B + b) * H * W * 64 if a[25] != 0 else 0
         if a[25] == 0:
-            block_in(x, n, c0, cl, pad, a[14], a[15])
+            block_in(x, n, c0, cl, pad, a[14], a[15], H, W, 1, 1)
         if a[26] != 0:
             out = ybl[n, b]
             at = a[7] + (n * B + b) * OH * OW * 64
@@ -282,33 +282,22 @@ def direct_entry(ctx, tid, nt, work):
         dsw = a[38]
         x = carray(ptr_f32(a[0]), (N, C, a[39], a[40]))
         xbl = carray(ptr_f32(a[0]), (N, CB, a[39], a[40] * 16))
-        z = np.float32(0)
         while True:             # the next unit (see next_unit)
             u = next_unit(work, tid, units)
             if u >= units:
                 break
             n = u // CB
             b = u - n * CB
-            cl = min(16, C - b * 16)
-            if a[35] == 0 and dsh == 1 and dsw == 1:
-                block_in(x, n, b * 16, cl, xp[n, b], a[9], a[10])
+            if a[35] == 0:
+                block_in(x, n, b * 16, min(16, C - b * 16), xp[n, b], a[9], a[10], H, W,
+                         dsh, dsw)
                 continue
-            for h in range(H):  # the rows dealt, copied into the border's interior
+            for h in range(H):  # a blocked input's rows dealt into the border's interior
                 dst = xp[n, b, h + a[9], a[10] * 16:]
-                if a[35] != 0:
-                    src = xbl[n, b, h * dsh]
-                    for j in range(W):
-                        for q in range(16):
-                            dst[j * 16 + q] = src[j * dsw * 16 + q]
-                    continue
-                for c in range(16):
-                    if c < cl:
-                        xr = x[n, b * 16 + c, h * dsh]
-                        for j in range(W):
-                            dst[j * 16 + c] = xr[j * dsw]
-                    else:
-                        for j in range(W):
-                            dst[j * 16 + c] = z
+                src = xbl[n, b, h * dsh]
+                for j in range(W):
+                    for q in range(16):
+                        dst[j * 16 + q] = src[j * dsw * 16 + q]
         return
     f = carray(ptr_f64(a[25]), (2,))
     y = carray(ptr_f32(a[15]), (N, O, P))

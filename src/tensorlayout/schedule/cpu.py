@@ -101,7 +101,7 @@ def _blockable(graph, st, role: str) -> bool:
     (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
     if st.kind == "depthwise":
-        return node.params.multiplier == 1 and (role == "in" or not st.residual)
+        return node.params.multiplier == 1
     if st.kind == "pointwise":
         return node.params.strides == (1, 1)
     if st.kind == "conv" and st.algorithm == "direct":
@@ -159,10 +159,6 @@ def blocked_tensors(graph, steps) -> frozenset:
                or (_blockable(graph, r, "in") and _data_input(graph, r) == t
                    and r.residual != t and r.node.inputs.count(t) == 1) for r in rs):
             got.add(t)
-    res_readers = {}
-    for st in steps:
-        if st.residual:
-            res_readers.setdefault(st.residual, []).append(st)
     changed = True
     while changed:
         changed = False
@@ -170,7 +166,7 @@ def blocked_tensors(graph, steps) -> frozenset:
             st = made[t]
             if ((st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got)
                     or (st.residual and st.residual not in got)
-                    or any(r.output not in got for r in res_readers.get(t, ()))
+                    or any(r.residual == t and r.output not in got for r in readers_of[t])
                     or (st.kind in ("pointwise", "conv")
                         and graph.shapes[t][1] < MIXED_MIN_DEPTH
                         and any(r.kind == "pointwise" and r.output not in got

@@ -109,9 +109,7 @@ def cpu_conv(graph, node):
             return "direct", None, (f"{macs / 1e6:.1f}M multiply-adds, {c} channels: the "
                                     f"direct convolution (panels of {R} x {cw} positions, "
                                     f"{fill:.0%} filled)")
-    if keep:
-        return algorithm, tile, reason
-    if strided and rows >= SHIFT_STRIDED_BELOW:
+    if keep or (strided and rows >= SHIFT_STRIDED_BELOW):
         return algorithm, tile, reason
     overhang = ((w_shape[3] - 1) * p.dilations[1] // p.strides[1]) / out[3]
     if overhang <= SHIFT_MAX_OVERHANG:

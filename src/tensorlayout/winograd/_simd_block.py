@@ -238,6 +238,42 @@ def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
     return "tl_dw_block"
 
 
+def _depth_step(L, mr: int, nv: int, w: int, nr: int, a_row) -> None:
+    """One depth step of an mr x nv·w micro-kernel inside the loop ``%kl`` (entered from
+    ``%run`` with the sums ``%u{r}_{v}``): the sums ``%x{r}_{v}``, the row of B at ``%bk``
+    (nr floats; its weights asked for ahead, :func:`_prefetch_weights`), then for each row r
+    the float at ``%ap{r}``, which the lines ``a_row(r)`` point at, times that row into
+    ``%y{r}_{v}``."""
+    vt = vt_of(w)
+    fma = f"@llvm.fmuladd.v{w}f32"
+    for r in range(mr):
+        for v in range(nv):
+            L.append(f"  %x{r}_{v} = phi {vt} [%u{r}_{v}, %run], [%y{r}_{v}, %kl]")
+    for v in range(nv):
+        L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
+              f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
+    _prefetch_weights(L, nr)
+    for r in range(mr):
+        L += a_row(r) + [f"  %as{r} = load float, ptr %ap{r}, align 4"]
+        splat(L, f"%av{r}", f"%as{r}", w)
+        for v in range(nv):
+            L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
+
+
+def _store_prologue(L, nv: int, w: int) -> None:
+    """What a kernel's stores of nv vectors need (:func:`_store_sums`): ``%mask{v}``, the
+    lanes below ``%n``; ``%pl{v}``, lane q of vector v's offset (v·w + q)·``%cps`` in planes;
+    ``%vo{v}``, vector v's offset (v·w // 16)·``%cbs`` + v·w % 16 in the blocked layout."""
+    splat(L, "%cpsv", "%cps", w, "i64")
+    splat(L, "%cv", "%n", w, "i64")
+    for v in range(nv):
+        lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
+        L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
+        lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+        L += [f"  %vo{v}.b = mul i64 %cbs, {v * w // 16}",
+              f"  %vo{v} = add i64 %vo{v}.b, {v * w % 16}"]
+
+
 def _prefetch_weights(L, nr: int) -> None:
     """At depth step ``%bk`` (a strip's row of nr floats): its row PREFETCH_WEIGHTS steps on
     asked for, a prefetch per 16 floats (see :data:`PREFETCH_WEIGHTS`)."""
@@ -267,7 +303,6 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     (``tl_gemm_at1`` is the same with 2·mr rows by one vector, for strips of one vector);
     ``bstride``: floats from one row of B to the next (default nv·w: the strip's width)."""
     vt = vt_of(w)
-    fma = f"@llvm.fmuladd.v{w}f32"
     nr = bstride or nv * w
     acc = [(r, v) for r in range(mr) for v in range(nv)]
     L = [f"define void @{name}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %ars, i64 %aks, "
@@ -286,17 +321,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
          "  br label %bnds",
          "bnds:"]
     _bias_prologue(L, nv, w)
-    for v in range(nv):
-        off = (v * w // 16, v * w % 16)
-        L += [f"  %vo{v}.b = mul i64 %cbs, {off[0]}",
-              f"  %vo{v} = add i64 %vo{v}.b, {off[1]}"]
-    splat(L, "%cpsv", "%cps", w, "i64")
-    for v in range(nv):            # planes: lane j of vector v at (v·w + j)·cps
-        lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
-        L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
-    splat(L, "%cv", "%n", w, "i64")
-    for v in range(nv):            # the columns below n
-        lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
+    _store_prologue(L, nv, w)
     L += [f"  %kb = mul i64 %k, {nr}",
          "  br label %panel",
          "panel:",
@@ -325,18 +350,8 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
           "  %j = phi i64 [0, %run], [%j.n, %kl]",
           "  %pk = phi ptr [%ra, %run], [%pk.n, %kl]",
           "  %bk = phi ptr [%rb, %run], [%bk.n, %kl]"]
-    for r, v in acc:
-        L.append(f"  %x{r}_{v} = phi {vt} [%u{r}_{v}, %run], [%y{r}_{v}, %kl]")
-    for v in range(nv):
-        L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
-              f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
-    _prefetch_weights(L, nr)
-    for r in range(mr):
-        L += [f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}",
-              f"  %as{r} = load float, ptr %ap{r}, align 4"]
-        splat(L, f"%av{r}", f"%as{r}", w)
-        for v in range(nv):
-            L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
+    _depth_step(L, mr, nv, w, nr, lambda r: [
+        f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}"])
     L += ["  %pk.n = getelementptr inbounds float, ptr %pk, i64 %aks",
           f"  %bk.n = getelementptr inbounds float, ptr %bk, i64 {nr}",
           "  %j.n = add i64 %j, 1",
@@ -498,7 +513,6 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
     of ``res`` (or 0) and Relu or Clip (``act``; ``lohi``: its two parameters) applied in the
     store; channels from ``n`` on are not written."""
     vt = vt_of(w)
-    fma = f"@llvm.fmuladd.v{w}f32"
     mr, nr = R * cw, nv * w
     acc = [(r, v) for r in range(mr) for v in range(nv)]
     L = [f"define void @tl_dc{R}x{cw}s{sw}(i64 %hv, i64 %wv, i64 %ai, i64 %arow, i64 %runs, "
@@ -532,20 +546,9 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
           "kl:",
           "  %j = phi i64 [0, %run], [%j.n, %kl]",
           "  %bk = phi ptr [%rb, %run], [%bk.n, %kl]"]
-    for r, v in acc:
-        L.append(f"  %x{r}_{v} = phi {vt} [%u{r}_{v}, %run], [%y{r}_{v}, %kl]")
-    for v in range(nv):
-        L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
-              f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
-    _prefetch_weights(L, nr)
-    for r in range(mr):
-        g, q = divmod(r, cw)
-        L += [f"  %ap{r}.o = add i64 %j, {q * 16 * sw}",
-              f"  %ap{r} = getelementptr inbounds float, ptr %ra{g}, i64 %ap{r}.o",
-              f"  %as{r} = load float, ptr %ap{r}, align 4"]
-        splat(L, f"%av{r}", f"%as{r}", w)
-        for v in range(nv):
-            L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
+    _depth_step(L, mr, nv, w, nr, lambda r: [
+        f"  %ap{r}.o = add i64 %j, {r % cw * 16 * sw}",
+        f"  %ap{r} = getelementptr inbounds float, ptr %ra{r // cw}, i64 %ap{r}.o"])
     L += [f"  %bk.n = getelementptr inbounds float, ptr %bk, i64 {nr}",
           "  %j.n = add i64 %j, 1",
           f"  %kmore = icmp slt i64 %j.n, {BLOCK}",
@@ -557,16 +560,7 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
           "  br i1 %tmore, label %run, label %bnds",
           "bnds:"]
     _bias_prologue(L, nv, w)
-    splat(L, "%cpsv", "%cps", w, "i64")
-    splat(L, "%cv", "%n", w, "i64")
-    for v in range(nv):            # lane q of vector v: output channel v·w + q, at q·cps
-        lanes = "<" + ", ".join(f"i64 {v * w + i}" for i in range(w)) + ">"
-        L.append(f"  %pl{v} = mul <{w} x i64> {lanes}, %cpsv")
-        lanes_below(L, f"%mask{v}", "", w, v * w, "%cv")
-    # blocked: vector v at (v·w // 16)·cbs + v·w % 16 from its position's 16 floats
-    for v in range(nv):
-        L += [f"  %vo{v}.b = mul i64 %cbs, {v * w // 16}",
-              f"  %vo{v} = add i64 %vo{v}.b, {v * w % 16}"]
+    _store_prologue(L, nv, w)
     L.append("  br label %row0")
     for r in range(mr):
         g, q = divmod(r, cw)
