@@ -84,6 +84,14 @@ _SHAPES = {"avx512": (16, 14, 2), "avx2": (8, 6, 2), "portable": (4, 4, 2)}
 #: which never faults): a layer whose weights or input come from memory, not the cache (a
 #: network's deep layers on small maps), otherwise waits on each line.
 PREFETCH_STEPS = 32
+#: Ask for every line of B's row ahead (nr floats: two 64-byte lines with AVX-512), not
+#: its first alone, which left the second to the hardware's prefetchers: an input read from
+#: memory in place (the NCHW 1 x 1 layers' planes) waited on it (a 128 -> 16 layer on 55^2
+#: with its input out of the cache: 220 -> 180 us; SqueezeNet 1.1, all NCHW, 1.02x at 224^2
+#: and 1.03x at 96^2, the other networks within 1%: ``python benchmarks/bench_setting.py
+#: tensorlayout.winograd._simd.PREFETCH_B_ROW False True ...``,
+#: ``benchmarks/results/setting_prefetch_b_row_ci2.txt``).
+PREFETCH_B_ROW = True
 KC = 128        # depth of one slice of the GEMM (see _gemm_ir)
 _ORDER = ("portable", "avx2", "avx512")
 _LLVM_READY = False
@@ -190,7 +198,11 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
             # its weights or input from memory, not the cache, otherwise waits on each line
             L.append(f"  %pfo{tag} = mul i64 %ldb, {PREFETCH_STEPS}")
             L.append(f"  %pfb{tag} = getelementptr inbounds float, ptr {bp}, i64 %pfo{tag}")
-            L.append(f"  call void @llvm.prefetch.p0(ptr %pfb{tag}, i32 0, i32 3, i32 1)")
+            lines = -(-nv * w // 16) if PREFETCH_B_ROW else 1
+            for i in range(lines):          # a prefetch per 16 floats (a 64-byte line)
+                L.append(f"  %pfb{tag}_{i} = getelementptr inbounds float, ptr %pfb{tag}, "
+                         f"i64 {16 * i}")
+                L.append(f"  call void @llvm.prefetch.p0(ptr %pfb{tag}_{i}, i32 0, i32 3, i32 1)")
             L.append(f"  %pfa{tag} = getelementptr inbounds float, ptr {ap}, "
                      f"i64 {PREFETCH_STEPS * mr}")
             L.append(f"  call void @llvm.prefetch.p0(ptr %pfa{tag}, i32 0, i32 3, i32 1)")
