@@ -588,6 +588,46 @@ def test_pooling_loops_equal_the_definition(case, is_max, nt):
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("W", [1, 16, 17, 33, 70])
+@pytest.mark.parametrize("pad,ceil", [(0, False), (0, True), (1, False), (1, True), (2, True)])
+def test_machine_code_max_pooling_equals_the_definition(k, W, pad, ceil):
+    """The k x k / 2 max pooling of the machine code (rows of 16-float vectors, the even and
+    odd columns dealt by shuffles) against the float64 definition, bit for bit: widths
+    around one and two vectors, top and left padding, ceil-mode windows past the plane,
+    a NaN plane and an infinity plane (pooled again by the generic loop), and a plane of
+    signed zeros, whose signs are the separable compiled loop's (the same order of
+    comparisons); a window wholly in the padding takes that loop instead."""
+    from tensorlayout.graph.ops import Pool
+    from tensorlayout.graph.ops.conv import pool_output_side
+
+    if not K.ready():
+        pytest.skip("the compiled kernels are not available")
+    if pad >= k:
+        pytest.skip("ONNX pads are smaller than the window")
+    shape = (2, 3, 9, W)
+    out = tuple(pool_output_side(s, k, 2, 1, pad, pad, ceil) for s in shape[2:])
+    extra = tuple(max(0, (o - 1) * 2 + k - (s + 2 * pad)) for o, s in zip(out, shape[2:]))
+    p = Pool(True, (k, k), (2, 2), (1, 1), (pad, pad), (pad, pad), extra, False, out)
+    rng = np.random.default_rng(k * 100 + W + pad)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 2] = np.where(rng.random(x[0, 2].shape) < 0.5, np.float32(0.0), np.float32(-0.0))
+    x[0, 2, ::3, 1::4] = -1.0
+    x[1, 0, 4, W // 2] = np.nan
+    x[1, 1, 8, W - 1] = -np.inf
+    P = K.Pool2d(p, shape)
+    whole = all((o - 1) * 2 - pad < s for o, s in zip(out, shape[2:]))
+    assert (P.template[-2] == -2) == whole
+    y = P(x, 2)
+    want = _pool64(x, p, shape[2:])
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(y[ok], want[ok].astype(np.float32))
+    sep = K.Pool2d(p, shape)
+    sep.template[-2], sep.template[-1] = -1, 0
+    assert np.array_equal(np.signbit(y[0, 2]), np.signbit(sep(x, 2)[0, 2]))
+
+
 def test_pooling_steps_agree_with_onnxruntime():
     x = np.random.default_rng(3).standard_normal((2, 5, 16, 15)).astype(np.float32)
     nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2],

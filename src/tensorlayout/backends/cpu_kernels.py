@@ -53,6 +53,7 @@ from .cpu_native import pool as _pool
 from .cpu_native import run_calls, set_threads, threads
 from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
+from ..winograd._simd_pool import POOL_WINDOWS, row_floats
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, to_blocked
 
 __all__ = ["Direct", "ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
@@ -286,13 +287,24 @@ def epilogue(y3, bias, res3, act, nt=None):
     return y3
 
 
+#: Max pooling of a 2 x 2 or 3 x 3 window at stride 2 by the machine code (1.75x the
+#: compiled loop on 64 planes of 111^2, 3 x 3 / 2, 2 threads: 59 against 103 us); whole
+#: networks (``python benchmarks/bench_setting.py
+#: tensorlayout.backends.cpu_kernels.MAX_POOL_SIMD False True ...``,
+#: ``benchmarks/results/setting_max_pool_simd_ci2.txt``): SqueezeNet 1.1 1.03x at 224^2 and
+#: 1.05x at 96^2, VGG-11 1.02x, ResNet-18 224^2 1.01x, the rest within 1%.
+MAX_POOL_SIMD = True
+
+
 class Pool2d:
     """2-D max or average pooling of fixed shapes (float32, NCHW) on the native workers, each
     thread taking its share of (image, channel) planes.  ``p``: the graph's
     :class:`~tensorlayout.graph.ops.Pool` (windows, strides, dilations, padding, the
     ceil-mode extension); ``div``: for an average, the (OH, OW) reciprocals of each window's
     count, as the graph's kernel computes them.  A max with a column stride of 1 or 2 runs
-    separably (each output row's window rows reduced first, then its columns)."""
+    separably (each output row's window rows reduced first, then its columns): a 2 x 2 or
+    3 x 3 window at stride 2 whose every window has a row in the plane by the machine code
+    (:mod:`tensorlayout.winograd._simd_pool`), the others by a compiled loop."""
 
     def __init__(self, p, x_shape, div=None):
         N, C, H, W = x_shape
@@ -303,18 +315,26 @@ class Pool2d:
         self.PW = max(W + p.begin[1], (OW - 1) * sw + (KW - 1) * dw + 1)
         self.PW += self.PW % 2           # even: a stride-2 kernel splits it into two halves
         self.PH += 2                     # the separable kernel's two rows below the plane
+        fast = (MAX_POOL_SIMD and p.is_max and KH == KW and KH in POOL_WINDOWS and (sh, sw) == (2, 2)
+                and (dh, dw) == (1, 1) and p.begin[0] < KH and (OH - 1) * 2 - p.begin[0] < H)
+        if fast:                         # its row and, last, the plane's exponent field
+            self.PW = max(self.PW, row_floats(OW) + 1, p.begin[1] + W + 1)
+            self.PW += self.PW % 2
         self.fill = -np.inf if p.is_max else 0.0
         self.div = (np.ones((OH, OW), np.float32) if div is None
                     else np.ascontiguousarray(np.broadcast_to(div, (1, 1, OH, OW))[0, 0], np.float32))
         self.shape = (N, C, OH, OW)
         self.planes = N * C
         kind = 0
-        if p.is_max and sw in (1, 2):
+        if fast:
+            kind = -2
+        elif p.is_max and sw in (1, 2):
             kind = -1                    # separable: rows first, then columns
         elif not p.is_max and (dh, dw) == (1, 1) and (KH, KW, sh, sw) in POOL_SPECIAL:
             kind = POOL_SPECIAL.index((KH, KW, sh, sw)) + 1
         self.template = np.array([0, N, C, H, W, 0, OH, OW, KH, KW, sh, sw, *p.begin, dh, dw,
-                                  p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind],
+                                  p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind,
+                                  _simd.module().addr[f"tl_max{KH}s2"] if fast else 0],
                                  np.int64)
 
     def __call__(self, x, nt=None):

@@ -22,9 +22,11 @@ POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 #: The pooling entry's context (``div``: (OH, OW) reciprocals of the window counts, for an
 #: average; ``pad``: a (PH, PW) plane per thread, its border already -inf or 0, its last two
 #: rows the separable kernel's; ``kind``: 0 the generic kernel, i the kernel of
-#: ``POOL_SPECIAL[i - 1]``, -1 the separable max).
+#: ``POOL_SPECIAL[i - 1]``, -1 the separable max, -2 the machine code's max of a k x k
+#: window at stride 2 (``fast``: its address, ``tl_max{k}s2``; the pad's last row its row
+#: and, in its last float, the plane's largest exponent field).
 POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-            "dw", "is_max", "div", "pad", "PH", "PW", "kind")
+            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast")
 #: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
 #: and ``y`` (N, O); ``chunk``: outputs per unit).
 GEMV_CTX = ("x", "N", "K", "O", "wt", "y", "bias", "has_bias", "res", "has_res", "act",
@@ -338,7 +340,19 @@ def pool_entry(ctx, tid, nt, work):
         q0, q1 = next_range(work, tid, nt, total)
         if q0 >= total:
             break
-        if kind < 0:
+        if kind == -2:
+            # a plane at a time by the machine code; a plane with a NaN or an infinity
+            # (its largest exponent field all ones) pooled again by the generic kernel
+            row = a[18] + (tid * a[19] + a[19] - 1) * a[20] * 4
+            top = pad[a[19] - 1].view(np.int32)
+            for nc in range(q0, q1):
+                call_void(a[22], (a[0] + nc * a[3] * a[4] * 4, a[5] + nc * a[6] * a[7] * 4,
+                                  a[3], a[4], a[6], a[7], a[12], a[13], row,
+                                  row + (a[20] - 1) * 4))
+                if top[a[20] - 1] == np.int32(0x7F800000):
+                    pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
+                                True, div, nc, nc + 1, pad[:a[19] - 2])
+        elif kind < 0:
             pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1,
                       pad)
         elif kind == 0:

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
+from ._simd_pool import POOL_WINDOWS, pool_ir
 from ._simd_block import (BLOCK, BLOCK_NAMES, STORE_ACTS, act_block, act_ir, block_ir, direct_ir,
                           direct_shapes, fexp_ir, gemm_at_ir, lanes_below, rows_ir, splat, vt_of)
 
@@ -888,6 +889,7 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
             L += direct_ir(R, cw, nv, w, s)
     L += rows_ir()
     L += act_ir(w)
+    L += pool_ir()
     src = "\n".join(L)
     if with_pool:
         x86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -938,6 +940,7 @@ class Module:
         self._tm, self._mod = tm, mod
         names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_sgemm_taps_ep", "tl_peak",
                  "tl_gemm_at", "tl_gemm_at1", "tl_block_mean", "tl_block_scale", "tl_act",
+                 *(f"tl_max{k}s2" for k in POOL_WINDOWS),
                  *BLOCK_NAMES, *(f"tl_dc{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
                                  for s in (1, 2))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
