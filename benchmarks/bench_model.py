@@ -17,9 +17,13 @@ the median ratios per size.  Every output is checked: relative L2 error against
 onnxruntime's (at most 1e-4) and the same top-1 class; a network that fails the check is
 marked FAIL.
 
-``--ort-spin off`` turns off the spinning of onnxruntime's worker threads after each of its
-calls (on by default, as onnxruntime ships): spinning, they keep cores busy that the
-next runtime's threads need.
+onnxruntime's worker threads spin after each of its calls (on by default, as onnxruntime
+ships; for about 20 ms on the 2-core machine), keeping a core busy that the next runtime's
+threads need.  ``--ort-spin off`` turns their spinning off altogether
+(``session.intra_op.allow_spinning`` 0: slower for onnxruntime itself, its workers park
+between the steps of a call); ``--ort-spin stop`` keeps it within a call and stops it when
+the call returns (``session.force_spinning_stop`` 1, onnxruntime's own setting for a
+process that runs other work between its calls).
 
 ``--alone`` times each runtime in a process of its own (no other library's thread pool
 beside it), one network after the other, and compares those medians instead.
@@ -29,7 +33,7 @@ timed: a machine whose cores something else also wants, where a thread of either
 may wait for its turn on a core.
 
     python benchmarks/bench_model.py [--threads 2] [--rounds 7] [--sizes 224,96]
-                                     [--nets resnet18,vgg11] [--alone] [--ort-spin off]
+                                     [--nets resnet18,vgg11] [--alone] [--ort-spin on|off|stop]
                                      [--busy 1]
 """
 
@@ -52,8 +56,9 @@ NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "
         "shufflenet_v2", "squeezenet1_1")
 
 
-#: onnxruntime's worker threads spin after each call (its default); --ort-spin off sets its
-#: ``session.intra_op.allow_spinning`` to 0 (set by main)
+#: onnxruntime's worker threads spin after each call (its default, "on"); "off" sets its
+#: ``session.intra_op.allow_spinning`` to 0, "stop" its ``session.force_spinning_stop`` to 1
+#: (set by main)
 ORT_SPIN = ["on"]
 
 
@@ -75,6 +80,8 @@ def _sessions(name, size, threads, which=("ours", "ort")):
         opts.inter_op_num_threads = 1
         if ORT_SPIN[0] == "off":
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        elif ORT_SPIN[0] == "stop":
+            opts.add_session_config_entry("session.force_spinning_stop", "1")
         sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x}
         fns["ort"] = lambda: sess.run(None, feed)[0]
@@ -129,8 +136,9 @@ def main() -> int:
     ap.add_argument("--nets", default=",".join(NETS))
     ap.add_argument("--alone", action="store_true",
                     help="time each runtime in a process of its own")
-    ap.add_argument("--ort-spin", choices=("on", "off"), default="on",
-                    help="onnxruntime's threads spin after each call (on: its default) or not")
+    ap.add_argument("--ort-spin", choices=("on", "off", "stop"), default="on",
+                    help="onnxruntime's threads spin after each call (on: its default), never "
+                         "(off), or only within a call (stop)")
     ap.add_argument("--busy", type=int, default=0,
                     help="other processes kept busy (a loop each) while timing")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -155,11 +163,15 @@ def main() -> int:
             p.wait()
 
 
+_SPIN_NOTE = {"on": "", "off": ", onnxruntime threads not spinning",
+              "stop": ", onnxruntime threads stop spinning when a call returns"}
+
+
 def _table(args, ort, available_cpus) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs usable, "
           f"threads: {args.threads}, onnxruntime {ort.__version__}, numpy {np.__version__}, "
           f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}"
-          f"{', onnxruntime threads not spinning' if args.ort_spin == 'off' else ''}"
+          f"{_SPIN_NOTE[args.ort_spin]}"
           f"{f', {args.busy} other busy processes' if args.busy else ''}")
     head = (f"{'network':19s} {'size':>4s} {'ort ms':>8s} {'spread':>13s} {'ours ms':>8s} {'spread':>13s} "
             f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}")
