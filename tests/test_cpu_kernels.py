@@ -730,12 +730,15 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
     (16, 21, 21, 24, 5, 2, (2, 2, 2, 2), 1, 1, False, "im2col"),           # stride 2, 400 rows
     (64, 14, 6, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "im2col"),            # rows of 6
     (256, 14, 14, 256, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),  # 116M, 16 tiles
+    (64, 56, 56, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "direct convolution"),  # 64 x 64 channels
+    (128, 28, 28, 128, 3, 1, (1, 1, 1, 1), 1, 1, False, "winograd F(4,3)"),  # 49 tiles, 128^2
 ])
 def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     """The schedule's rules for the CPU backend (``SHIFT_MAX_MACS``, the shifted grid's
     overhang; a layer of 32 channels or more whose output rows fill enough of the
     micro-kernel's rows takes the direct convolution instead of either GEMM, or instead of
-    Winograd of at most ``DIRECT_MAX_TILES`` tiles) and the layer it picks against
+    Winograd of at most ``DIRECT_MAX_TILES`` tiles or at most ``DIRECT_MAX_PRODUCT`` input
+    times output channels) and the layer it picks against
     onnxruntime, in a network of a Conv (with a residual Add) and a ReLU."""
     _compiled_or_skip()
     C, H, W, O, k, s, pads, d, g, residual, algorithm = case
@@ -757,8 +760,8 @@ def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     from tensorlayout.schedule import winograd as rules
     from tensorlayout.winograd import _simd, _simd_block
 
-    few_tiles = algorithm == "winograd F(4,3)" and -(-OH // 4) * -(-OW // 4) <= \
-        rules.DIRECT_MAX_TILES
+    few_tiles = algorithm == "winograd F(4,3)" and (
+        -(-OH // 4) * -(-OW // 4) <= rules.DIRECT_MAX_TILES or C * O <= rules.DIRECT_MAX_PRODUCT)
     if ((algorithm in ("shifted GEMM", "im2col") or few_tiles) and g == 1
             and C >= rules.DIRECT_MIN_CHANNELS
             and _simd_block.direct_panel(OH, OW, _simd.isa().mr)[1] >= rules.DIRECT_MIN_FILL):

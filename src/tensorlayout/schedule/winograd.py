@@ -16,7 +16,7 @@ from ..winograd._simd_block import direct_panel
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
 __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
-           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES",
+           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES", "DIRECT_MAX_PRODUCT",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -53,6 +53,14 @@ DIRECT_MIN_FILL = 0.6
 #: tensorlayout.schedule.winograd.DIRECT_MAX_TILES 0 16 --nets ...``,
 #: ``benchmarks/results/setting_direct_max_tiles_ci2.txt``).
 DIRECT_MAX_TILES = 16
+#: Input times output channels up to which the direct convolution is tried before Winograd
+#: on any map: a 64 -> 64 layer between blocked 1 x 1 layers (a ResNet-50 bottleneck's)
+#: keeps the blocks where Winograd would take the planes out and back (ResNet-50 1.04x at
+#: 224^2 and 96^2; ResNet-18, whose 64-channel stage is all 3 x 3, within 1%; every layer
+#: direct left VGG-11 224^2 21% slower: ``python benchmarks/bench_setting.py
+#: tensorlayout.schedule.winograd.DIRECT_MAX_PRODUCT 0 4096 --nets ...``,
+#: ``benchmarks/results/setting_direct_max_product_ci2.txt``).
+DIRECT_MAX_PRODUCT = 64 * 64
 
 
 def _direct_rows():
@@ -71,7 +79,8 @@ def cpu_conv(graph, node):
     padded); then, for a one-group window wider than 1 x 1 (or a strided 1 x 1, which the
     CPU schedule otherwise runs as a 1 x 1 layer over the sliced input) where the rule gives
     im2col, Winograd with at most :data:`SHIFT_MAX_MACS` multiply-adds or Winograd of at
-    most :data:`DIRECT_MAX_TILES` tiles per image: "direct" (the backend's direct
+    most :data:`DIRECT_MAX_TILES` tiles per image or at most :data:`DIRECT_MAX_PRODUCT`
+    input times output channels: "direct" (the backend's direct
     convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of 1 or 2
     and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels' positions;
     else Winograd where the rule gave it, or (strided: under :data:`SHIFT_STRIDED_BELOW`
@@ -100,7 +109,8 @@ def cpu_conv(graph, node):
     macs = int(out[0]) * out[2] * out[3] * w_shape[0] * rows
     small = macs <= SHIFT_MAX_MACS
     keep = algorithm == "winograd" and not small    # Winograd's, unless the direct's
-    if keep and -(-out[2] // tile) * -(-out[3] // tile) > DIRECT_MAX_TILES:
+    if (keep and -(-out[2] // tile) * -(-out[3] // tile) > DIRECT_MAX_TILES
+            and c * w_shape[0] > DIRECT_MAX_PRODUCT):
         return algorithm, tile, reason
     mr = _direct_rows() if c >= DIRECT_MIN_CHANNELS and p.strides[1] in (1, 2) else 0
     if mr:
