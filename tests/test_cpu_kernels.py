@@ -189,6 +189,8 @@ def test_threads_take_each_unit_once_two_from_either_end():
     (1, 24, 40, 23, 29), (1, 320, 130, 7, 7), (2, 5, 3, 1, 1), (3, 16, 17, 9, 31),
     # fewer column blocks than the threads want: narrower blocks (see SPLIT_COLUMNS)
     (1, 48, 32, 27, 27),
+    # few outputs: the narrow micro-kernel's panels (16 rows; 48 rows on 169 columns)
+    (2, 40, 16, 55, 9), (1, 200, 48, 13, 13),
     (1, 103, 1000, 1, 1), (2, 64, 600, 1, 1),
     # few columns: the GEMM turned over (positions as rows, channels in strips)
     (1, 1030, 70, 3, 3), (2, 1100, 33, 2, 5), (1, 1024, 5, 1, 2)])
@@ -219,6 +221,26 @@ def test_pointwise_blocks_equal_the_definition(shape, nt):
         assert np.array_equal(np.isnan(y), np.isnan(want)), act
         ok = ~np.isnan(want)
         assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * scale, act
+
+
+def test_few_output_channels_take_the_narrow_panels():
+    """Where the vector path has a narrow micro-kernel, a 1 x 1 layer of 16, 32 or 48 outputs
+    packs its weights in its panels (16 rows in two, not in two of the main kernel's 14),
+    64 and more in the main kernel's; an im2col layer keeps the main kernel (its unfolded
+    columns are packed for it)."""
+    _compiled_or_skip()
+    from tensorlayout.winograd import _simd
+
+    isa = _simd.module().isa
+    if not isa.narrow:
+        pytest.skip("this vector path has no narrow micro-kernel")
+    for O, narrow in ((16, True), (32, True), (48, True), (64, False), (112, False)):
+        pw = K.Pointwise(np.ones((O, 8), np.float32), None, (0, 0.0, 0.0), (1, 8, 9, 9))
+        assert pw.mr == (isa.narrow[0] if narrow else isa.mr), O
+        assert pw.a.size == -(-O // pw.mr) * pw.mr * 8
+    conv = K.Im2col(np.ones((16, 8, 3, 3), np.float32), None, (0, 0.0, 0.0), (1, 8, 9, 9),
+                    (1, 1), (1, 1), (1, 1), (9, 9))
+    assert conv.pw.mr == isa.mr
 
 
 def test_pointwise_splits_by_columns_where_the_input_outweighs_the_weights():

@@ -30,6 +30,16 @@ UNITS_PER_THREAD = 2
 #: activations still take that pass).
 EPILOGUE_IN_STORE = True
 
+#: How much of a panel of the main micro-kernel's rows (mr) the narrow one's (``Isa.narrow``)
+#: must save for :class:`Pointwise` to take it: its rows rounded up to whole panels at
+#: most this share of them rounded up to panels of mr (16 outputs: 16 rows against 28;
+#: 0: never); its 8 x 3 kernel is about as fast per multiply-add (SqueezeNet 1.1, whose
+#: squeeze layers have 16 to 64 outputs, 1.02-1.04x at 224^2, within 1.5% at 96^2, the other
+#: networks within 1.5%: ``python
+#: benchmarks/bench_setting.py tensorlayout.backends.cpu_gemm.NARROW_FILL 0 0.9 --nets
+#: ...``, ``benchmarks/results/setting_narrow_fill_ci2.txt``).
+NARROW_FILL = 0.9
+
 #: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
 #: slice) stay in the L2 cache while every panel of weights passes over them.
 POINTWISE_COLUMNS = 256
@@ -52,9 +62,11 @@ class Pointwise:
     block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
     column (H·W = 1: a fully connected layer of one image, a squeeze-and-excite block's
     convolutions) is a matrix-vector product instead, over the weights transposed (C, O),
-    each thread taking a chunk of the outputs."""
+    each thread taking a chunk of the outputs.  Few output channels (16, 32, 48) take the
+    narrow micro-kernel's panels where they fill them better (:data:`NARROW_FILL`; not with
+    ``narrow`` False)."""
 
-    def __init__(self, weights, bias, act, x_shape):
+    def __init__(self, weights, bias, act, x_shape, narrow=True):
         O, C = weights.shape
         N, _, H, W = x_shape
         P = H * W
@@ -73,6 +85,12 @@ class Pointwise:
             return
         mod = _simd.module()
         self.mr = mr = mod.isa.mr
+        gemm, gemm_ep = "tl_sgemm", "tl_sgemm_ep"
+        few = mod.isa.narrow[0] if mod.isa.narrow and narrow and NARROW_FILL else 0
+        if few and -(-O // few) * few <= NARROW_FILL * -(-O // mr) * mr:
+            # few output channels: panels of the narrow micro-kernel's rows
+            self.mr = mr = few
+            gemm, gemm_ep = "tl_sgemm_n", "tl_sgemm_ep_n"
         self.gemv = False
         self.thin = None
         if P <= THIN_COLUMNS and C >= THIN_DEPTH:
@@ -88,9 +106,9 @@ class Pointwise:
         self.lohi = np.array(act[1:], np.float32)
         self.template = np.array(
             [0, N, C, P, self.a.ctypes.data, npan, mr, 0, O, self.bias.ctypes.data,
-             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr["tl_sgemm"],
+             bias is not None, 0, 0, act[0], self.f.ctypes.data, mod.addr[gemm],
              POINTWISE_COLUMNS, npan, ncb, 1, 0,
-             mod.addr["tl_sgemm_ep"] if EPILOGUE_IN_STORE else 0, self.lohi.ctypes.data,
+             mod.addr[gemm_ep] if EPILOGUE_IN_STORE else 0, self.lohi.ctypes.data,
              mod.addr["tl_act"]], np.int64)
         self.npan, self.ncb = npan, ncb
 
@@ -271,7 +289,7 @@ class Im2col:
         OH, OW = out_hw
         K = C * KH * KW
         self.pw = Pointwise(np.ascontiguousarray(weights, np.float32).reshape(O, -1), bias, act,
-                            (N, K, OH, OW))
+                            (N, K, OH, OW), narrow=False)
         self.K = K
         self.blocks = K < UNFOLD_BLOCKS_BELOW and not self.pw.gemv and self.pw.thin is None
         if self.blocks:                 # columns unfolded into whole strips of nr

@@ -73,6 +73,9 @@ class Isa:
     nv: int
     cpu: str = field(repr=False)
     features: str = field(repr=False)
+    #: (mr, nv) of a second micro-kernel of fewer rows (``tl_sgemm_n``), for a GEMM whose
+    #: few rows would leave much of a panel of mr empty; None where there is none
+    narrow: tuple | None = field(default=None, repr=False)
 
     @property
     def nr(self) -> int:
@@ -81,6 +84,9 @@ class Isa:
 
 
 _SHAPES = {"avx512": (16, 14, 2), "avx2": (8, 6, 2), "portable": (4, 4, 2)}
+#: The narrow micro-kernel's (mr, nv) per vector path: on AVX-512, 8 rows by 3 vectors (24
+#: sums, as many registers as 14 by 2 leaves free): 16, 24, 32 or 48 rows fill whole panels.
+_NARROW = {"avx512": (8, 3)}
 #: Depth steps ahead at which the micro-kernel asks for B's row and A's panel (a prefetch,
 #: which never faults): a layer whose weights or input come from memory, not the cache (a
 #: network's deep layers on small maps), otherwise waits on each line.
@@ -150,7 +156,7 @@ def isa(name: str | None = None) -> Isa:
         x86 = platform.machine().lower() in ("x86_64", "amd64")
         cpu, features = (("haswell", "") if name == "avx2" else
                          ("x86-64", "") if x86 else ("generic", ""))
-    return Isa(name, lanes, mr, nv, cpu, features)
+    return Isa(name, lanes, mr, nv, cpu, features, _NARROW.get(name))
 
 
 # ----------------------------------------------------------------------------- IR text
@@ -362,7 +368,7 @@ def _store_row(L, r: int, rows: int, nv: int, w: int, masks) -> None:
     L.append(f"  br label %{nxt}")
 
 
-def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
+def _gemm_ir(mr: int, nv: int, w: int, kc: int, tag: str = "") -> list:
     """IR of ``tl_sgemm(m, n, k, a, b, ldb, c, ldc, flags)`` (every argument an i64).
 
     The depth is cut into slices of ``kc``: each slice's products are summed in registers
@@ -378,23 +384,24 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
     where bit 4 of ``flags`` is set (see :func:`_ep_flags`), the CPU backend's epilogue in the
     last slice's store: ``bias`` (m floats, row i's at ``bias[i]``), the residual ``res``
     (C's layout; 0: none), then the activation ``act`` (0 none, 1 Relu, 2 Clip between the
-    two floats at ``lohi``)."""
+    two floats at ``lohi``).  ``tag`` ends every function's name (the narrow panels' set,
+    ``tl_sgemm_n``, is a second shape of micro-kernel in the same module)."""
     return [
-        "define void @tl_sgemm(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        f"define void @tl_sgemm{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags) nounwind {",
         "  %fl = and i64 %flags, 3",
-        "  call void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        f"  call void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %fl, i64 0, i64 0, i64 0, i64 0)",
         "  ret void",
         "}",
-        "define void @tl_sgemm_ep(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        f"define void @tl_sgemm_ep{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %flags, i64 %bias, i64 %res, i64 %act, i64 %lohi) nounwind {",
     ] + _ep_flags(7) + [
-        "  call void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
+        f"  call void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
         "i64 %ldc, i64 %fe, i64 %bias, i64 %res, i64 %act, i64 %lohi)",
         "  ret void",
         "}",
-        "define internal void @sgemm_drive(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        f"define internal void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
         "i64 %ci, i64 %ldc, i64 %flags, i64 %ebi, i64 %eri, i64 %act, i64 %lohii) nounwind {",
         "entry:",
         "  %a = inttoptr i64 %ai to ptr",
@@ -418,14 +425,14 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int) -> list:
         "  %smore = icmp slt i64 %s0.n, %k",
         "  %flq = and i64 %fl, 3",
         "  %fls = select i1 %smore, i64 %flq, i64 %fl",
-        "  call void @sgemm_slice(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, i64 %ldb, "
+        f"  call void @sgemm_slice{tag}(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, i64 %ldb, "
         "ptr %c, i64 %ldc, i64 %fls, ptr %eb, ptr %er, i64 %act, ptr %lohi)",
         "  %fl1 = or i64 %flags, 1",
         "  br i1 %smore, label %slice, label %done",
         "done:",
         "  ret void",
         "}",
-    ] + _slice_ir("sgemm_slice", mr, nv, w, taps=False)
+    ] + _slice_ir(f"sgemm_slice{tag}", mr, nv, w, taps=False, tag=tag)
 
 
 def _ep_flags(keep: int) -> list:
@@ -484,7 +491,7 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
     ] + _slice_ir("sgemm_taps", mr, nv, w, taps=True)
 
 
-def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
+def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool, tag: str = "") -> list:
     """IR of ``name(m, n, k, kp, a, b, ldb, c, ldc, flags[, ntaps, offs], eb, er, act, lohi)``:
     every panel of A (``kp`` deep) by every block of columns of B through the micro-kernels
     (with ``taps`` their tap variants, each panel's depth ``ntaps`` runs of ``k``); ``eb``
@@ -494,6 +501,7 @@ def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool) -> list:
     tail = "kpair" if nv > 1 else "kmask"
     sfx, extra, targs = ("_t", ", i64 %ntaps, ptr %offs", ", i64 %ntaps, ptr %offs") if taps \
         else ("", "", "")
+    sfx = tag + sfx
     return [
         f"define internal void @{name}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
         f"i64 %ldb, ptr %c, i64 %ldc, i64 %flags{extra}, ptr %eb, ptr %er, i64 %act, "
@@ -866,6 +874,12 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
     if nv > 1:
         L += _ukernel("uk_pair", mr, 1, w, masked=True, pair=True)
     L += _gemm_ir(mr, nv, w, KC)
+    if target.narrow:
+        nm, nn = target.narrow
+        L += _ukernel("uk_full_n", nm, nn, w, masked=False)
+        L += _ukernel("uk_mask_n", nm, nn, w, masked=True)
+        L += _ukernel("uk_pair_n", nm, 1, w, masked=True, pair=True)
+        L += _gemm_ir(nm, nn, w, KC, tag="_n")
     L += _ukernel("uk_full_t", mr, nv, w, masked=False, taps=True)
     L += _ukernel("uk_mask_t", mr, nv, w, masked=True, taps=True)
     if nv > 1:
@@ -944,6 +958,7 @@ class Module:
                  *BLOCK_NAMES, *(f"tl_dc{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
                                  for s in (1, 2))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
+        names += ["tl_sgemm_n", "tl_sgemm_ep_n"] if target.narrow else []
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64
         self.sgemm = ctypes.CFUNCTYPE(None, *[i64] * 9)(self.addr["tl_sgemm"])
