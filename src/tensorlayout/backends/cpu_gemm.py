@@ -31,11 +31,12 @@ UNITS_PER_THREAD = 2
 EPILOGUE_IN_STORE = True
 
 #: How much of a panel of the main micro-kernel's rows (mr) the narrow one's (``Isa.narrow``)
-#: must save for :class:`Pointwise` to take it: its rows rounded up to whole panels at
-#: most this share of them rounded up to panels of mr (16 outputs: 16 rows against 28;
-#: 0: never); its 8 x 3 kernel is about as fast per multiply-add (SqueezeNet 1.1, whose
-#: squeeze layers have 16 to 64 outputs, 1.02-1.04x at 224^2, within 1.5% at 96^2, the other
-#: networks within 1.5%: ``python
+#: must save for :class:`Pointwise` and :class:`Shifted` to take it: its rows rounded up to
+#: whole panels at most this share of them rounded up to panels of mr (16 outputs: 16 rows
+#: against 28; 0: never); its 8 x 3 kernel is about as fast per multiply-add (SqueezeNet 1.1,
+#: whose squeeze layers have 16 to 64 outputs, 1.02-1.04x at 224^2 with the 1 x 1 layers
+#: alone; with the first layers too (MobileNetV3-Small's 16 outputs, MobileNetV2's and
+#: EfficientNet-B0's 32) the MobileNets, EfficientNet-B0 and ShuffleNetV2 1.01-1.02x: ``python
 #: benchmarks/bench_setting.py tensorlayout.backends.cpu_gemm.NARROW_FILL 0 0.9 --nets
 #: ...``, ``benchmarks/results/setting_narrow_fill_ci2.txt``).
 NARROW_FILL = 0.9
@@ -354,7 +355,9 @@ class Shifted:
     kernel tap over the input dealt into its stride phases (see
     :mod:`.cpu_source_shift`): no unfolded matrix; each block's sums are summed over the taps
     in the thread's buffer and written to ``y`` with the epilogue.  ``weights``: (O, C, KH,
-    KW) float32; ``begin``: the top and left padding (the rest is what ``out_hw`` leaves)."""
+    KW) float32; ``begin``: the top and left padding (the rest is what ``out_hw`` leaves).
+    Few output channels (a network's first layer of 16 or 32) take the narrow micro-kernel's
+    panels, as :class:`Pointwise` does."""
 
     def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw):
         O, C, KH, KW = weights.shape
@@ -364,6 +367,11 @@ class Shifted:
         mod = _simd.module()
         mr = self.mr = mod.isa.mr
         self.nr = mod.isa.nr
+        tag = ""
+        few = mod.isa.narrow[0] if mod.isa.narrow and NARROW_FILL else 0
+        if few and -(-O // few) * few <= NARROW_FILL * -(-O // mr) * mr:
+            mr = self.mr = few                  # few output channels: the narrow panels
+            tag = "_n"
         Hq, Wq = OH + (KH - 1) * dh // sh, OW + (KW - 1) * dw // sw
         taps = KH * KW
         wt = np.asarray(weights, np.float32).reshape(O, C, taps).transpose(2, 0, 1)
@@ -389,8 +397,9 @@ class Shifted:
         self.template = np.array(
             [0, N, C, H, W, 0, sh, sw, *begin, Hq, Wq, 0, O, OH, OW, self.a.ctypes.data, npan,
              mr, KH * KW, self.offs.ctypes.data, self.bias.ctypes.data, bias is not None, 0, 0,
-             act[0], self.f.ctypes.data, mod.addr["tl_sgemm"], 0, npan, 0, 1, 0, 0, Q, g,
-             mod.addr["tl_sgemm_taps"], 0, mod.addr["tl_sgemm_taps_ep"], self.lohi.ctypes.data,
+             act[0], self.f.ctypes.data, mod.addr["tl_sgemm" + tag], 0, npan, 0, 1, 0, 0, Q, g,
+             mod.addr["tl_sgemm_taps" + tag], 0, mod.addr["tl_sgemm_taps_ep" + tag],
+             self.lohi.ctypes.data,
              mod.addr["tl_act"]], np.int64)
 
     def __call__(self, x, res=None, nt=None):

@@ -448,16 +448,16 @@ def _ep_flags(keep: int) -> list:
             "  %fe = or i64 %fl, %rb"]
 
 
-def _taps_ir(mr: int, nv: int, w: int) -> list:
+def _taps_ir(mr: int, nv: int, w: int, tag: str = "") -> list:
     """IR of ``tl_sgemm_taps(m, n, k, a, b, ldb, c, ldc, flags, ntaps, offs)``: ``tl_sgemm``
     of a depth of ``ntaps`` runs of ``k`` rows of B, run t starting at ``b + offs[t]``
     floats (``offs``: the address of ``ntaps`` int64), A's panels ``ntaps·k`` deep; the
     whole depth summed in registers (a caller keeps ``ntaps·k`` within the sums it wants).
     ``tl_sgemm_taps_ep(..., offs, bias, res, act, lohi)`` is the same with, where bit 4 of
     ``flags`` is set, :func:`_gemm_ir`'s epilogue in the store (after the sums are added to
-    C with bit 1)."""
+    C with bit 1).  ``tag`` ends every function's name, as in :func:`_gemm_ir`."""
     return [
-        "define void @tl_sgemm_taps_ep(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        f"define void @tl_sgemm_taps_ep{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
         "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi, i64 %ebi, i64 %res, i64 %act, "
         "i64 %lohii) nounwind {",
         "entry:",
@@ -470,12 +470,12 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
         "  %lohi = inttoptr i64 %lohii to ptr",
         "  %kp = mul i64 %k, %ntaps",
     ] + _ep_flags(5) + [
-        "  call void @sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
+        f"  call void @sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
         "ptr %c, i64 %ldc, i64 %fe, i64 %ntaps, ptr %offs, ptr %eb, ptr %er, i64 %act, "
         "ptr %lohi)",
         "  ret void",
         "}",
-        "define void @tl_sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        f"define void @tl_sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
         "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi) nounwind {",
         "entry:",
         "  %a = inttoptr i64 %ai to ptr",
@@ -484,11 +484,11 @@ def _taps_ir(mr: int, nv: int, w: int) -> list:
         "  %offs = inttoptr i64 %offsi to ptr",
         "  %kp = mul i64 %k, %ntaps",
         "  %fl = and i64 %flags, 1",
-        "  call void @sgemm_taps(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
+        f"  call void @sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
         "ptr %c, i64 %ldc, i64 %fl, i64 %ntaps, ptr %offs, ptr null, ptr null, i64 0, ptr null)",
         "  ret void",
         "}",
-    ] + _slice_ir("sgemm_taps", mr, nv, w, taps=True)
+    ] + _slice_ir(f"sgemm_taps{tag}", mr, nv, w, taps=True, tag=tag)
 
 
 def _slice_ir(name: str, mr: int, nv: int, w: int, taps: bool, tag: str = "") -> list:
@@ -880,6 +880,10 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
         L += _ukernel("uk_mask_n", nm, nn, w, masked=True)
         L += _ukernel("uk_pair_n", nm, 1, w, masked=True, pair=True)
         L += _gemm_ir(nm, nn, w, KC, tag="_n")
+        L += _ukernel("uk_full_n_t", nm, nn, w, masked=False, taps=True)
+        L += _ukernel("uk_mask_n_t", nm, nn, w, masked=True, taps=True)
+        L += _ukernel("uk_pair_n_t", nm, 1, w, masked=True, pair=True, taps=True)
+        L += _taps_ir(nm, nn, w, tag="_n")
     L += _ukernel("uk_full_t", mr, nv, w, masked=False, taps=True)
     L += _ukernel("uk_mask_t", mr, nv, w, masked=True, taps=True)
     if nv > 1:
@@ -958,7 +962,8 @@ class Module:
                  *BLOCK_NAMES, *(f"tl_dc{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
                                  for s in (1, 2))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
-        names += ["tl_sgemm_n", "tl_sgemm_ep_n"] if target.narrow else []
+        names += ["tl_sgemm_n", "tl_sgemm_ep_n", "tl_sgemm_taps_n",
+                  "tl_sgemm_taps_ep_n"] if target.narrow else []
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64
         self.sgemm = ctypes.CFUNCTYPE(None, *[i64] * 9)(self.addr["tl_sgemm"])
