@@ -192,6 +192,9 @@ def test_threads_take_each_unit_once_two_from_either_end():
     # few outputs: the narrow micro-kernel's panels (16 rows; 48 rows on 169 columns)
     (2, 40, 16, 55, 9), (1, 200, 48, 13, 13),
     (1, 103, 1000, 1, 1), (2, 64, 600, 1, 1),
+    # one image's product of 1.2 MB of weights: its depth cut into ranges of rows (parts
+    # added up after) on more than one thread
+    (1, 600, 500, 1, 1),
     # few columns: the GEMM turned over (positions as rows, channels in strips)
     (1, 1030, 70, 3, 3), (2, 1100, 33, 2, 5), (1, 1024, 5, 1, 2)])
 @pytest.mark.parametrize("nt", [1, 2, 5])
@@ -221,6 +224,27 @@ def test_pointwise_blocks_equal_the_definition(shape, nt):
         assert np.array_equal(np.isnan(y), np.isnan(want)), act
         ok = ~np.isnan(want)
         assert np.abs(y[ok] - want[ok]).max() <= 1e-5 * scale, act
+
+
+def test_a_large_matrix_vector_product_splits_its_depth():
+    """One image's fully connected layer of at least GEMV_SPLIT_BYTES of weights on several
+    threads: a call of the parts (ranges of rows, at most GEMV_SPLIT_UNITS per thread) and a
+    call adding them up; on one thread, or smaller, one call by chunks of outputs."""
+    _compiled_or_skip()
+    from tensorlayout.backends.cpu_source_reduce import GEMV_CTX
+
+    x = np.zeros((1, 600, 1, 1), np.float32)
+    y = np.empty((1, 500, 1, 1), np.float32)
+    pw = K.Pointwise(np.ones((500, 600), np.float32), None, (0, 0.0, 0.0), x.shape)
+    assert 600 * 500 * 4 >= cpu_gemm.GEMV_SPLIT_BYTES
+    (_, parts, n1, _), (_, adds, n2, _) = pw.calls(x, y, None, 3)
+    split = GEMV_CTX.index("split")
+    assert parts[split] == adds[split] == 3 * cpu_gemm.GEMV_SPLIT_UNITS and n1 == 3
+    assert parts[GEMV_CTX.index("phase")] == 0 and adds[GEMV_CTX.index("phase")] == 1
+    assert len(pw.calls(x, y, None, 1)) == 1
+    small = K.Pointwise(np.ones((50, 60), np.float32), None, (0, 0.0, 0.0), (1, 60, 1, 1))
+    assert len(small.calls(np.zeros((1, 60, 1, 1), np.float32),
+                           np.empty((1, 50, 1, 1), np.float32), None, 3)) == 1
 
 
 def test_few_output_channels_take_the_narrow_panels():

@@ -41,6 +41,17 @@ EPILOGUE_IN_STORE = True
 #: ...``, ``benchmarks/results/setting_narrow_fill_ci2.txt``).
 NARROW_FILL = 0.9
 
+#: Weight bytes from which the matrix-vector product of one image on several threads cuts
+#: its depth instead of its outputs: each thread then reads whole rows of the transposed
+#: weights, one run through memory (a chunk of outputs reads a piece of every row, a jump
+#: at each), and the parts are added up after (MobileNetV3-Small 1.06x at 96^2 and 1.02x at
+#: 224^2, VGG-11 96^2 1.03x, EfficientNet-B0 96^2 1.01x, the rest within 1%: ``python
+#: benchmarks/bench_setting.py tensorlayout.backends.cpu_gemm.GEMV_SPLIT_BYTES 1e15 1048576
+#: --nets ...``, ``benchmarks/results/setting_gemv_split_ci2.txt``).
+GEMV_SPLIT_BYTES = 1 << 20
+#: Ranges of rows per thread in that split.
+GEMV_SPLIT_UNITS = 4
+
 #: Columns of one pointwise block: the block's rows of the input (at most 128 deep per GEMM
 #: slice) stay in the L2 cache while every panel of weights passes over them.
 POINTWISE_COLUMNS = 256
@@ -63,7 +74,8 @@ class Pointwise:
     block while it is in the cache.  ``weights``: (O, C) float32.  An input of one
     column (H·W = 1: a fully connected layer of one image, a squeeze-and-excite block's
     convolutions) is a matrix-vector product instead, over the weights transposed (C, O),
-    each thread taking a chunk of the outputs.  Few output channels (16, 32, 48) take the
+    each thread taking a chunk of the outputs (one image of large weights: a range of rows,
+    :data:`GEMV_SPLIT_BYTES`).  Few output channels (16, 32, 48) take the
     narrow micro-kernel's panels where they fill them better (:data:`NARROW_FILL`; not with
     ``narrow`` False)."""
 
@@ -81,7 +93,7 @@ class Pointwise:
             self.wt = np.ascontiguousarray(weights.T, np.float32)
             self.template = np.array(
                 [0, N, C, O, self.wt.ctypes.data, 0, self.bias.ctypes.data, bias is not None,
-                 0, 0, act[0], self.f.ctypes.data, O], np.int64)
+                 0, 0, act[0], self.f.ctypes.data, O, 0, 0, 0], np.int64)
             self.gemv = True
             return
         mod = _simd.module()
@@ -119,12 +131,26 @@ class Pointwise:
         if res is not None:
             ctx[8], ctx[9] = _at(res), 1
         O = self.shape[1]
+        fn = _module().GEMV_ENTRY.address
+        C = int(self.template[2])
+        S = min(GEMV_SPLIT_UNITS * nt, C // 16)
+        if self.N == 1 and nt > 1 and S > 1 and C * O * 4 >= GEMV_SPLIT_BYTES:
+            # the depth split: each unit's rows one stream through the weights, the parts
+            # then added up by chunks of outputs (256 or more, whole vectors)
+            part = np.empty((S, O), np.float32)
+            ctx[13], ctx[14] = S, _at(part)
+            ctx[12] = chunk = -(-max(256, -(-O // nt)) // 16) * 16
+            add = ctx.copy()
+            add[15] = 1
+            keep = (x, y, res, part)
+            return [(fn, ctx, max(1, min(nt, S)), keep),
+                    (fn, add, max(1, min(nt, -(-O // chunk))), keep)]
         # chunks of whole vectors (16 floats), one per thread, at least 256 outputs each:
         # a smaller chunk reads the weights' rows in shorter runs (slower)
         chunk = max(256, -(-O // nt))
         ctx[12] = chunk = -(-chunk // 16) * 16
         units = self.N * -(-O // chunk)
-        return [(_module().GEMV_ENTRY.address, ctx, max(1, min(nt, units)), (x, y, res))]
+        return [(fn, ctx, max(1, min(nt, units)), (x, y, res))]
 
     def __call__(self, x, res=None, nt=None):
         """``y`` (N, O, H, W) for C-contiguous float32 ``x`` (and residual ``res``, y's shape)."""

@@ -28,9 +28,11 @@ POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
             "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast")
 #: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
-#: and ``y`` (N, O); ``chunk``: outputs per unit).
+#: and ``y`` (N, O); ``chunk``: outputs per unit; ``split``: for one image, the ranges of
+#: rows its depth is cut into (0: none), ``part`` their products (split, O), ``phase`` 0
+#: the products, 1 their sums by chunks of outputs and the epilogue).
 GEMV_CTX = ("x", "N", "K", "O", "wt", "y", "bias", "has_bias", "res", "has_res", "act",
-            "fparams", "chunk")
+            "fparams", "chunk", "split", "part", "phase")
 #: The rows entry's context: ``x`` (R, P); ``y`` (R,) means or (R, P) scaled rows; ``s`` (R,)
 #: the scales; ``op`` 0 means, 1 scaling.
 ROWS_CTX = ("x", "R", "P", "y", "s", "op")
@@ -249,6 +251,34 @@ def gemv_block(wt, x, y, o0, o1):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def gemv_rows(wt, x, part, k0, k1):
+    # part = x[k0:k1] @ wt[k0:k1, :] for wt (K, O): whole rows of wt, four at a time, in
+    # order of k (one stream through memory per range of rows)
+    O = wt.shape[1]
+    for i in range(O):
+        part[i] = 0
+    k = k0
+    while k + 4 <= k1:
+        x0 = x[k]
+        x1 = x[k + 1]
+        x2 = x[k + 2]
+        x3 = x[k + 3]
+        w0 = wt[k]
+        w1 = wt[k + 1]
+        w2 = wt[k + 2]
+        w3 = wt[k + 3]
+        for i in range(O):
+            part[i] = (((part[i] + w0[i] * x0) + w1[i] * x1) + w2[i] * x2) + w3[i] * x3
+        k += 4
+    while k < k1:
+        xv = x[k]
+        wr = wt[k]
+        for i in range(O):
+            part[i] += wr[i] * xv
+        k += 1
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def channel_means(x, y, r0, r1):
     # y[r] = the mean of row r of x (R, P), rows r0..r1: sixteen running sums per row (a
     # vector's lanes, each in order), added up at the end, then the rest
@@ -380,6 +410,17 @@ def gemv_entry(ctx, tid, nt, work):
     chunk = a[12]
     per = (O + chunk - 1) // chunk
     units = N * per
+    S = a[13]
+    if S > 0 and a[15] == 0:
+        # one image, its depth split: unit s the product of rows s·ks.. of the weights (one
+        # stream each) into part[s]; the next call adds the parts up
+        part = carray(ptr_f32(a[14]), (S, O))
+        ks = (K + S - 1) // S
+        while True:
+            s = next_unit(work, tid, S)
+            if s >= S:
+                return
+            gemv_rows(wt, x[0], part[s], s * ks, min(K, s * ks + ks))
     while True:                 # the next unit (see next_unit)
         u = next_unit(work, tid, units)
         if u >= units:
@@ -387,7 +428,17 @@ def gemv_entry(ctx, tid, nt, work):
         n = u // per
         o0 = (u - n * per) * chunk
         o1 = min(O, o0 + chunk)
-        gemv_block(wt, x[n], y[n], o0, o1)
+        if S > 0:               # the parts' sums, in order of the parts
+            part = carray(ptr_f32(a[14]), (S, O))
+            yr = y[0]
+            for i in range(o0, o1):
+                yr[i] = part[0, i]
+            for t in range(1, S):
+                pr = part[t]
+                for i in range(o0, o1):
+                    yr[i] += pr[i]
+        else:
+            gemv_block(wt, x[n], y[n], o0, o1)
         if a[7] != 0 or a[9] != 0 or a[10] != 0:
             epilogue_block(yc, bias, a[7] != 0, rc, a[9] != 0, a[10], f[0], f[1],
                            n * O + o0, n * O + o1, 0, 1, O)
