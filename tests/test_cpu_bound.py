@@ -233,6 +233,35 @@ def test_a_pooling_layer_of_a_small_network_takes_more_than_one_thread():
     assert np.array_equal(got, want)
 
 
+def test_a_matrix_vector_product_takes_threads_by_the_weights_it_reads():
+    """A squeeze-and-excite block's 1 x 1 convolutions on one position (96 -> 480 -> 96
+    channels: 46,080 multiply-adds each, every one a weight read from memory) count
+    ``GEMV_WORK`` each, so they take two threads where a GEMM of as many multiply-adds takes
+    one; the block still equals onnxruntime."""
+    from onnx import helper
+
+    from _model_util import make_model
+    from tensorlayout.backends.cpu import WORK_PER_THREAD
+    from tensorlayout.backends.cpu_steps import GEMV_WORK
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 96, 1, 1)).astype(np.float32)
+    inits = {"w1": rng.standard_normal((480, 96, 1, 1)).astype(np.float32) / 10,
+             "w2": rng.standard_normal((96, 480, 1, 1)).astype(np.float32) / 20}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["g"]),
+             helper.make_node("Sigmoid", ["g"], ["y"])]
+    m = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    model = load(m)
+    convs = [s for s in model.cpu().steps if s.node.op == "Conv"]
+    assert [s.max_threads for s in convs] == [96 * 480 * GEMV_WORK // WORK_PER_THREAD] * 2
+    assert convs[0].max_threads >= 2 > 96 * 480 // WORK_PER_THREAD
+    got = model.run(x, threads=2)
+    want = ort_session(m).run(None, {"x": x})[0]
+    assert rel_l2(got, want) <= 1e-5
+
+
 def test_a_plane_mean_takes_threads_by_what_it_reads():
     """A GlobalAveragePool writes one float per plane but reads every input element: 32
     planes of 112 x 112 (401,408 floats) take more than one thread, and the means still

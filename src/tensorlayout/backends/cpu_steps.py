@@ -16,7 +16,7 @@ from . import cpu_kernels as kernels
 from .cpu_twins import from_blocked, to_blocked
 
 __all__ = ["depthwise_step", "pointwise_step", "fc_step", "pool_step", "planes_step",
-           "im2col_step", "with_epilogue", "work", "POOL_WORK"]
+           "im2col_step", "with_epilogue", "work", "POOL_WORK", "GEMV_WORK"]
 
 
 def _once(make, *args):
@@ -202,18 +202,32 @@ def planes_step(node, graph, kind, fallback, blocked):
 POOL_WORK = 16
 
 
+#: What a multiply-add of a matrix-vector product (a fully connected layer of one image, a
+#: squeeze-and-excite block's 1 x 1 convolutions on one position) costs in :func:`work`'s
+#: units: it reads a weight from memory for each, where a GEMM's reuse every weight many
+#: times, so such a step takes threads by the bytes it reads (EfficientNet-B0 1.01-1.04x,
+#: MobileNetV3-Small 1.01-1.03x, the others within 1%: ``python benchmarks/bench_setting.py
+#: tensorlayout.backends.cpu_steps.GEMV_WORK 1 8 --nets ...``,
+#: ``benchmarks/results/setting_gemv_work_ci2.txt``).
+GEMV_WORK = 8
+
+
 def work(kind, node, ctx) -> int:
-    """A step's multiply-adds (convolutions, fully connected layers), its window elements
-    times :data:`POOL_WORK` (pooling), its input elements (plane means, which read every one
-    for one output each) or its output elements."""
+    """A step's multiply-adds (convolutions, fully connected layers; times
+    :data:`GEMV_WORK` for a matrix-vector product), its window elements times
+    :data:`POOL_WORK` (pooling), its input elements (plane means, which read every one for one
+    output each) or its output elements."""
     out = sum(int(np.prod(o)) for o in ctx.out_shapes if o is not None)
     if kind == "gap":
         return int(np.prod(ctx.in_shapes[0]))
     if node.op == "Conv" and kind != "kernel":
         w = ctx.consts[1]
-        return out * int(np.prod(w.shape[1:]))
+        o = ctx.out_shapes[0]
+        one = o is not None and len(o) == 4 and o[0] * o[2] * o[3] == 1
+        return out * int(np.prod(w.shape[1:])) * (GEMV_WORK if one else 1)
     if kind == "fc":
-        return out * int(ctx.in_shapes[0][-1])
+        one = int(np.prod(ctx.in_shapes[0][:-1])) == 1
+        return out * int(ctx.in_shapes[0][-1]) * (GEMV_WORK if one else 1)
     if kind == "pool":
         return out * int(np.prod(node.params.kernel)) * POOL_WORK
     return out
