@@ -67,6 +67,18 @@ POINTWISE_COLUMNS = 256
 SPLIT_COLUMNS = True
 
 
+def _panels(mod, O: int, narrow: bool = True) -> tuple:
+    """``(mr, tag)``: the rows of the micro-kernel whose panels the weights of ``O`` output
+    channels take, and the suffix of its GEMMs' names: the narrow kernel's (``"_n"``) where
+    it has one, ``narrow`` allows it and it saves enough (:data:`NARROW_FILL`), else the
+    main kernel's (``""``)."""
+    mr = mod.isa.mr
+    few = mod.isa.narrow[0] if mod.isa.narrow and narrow and NARROW_FILL else 0
+    if few and -(-O // few) * few <= NARROW_FILL * -(-O // mr) * mr:
+        return few, "_n"
+    return mr, ""
+
+
 class Pointwise:
     """A 1 x 1 convolution (stride 1) of fixed shapes as GEMMs of packed weights by the input's
     (C, H·W) planes on the native workers, its epilogue (bias, residual, activation) in the
@@ -97,13 +109,9 @@ class Pointwise:
             self.gemv = True
             return
         mod = _simd.module()
-        self.mr = mr = mod.isa.mr
-        gemm, gemm_ep = "tl_sgemm", "tl_sgemm_ep"
-        few = mod.isa.narrow[0] if mod.isa.narrow and narrow and NARROW_FILL else 0
-        if few and -(-O // few) * few <= NARROW_FILL * -(-O // mr) * mr:
-            # few output channels: panels of the narrow micro-kernel's rows
-            self.mr = mr = few
-            gemm, gemm_ep = "tl_sgemm_n", "tl_sgemm_ep_n"
+        mr, tag = _panels(mod, O, narrow)
+        self.mr = mr
+        gemm, gemm_ep = "tl_sgemm" + tag, "tl_sgemm_ep" + tag
         self.gemv = False
         self.thin = None
         if P <= THIN_COLUMNS and C >= THIN_DEPTH:
@@ -391,13 +399,9 @@ class Shifted:
         OH, OW = out_hw
         (sh, sw), (dh, dw) = strides, dilations
         mod = _simd.module()
-        mr = self.mr = mod.isa.mr
+        mr, tag = _panels(mod, O)
+        self.mr = mr
         self.nr = mod.isa.nr
-        tag = ""
-        few = mod.isa.narrow[0] if mod.isa.narrow and NARROW_FILL else 0
-        if few and -(-O // few) * few <= NARROW_FILL * -(-O // mr) * mr:
-            mr = self.mr = few                  # few output channels: the narrow panels
-            tag = "_n"
         Hq, Wq = OH + (KH - 1) * dh // sh, OW + (KW - 1) * dw // sw
         taps = KH * KW
         wt = np.asarray(weights, np.float32).reshape(O, C, taps).transpose(2, 0, 1)
