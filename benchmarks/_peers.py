@@ -1,6 +1,7 @@
 """Other CPU inference runtimes as benchmark peers: one 3x3 convolution each, weights given.
 
-Used by ``bench_conv.py``.  Each peer is an optional import: :func:`load` returns the
+Used by ``bench_conv.py``; :func:`ort_options` by ``bench_model.py`` and
+``bench_ort_spin.py``.  Each peer is an optional import: :func:`load` returns the
 module, or ``None`` and a one-line reason.  A peer object is built once per layer (weights
 loaded and transformed by the runtime, untimed); ``peer()`` runs one inference and returns
 the runtime's own output object; ``peer.output(r)`` turns that into an NCHW float32 array
@@ -280,6 +281,28 @@ class MnnConv:
 
 
 PEERS = {"ncnn": NcnnConv, "MNN": MnnConv}
+
+
+# ----------------------------------------------------------------------- onnxruntime
+
+#: How onnxruntime's worker threads wait between its calls (``--ort-spin``): "on" spinning
+#: after each call (its default), "off" never spinning (``session.intra_op.allow_spinning``
+#: 0), "stop" spinning within a call and stopping when it returns
+#: (``session.force_spinning_stop`` 1).
+ORT_SPIN_CONFIG = {"on": {}, "off": {"session.intra_op.allow_spinning": "0"},
+                   "stop": {"session.force_spinning_stop": "1"}}
+
+
+def ort_options(ort, threads: int, spin: str = "on"):
+    """onnxruntime's session options for a whole-network benchmark: ``threads`` intra-op
+    threads, one inter-op thread, all graph optimisations (its default), its workers
+    waiting as ``spin`` says (:data:`ORT_SPIN_CONFIG`)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    for key, value in ORT_SPIN_CONFIG[spin].items():
+        opts.add_session_config_entry(key, value)
+    return opts
 
 
 # ----------------------------------------------------------------------- thread check

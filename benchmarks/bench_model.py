@@ -52,13 +52,15 @@ import numpy as np
 # kernels compile in the untimed warm-up calls, never in a background thread while timing
 os.environ.setdefault("TENSORLAYOUT_COMPILE", "wait")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _peers  # noqa: E402
+
 NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
         "shufflenet_v2", "squeezenet1_1")
 
 
-#: onnxruntime's worker threads spin after each call (its default, "on"); "off" sets its
-#: ``session.intra_op.allow_spinning`` to 0, "stop" its ``session.force_spinning_stop`` to 1
-#: (set by main)
+#: How onnxruntime's worker threads wait between its calls, a key of
+#: ``_peers.ORT_SPIN_CONFIG`` (set by main)
 ORT_SPIN = ["on"]
 
 
@@ -75,13 +77,7 @@ def _sessions(name, size, threads, which=("ours", "ort")):
         fns["ours"] = lambda: model.run(x, threads=threads)
         fns["_model"] = model
     if "ort" in which:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        if ORT_SPIN[0] == "off":
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        elif ORT_SPIN[0] == "stop":
-            opts.add_session_config_entry("session.force_spinning_stop", "1")
+        opts = _peers.ort_options(ort, threads, ORT_SPIN[0])
         sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x}
         fns["ort"] = lambda: sess.run(None, feed)[0]
@@ -136,7 +132,7 @@ def main() -> int:
     ap.add_argument("--nets", default=",".join(NETS))
     ap.add_argument("--alone", action="store_true",
                     help="time each runtime in a process of its own")
-    ap.add_argument("--ort-spin", choices=("on", "off", "stop"), default="on",
+    ap.add_argument("--ort-spin", choices=tuple(_peers.ORT_SPIN_CONFIG), default="on",
                     help="onnxruntime's threads spin after each call (on: its default), never "
                          "(off), or only within a call (stop)")
     ap.add_argument("--busy", type=int, default=0,

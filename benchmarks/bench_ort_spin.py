@@ -24,6 +24,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _peers  # noqa: E402
 
 MOMENTS_MS = (1, 2, 5, 10, 20, 50, 99)
 
@@ -38,7 +40,7 @@ def main() -> int:
     ap.add_argument("--net", default="resnet18:96", help="NAME:SIZE of a zoo network")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--ort-spin", choices=("on", "off", "stop"), default="on")
+    ap.add_argument("--ort-spin", choices=tuple(_peers.ORT_SPIN_CONFIG), default="on")
     args = ap.parse_args()
     if not sys.platform.startswith("linux"):
         print("per-thread processor clocks are read on Linux only")
@@ -54,13 +56,7 @@ def main() -> int:
     data, _ = zoo.export(name, size=int(size))
     x = np.random.default_rng(0).standard_normal((1, 3, int(size), int(size))).astype(np.float32)
     before = set(os.listdir("/proc/self/task"))
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = args.threads
-    opts.inter_op_num_threads = 1
-    if args.ort_spin == "stop":
-        opts.add_session_config_entry("session.force_spinning_stop", "1")
-    elif args.ort_spin == "off":
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts = _peers.ort_options(ort, args.threads, args.ort_spin)
     sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
     feed = {sess.get_inputs()[0].name: x}
     for _ in range(5):

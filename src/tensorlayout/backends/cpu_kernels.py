@@ -45,6 +45,7 @@ import numpy as np
 from .. import _backend, _jit
 from ..winograd import _simd
 from ..winograd._pool import address as _at
+from ..winograd._simd_pool import POOL_WINDOWS, row_floats
 from .cpu_direct import Direct
 from .cpu_gemm import (POINTWISE_COLUMNS, THIN_COLUMNS, THIN_DEPTH, UNFOLD_BLOCKS_BELOW, Im2col,
                        Pointwise, PointwiseBlocked, Shifted)
@@ -53,7 +54,6 @@ from .cpu_native import pool as _pool
 from .cpu_native import run_calls, set_threads, threads
 from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
 from .cpu_source_reduce import POOL_SPECIAL
-from ..winograd._simd_pool import POOL_WINDOWS, row_floats
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, to_blocked
 
 __all__ = ["Direct", "ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
@@ -287,9 +287,8 @@ def epilogue(y3, bias, res3, act, nt=None):
     return y3
 
 
-#: Max pooling of a 2 x 2 or 3 x 3 window at stride 2 by the machine code (1.75x the
-#: compiled loop on 64 planes of 111^2, 3 x 3 / 2, 2 threads: 59 against 103 us); whole
-#: networks (``python benchmarks/bench_setting.py
+#: Max pooling of a 2 x 2 or 3 x 3 window at stride 2 by the machine code, not the compiled
+#: separable loop (whole networks: ``python benchmarks/bench_setting.py
 #: tensorlayout.backends.cpu_kernels.MAX_POOL_SIMD False True ...``,
 #: ``benchmarks/results/setting_max_pool_simd_ci2.txt``): SqueezeNet 1.1 1.03x at 224^2 and
 #: 1.05x at 96^2, VGG-11 1.02x, ResNet-18 224^2 1.01x, the rest within 1%.
@@ -315,8 +314,9 @@ class Pool2d:
         self.PW = max(W + p.begin[1], (OW - 1) * sw + (KW - 1) * dw + 1)
         self.PW += self.PW % 2           # even: a stride-2 kernel splits it into two halves
         self.PH += 2                     # the separable kernel's two rows below the plane
-        fast = (MAX_POOL_SIMD and p.is_max and KH == KW and KH in POOL_WINDOWS and (sh, sw) == (2, 2)
-                and (dh, dw) == (1, 1) and p.begin[0] < KH and (OH - 1) * 2 - p.begin[0] < H)
+        fast = (MAX_POOL_SIMD and p.is_max and KH == KW and KH in POOL_WINDOWS
+                and (sh, sw) == (2, 2) and (dh, dw) == (1, 1) and p.begin[0] < KH
+                and (OH - 1) * 2 - p.begin[0] < H)
         if fast:                         # its row and, last, the plane's exponent field
             self.PW = max(self.PW, row_floats(OW) + 1, p.begin[1] + W + 1)
             self.PW += self.PW % 2

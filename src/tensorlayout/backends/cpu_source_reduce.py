@@ -220,17 +220,17 @@ def pool_rows(x, y, KH, KW, sh, sw, ph, pw, dh, dw, div, q0, q1, pad):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gemv_block(wt, x, y, o0, o1):
-    # y[o0:o1] = x @ wt[:, o0:o1] for wt (K, O): rows of wt four at a time, each pass a
-    # vectorised multiply-add into the chunk (which stays in L1); every sum is still taken
-    # in order of k
-    K = wt.shape[0]
+def gemv_block(wt, x, y, o0, o1, k0, k1):
+    # y[o0:o1] = x[k0:k1] @ wt[k0:k1, o0:o1] for wt (K, O): rows of wt four at a time, each
+    # pass a vectorised multiply-add into the chunk (which stays in L1); every sum is still
+    # taken in order of k.  All the outputs over a range of rows read those rows as one run
+    # through memory (the matrix-vector entry's depth split)
     n = o1 - o0
     ys = y[o0:o1]
     for i in range(n):
         ys[i] = 0
-    k = 0
-    while k + 4 <= K:
+    k = k0
+    while k + 4 <= k1:
         x0 = x[k]
         x1 = x[k + 1]
         x2 = x[k + 2]
@@ -242,39 +242,11 @@ def gemv_block(wt, x, y, o0, o1):
         for i in range(n):
             ys[i] = (((ys[i] + w0[i] * x0) + w1[i] * x1) + w2[i] * x2) + w3[i] * x3
         k += 4
-    while k < K:
+    while k < k1:
         xv = x[k]
         wr = wt[k, o0:o1]
         for i in range(n):
             ys[i] += wr[i] * xv
-        k += 1
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def gemv_rows(wt, x, part, k0, k1):
-    # part = x[k0:k1] @ wt[k0:k1, :] for wt (K, O): whole rows of wt, four at a time, in
-    # order of k (one stream through memory per range of rows)
-    O = wt.shape[1]
-    for i in range(O):
-        part[i] = 0
-    k = k0
-    while k + 4 <= k1:
-        x0 = x[k]
-        x1 = x[k + 1]
-        x2 = x[k + 2]
-        x3 = x[k + 3]
-        w0 = wt[k]
-        w1 = wt[k + 1]
-        w2 = wt[k + 2]
-        w3 = wt[k + 3]
-        for i in range(O):
-            part[i] = (((part[i] + w0[i] * x0) + w1[i] * x1) + w2[i] * x2) + w3[i] * x3
-        k += 4
-    while k < k1:
-        xv = x[k]
-        wr = wt[k]
-        for i in range(O):
-            part[i] += wr[i] * xv
         k += 1
 
 
@@ -420,7 +392,7 @@ def gemv_entry(ctx, tid, nt, work):
             s = next_unit(work, tid, S)
             if s >= S:
                 return
-            gemv_rows(wt, x[0], part[s], s * ks, min(K, s * ks + ks))
+            gemv_block(wt, x[0], part[s], 0, O, s * ks, min(K, s * ks + ks))
     while True:                 # the next unit (see next_unit)
         u = next_unit(work, tid, units)
         if u >= units:
@@ -438,7 +410,7 @@ def gemv_entry(ctx, tid, nt, work):
                 for i in range(o0, o1):
                     yr[i] += pr[i]
         else:
-            gemv_block(wt, x[n], y[n], o0, o1)
+            gemv_block(wt, x[n], y[n], o0, o1, 0, K)
         if a[7] != 0 or a[9] != 0 or a[10] != 0:
             epilogue_block(yc, bias, a[7] != 0, rc, a[9] != 0, a[10], f[0], f[1],
                            n * O + o0, n * O + o1, 0, 1, O)

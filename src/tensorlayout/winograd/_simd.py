@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayoutError, ShapeError
-from ._simd_pool import POOL_WINDOWS, pool_ir
 from ._simd_block import (BLOCK, BLOCK_NAMES, STORE_ACTS, act_block, act_ir, block_ir, direct_ir,
                           direct_shapes, fexp_ir, gemm_at_ir, lanes_below, rows_ir, splat, vt_of)
+from ._simd_pool import POOL_WINDOWS, pool_ir
 
 __all__ = ["Isa", "isa", "module", "gemm", "pack_rows", "available"]
 
@@ -93,10 +93,9 @@ _NARROW = {"avx512": (8, 3)}
 PREFETCH_STEPS = 32
 #: Ask for every line of B's row ahead (nr floats: two 64-byte lines with AVX-512), not
 #: its first alone, which left the second to the hardware's prefetchers: an input read from
-#: memory in place (the NCHW 1 x 1 layers' planes) waited on it (a 128 -> 16 layer on 55^2
-#: with its input out of the cache: 220 -> 180 us; SqueezeNet 1.1, all NCHW, 1.02x at 224^2
-#: and 1.03x at 96^2, the other networks within 1%: ``python benchmarks/bench_setting.py
-#: tensorlayout.winograd._simd.PREFETCH_B_ROW False True ...``,
+#: memory in place (the NCHW 1 x 1 layers' planes) waited on it (SqueezeNet 1.1, all NCHW,
+#: 1.02x at 224^2 and 1.03x at 96^2, the other networks within 1%: ``python
+#: benchmarks/bench_setting.py tensorlayout.winograd._simd.PREFETCH_B_ROW False True ...``,
 #: ``benchmarks/results/setting_prefetch_b_row_ci2.txt``).
 PREFETCH_B_ROW = True
 KC = 128        # depth of one slice of the GEMM (see _gemm_ir)
@@ -209,7 +208,8 @@ def _ukernel(name: str, mr: int, nv: int, w: int, masked: bool, pair: bool = Fal
             for i in range(lines):          # a prefetch per 16 floats (a 64-byte line)
                 L.append(f"  %pfb{tag}_{i} = getelementptr inbounds float, ptr %pfb{tag}, "
                          f"i64 {16 * i}")
-                L.append(f"  call void @llvm.prefetch.p0(ptr %pfb{tag}_{i}, i32 0, i32 3, i32 1)")
+                L.append(f"  call void @llvm.prefetch.p0(ptr %pfb{tag}_{i}, i32 0, i32 3, "
+                         "i32 1)")
             L.append(f"  %pfa{tag} = getelementptr inbounds float, ptr {ap}, "
                      f"i64 {PREFETCH_STEPS * mr}")
             L.append(f"  call void @llvm.prefetch.p0(ptr %pfa{tag}, i32 0, i32 3, i32 1)")
@@ -387,22 +387,23 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int, tag: str = "") -> list:
     two floats at ``lohi``).  ``tag`` ends every function's name (the narrow panels' set,
     ``tl_sgemm_n``, is a second shape of micro-kernel in the same module)."""
     return [
-        f"define void @tl_sgemm{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
-        "i64 %ldc, i64 %flags) nounwind {",
+        f"define void @tl_sgemm{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %flags) nounwind {",
         "  %fl = and i64 %flags, 3",
-        f"  call void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
-        "i64 %ldc, i64 %fl, i64 0, i64 0, i64 0, i64 0)",
+        f"  call void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %fl, i64 0, i64 0, i64 0, i64 0)",
         "  ret void",
         "}",
-        f"define void @tl_sgemm_ep{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
-        "i64 %ldc, i64 %flags, i64 %bias, i64 %res, i64 %act, i64 %lohi) nounwind {",
+        f"define void @tl_sgemm_ep{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %flags, i64 %bias, i64 %res, i64 %act, i64 %lohi) nounwind {",
     ] + _ep_flags(7) + [
-        f"  call void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, i64 %ci, "
-        "i64 %ldc, i64 %fe, i64 %bias, i64 %res, i64 %act, i64 %lohi)",
+        f"  call void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
+        "i64 %ci, i64 %ldc, i64 %fe, i64 %bias, i64 %res, i64 %act, i64 %lohi)",
         "  ret void",
         "}",
-        f"define internal void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
-        "i64 %ci, i64 %ldc, i64 %flags, i64 %ebi, i64 %eri, i64 %act, i64 %lohii) nounwind {",
+        f"define internal void @sgemm_drive{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, "
+        "i64 %ldb, i64 %ci, i64 %ldc, i64 %flags, i64 %ebi, i64 %eri, i64 %act, "
+        "i64 %lohii) nounwind {",
         "entry:",
         "  %a = inttoptr i64 %ai to ptr",
         "  %b = inttoptr i64 %bi to ptr",
@@ -425,8 +426,8 @@ def _gemm_ir(mr: int, nv: int, w: int, kc: int, tag: str = "") -> list:
         "  %smore = icmp slt i64 %s0.n, %k",
         "  %flq = and i64 %fl, 3",
         "  %fls = select i1 %smore, i64 %flq, i64 %fl",
-        f"  call void @sgemm_slice{tag}(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, i64 %ldb, "
-        "ptr %c, i64 %ldc, i64 %fls, ptr %eb, ptr %er, i64 %act, ptr %lohi)",
+        f"  call void @sgemm_slice{tag}(i64 %m, i64 %n, i64 %sk, i64 %k, ptr %sa, ptr %sb, "
+        "i64 %ldb, ptr %c, i64 %ldc, i64 %fls, ptr %eb, ptr %er, i64 %act, ptr %lohi)",
         "  %fl1 = or i64 %flags, 1",
         "  br i1 %smore, label %slice, label %done",
         "done:",
@@ -457,8 +458,9 @@ def _taps_ir(mr: int, nv: int, w: int, tag: str = "") -> list:
     ``flags`` is set, :func:`_gemm_ir`'s epilogue in the store (after the sums are added to
     C with bit 1).  ``tag`` ends every function's name, as in :func:`_gemm_ir`."""
     return [
-        f"define void @tl_sgemm_taps_ep{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, i64 %ldb, "
-        "i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi, i64 %ebi, i64 %res, i64 %act, "
+        f"define void @tl_sgemm_taps_ep{tag}(i64 %m, i64 %n, i64 %k, i64 %ai, i64 %bi, "
+        "i64 %ldb, i64 %ci, i64 %ldc, i64 %flags, i64 %ntaps, i64 %offsi, i64 %ebi, i64 %res, "
+        "i64 %act, "
         "i64 %lohii) nounwind {",
         "entry:",
         "  %a = inttoptr i64 %ai to ptr",
@@ -470,8 +472,8 @@ def _taps_ir(mr: int, nv: int, w: int, tag: str = "") -> list:
         "  %lohi = inttoptr i64 %lohii to ptr",
         "  %kp = mul i64 %k, %ntaps",
     ] + _ep_flags(5) + [
-        f"  call void @sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
-        "ptr %c, i64 %ldc, i64 %fe, i64 %ntaps, ptr %offs, ptr %eb, ptr %er, i64 %act, "
+        f"  call void @sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
+        "i64 %ldb, ptr %c, i64 %ldc, i64 %fe, i64 %ntaps, ptr %offs, ptr %eb, ptr %er, i64 %act, "
         "ptr %lohi)",
         "  ret void",
         "}",
@@ -484,8 +486,9 @@ def _taps_ir(mr: int, nv: int, w: int, tag: str = "") -> list:
         "  %offs = inttoptr i64 %offsi to ptr",
         "  %kp = mul i64 %k, %ntaps",
         "  %fl = and i64 %flags, 1",
-        f"  call void @sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, i64 %ldb, "
-        "ptr %c, i64 %ldc, i64 %fl, i64 %ntaps, ptr %offs, ptr null, ptr null, i64 0, ptr null)",
+        f"  call void @sgemm_taps{tag}(i64 %m, i64 %n, i64 %k, i64 %kp, ptr %a, ptr %b, "
+        "i64 %ldb, ptr %c, i64 %ldc, i64 %fl, i64 %ntaps, ptr %offs, ptr null, ptr null, "
+        "i64 0, ptr null)",
         "  ret void",
         "}",
     ] + _slice_ir(f"sgemm_taps{tag}", mr, nv, w, taps=True, tag=tag)
@@ -862,6 +865,26 @@ define i64 @tl_fetch_add(i64 %pi, i64 %v) nounwind {
 _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 
 
+def _gemm_shapes(target: Isa) -> list:
+    """``[((mr, nv), tag)]``: the micro-kernel shapes of ``target``'s module and the suffix
+    of their GEMMs' names (the main shape's ``""``, the narrow one's ``"_n"``)."""
+    return [((target.mr, target.nv), "")] + ([(target.narrow, "_n")] if target.narrow else [])
+
+
+def _gemm_set(mr: int, nv: int, w: int, tag: str) -> list:
+    """IR of one micro-kernel shape's GEMMs, ``tl_sgemm{tag}`` (:func:`_gemm_ir`) and
+    ``tl_sgemm_taps{tag}`` (:func:`_taps_ir`), with the full, masked and paired kernels
+    each calls."""
+    L = []
+    for taps, sfx in ((False, ""), (True, "_t")):
+        L += _ukernel(f"uk_full{tag}{sfx}", mr, nv, w, masked=False, taps=taps)
+        L += _ukernel(f"uk_mask{tag}{sfx}", mr, nv, w, masked=True, taps=taps)
+        if nv > 1:
+            L += _ukernel(f"uk_pair{tag}{sfx}", mr, 1, w, masked=True, pair=True, taps=taps)
+        L += _taps_ir(mr, nv, w, tag) if taps else _gemm_ir(mr, nv, w, KC, tag)
+    return L
+
+
 def _module_ir(target: Isa, with_pool: bool) -> str:
     w, mr, nv = target.lanes, target.mr, target.nv
     vt = vt_of(w)
@@ -869,26 +892,8 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
          f"declare {vt} @llvm.fmuladd.v{w}f32({vt}, {vt}, {vt})",
          f"declare {vt} @llvm.masked.load.v{w}f32.p0(ptr, i32, <{w} x i1>, {vt})",
          f"declare void @llvm.masked.store.v{w}f32.p0({vt}, ptr, i32, <{w} x i1>)"]
-    L += _ukernel("uk_full", mr, nv, w, masked=False)
-    L += _ukernel("uk_mask", mr, nv, w, masked=True)
-    if nv > 1:
-        L += _ukernel("uk_pair", mr, 1, w, masked=True, pair=True)
-    L += _gemm_ir(mr, nv, w, KC)
-    if target.narrow:
-        nm, nn = target.narrow
-        L += _ukernel("uk_full_n", nm, nn, w, masked=False)
-        L += _ukernel("uk_mask_n", nm, nn, w, masked=True)
-        L += _ukernel("uk_pair_n", nm, 1, w, masked=True, pair=True)
-        L += _gemm_ir(nm, nn, w, KC, tag="_n")
-        L += _ukernel("uk_full_n_t", nm, nn, w, masked=False, taps=True)
-        L += _ukernel("uk_mask_n_t", nm, nn, w, masked=True, taps=True)
-        L += _ukernel("uk_pair_n_t", nm, 1, w, masked=True, pair=True, taps=True)
-        L += _taps_ir(nm, nn, w, tag="_n")
-    L += _ukernel("uk_full_t", mr, nv, w, masked=False, taps=True)
-    L += _ukernel("uk_mask_t", mr, nv, w, masked=True, taps=True)
-    if nv > 1:
-        L += _ukernel("uk_pair_t", mr, 1, w, masked=True, pair=True, taps=True)
-    L += _taps_ir(mr, nv, w)
+    for (pm, pn), tag in _gemm_shapes(target):
+        L += _gemm_set(pm, pn, w, tag)
     L += _peak_ir(w, {16: 24, 8: 12}.get(w, 8))
     L += [f"declare {vt} @llvm.masked.gather.v{w}f32.v{w}p0(<{w} x ptr>, i32, <{w} x i1>, {vt})",
           f"declare void @llvm.masked.scatter.v{w}f32.v{w}p0({vt}, <{w} x ptr>, i32, "
@@ -956,14 +961,14 @@ class Module:
                                       lambda _m: cached)
         self._engine.finalize_object()
         self._tm, self._mod = tm, mod
-        names = ["tl_sgemm", "tl_sgemm_ep", "tl_sgemm_taps", "tl_sgemm_taps_ep", "tl_peak",
-                 "tl_gemm_at", "tl_gemm_at1", "tl_block_mean", "tl_block_scale", "tl_act",
+        names = [f"tl_sgemm{g}{tag}" for _, tag in _gemm_shapes(target)
+                 for g in ("", "_ep", "_taps", "_taps_ep")] + [
+                 "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean", "tl_block_scale",
+                 "tl_act",
                  *(f"tl_max{k}s2" for k in POOL_WINDOWS),
                  *BLOCK_NAMES, *(f"tl_dc{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
                                  for s in (1, 2))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
-        names += ["tl_sgemm_n", "tl_sgemm_ep_n", "tl_sgemm_taps_n",
-                  "tl_sgemm_taps_ep_n"] if target.narrow else []
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64
         self.sgemm = ctypes.CFUNCTYPE(None, *[i64] * 9)(self.addr["tl_sgemm"])

@@ -602,9 +602,8 @@ POST_ACTS = tuple(c for c in IR_ACTS if c not in STORE_ACTS)
 
 
 #: The exponential's multiply-adds fused, each rounded once (False: the multiply and the add
-#: rounded one by one, the same bits as the compiled loops' ``fexp``): SiLU after a blocked
-#: depthwise layer (144 channels of 56^2, 2 threads) 211 -> 162 us (none: 69-75 us);
-#: EfficientNet-B0 1.10x at 224^2 and 1.05x at 96^2 (``python benchmarks/bench_setting.py
+#: rounded one by one, the same bits as the compiled loops' ``fexp``): EfficientNet-B0 1.10x
+#: at 224^2 and 1.05x at 96^2 (``python benchmarks/bench_setting.py
 #: tensorlayout.winograd._simd_block.EXP_FUSED False True --nets ...``,
 #: ``benchmarks/results/setting_exp_fused_ci2.txt``).
 EXP_FUSED = True

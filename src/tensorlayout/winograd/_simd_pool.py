@@ -18,6 +18,8 @@ kernel, which gives NaN its place.
 
 from __future__ import annotations
 
+from ._simd_block import lanes_below
+
 __all__ = ["pool_ir", "row_floats", "POOL_WINDOWS"]
 
 #: The windows (k) with a kernel here, each at stride 2 in both directions.
@@ -32,14 +34,6 @@ def row_floats(OW: int) -> int:
     """Floats of the row ``v`` a plane of ``OW`` output columns needs (the last vector of
     outputs reads two vectors of ``v`` and two more starting two floats on)."""
     return 32 * (-(-OW // 16)) + 34
-
-
-def _mask(L, name: str, count: str) -> None:
-    L.append(f"  {name}.i = insertelement <16 x i64> poison, i64 {count}, i64 0")
-    L.append(f"  {name}.s = shufflevector <16 x i64> {name}.i, <16 x i64> poison, "
-             "<16 x i32> zeroinitializer")
-    lanes = ", ".join(f"i64 {i}" for i in range(16))
-    L.append(f"  {name} = icmp slt <16 x i64> <{lanes}>, {name}.s")
 
 
 def _max(L, dst: str, a: str, b: str) -> None:
@@ -101,7 +95,7 @@ def _function(k: int) -> list:
           "  %j = phi i64 [0, %rows], [%j.n, %down]",
           f"  %ed = phi {_I} [%e, %rows], [%e{k - 1}.m, %down]",
           "  %left = sub i64 %W, %j"]
-    _mask(L, "%dm", "%left")
+    lanes_below(L, "%dm", "%left", 16)
     for t in range(k):
         L += [f"  %s{t}.p = getelementptr inbounds float, ptr %row{t}, i64 %j",
               f"  %s{t} = call {_V} @llvm.masked.load.v16f32.p0(ptr %s{t}.p, i32 4, "
@@ -145,7 +139,7 @@ def _function(k: int) -> list:
         _max(L, "%h2", "%h1", "%ev2")
         out = "%h2"
     L += ["  %cleft = sub i64 %OW, %c"]
-    _mask(L, "%cm", "%cleft")
+    lanes_below(L, "%cm", "%cleft", 16)
     L += ["  %yp = getelementptr inbounds float, ptr %yrow, i64 %c",
           f"  call void @llvm.masked.store.v16f32.p0({_V} {out}, ptr %yp, i32 4, {_M} %cm)",
           "  %c.n = add i64 %c, 16",
