@@ -79,18 +79,19 @@ def after_act(fn, at, arr, lo, hi, act, f0, f1, lohi):
 def block_in(x, n, c0, cl, pad, ph, pw, H, W, dh, dw):
     # channels c0..c0+cl of image n of x (N, C, ., .) into the interior of pad (PH, PW·16),
     # lane c of each position: H rows by W positions, x's every dh-th row and dw-th column
-    # (1, 1: the whole plane); the lanes from cl on zero
+    # (1, 1: the whole plane); the lanes from cl on zero.  Position by position, its 16
+    # lanes innermost, so that the stores run on through the row (not a float every 16)
     z = np.float32(0)
-    for c in range(16):
-        for h in range(H):
-            row = pad[h + ph, pw * 16 + c:]
-            if c < cl:
-                xr = x[n, c0 + c, h * dh]
-                for j in range(W):
-                    row[j * 16] = xr[j * dw]
-            else:
-                for j in range(W):
-                    row[j * 16] = z
+    for h in range(H):
+        row = pad[h + ph, pw * 16:]
+        if cl == 16 and dw == 1:
+            for j in range(W):
+                for c in range(16):
+                    row[j * 16 + c] = x[n, c0 + c, h * dh, j]
+        else:
+            for j in range(W):
+                for c in range(16):
+                    row[j * 16 + c] = x[n, c0 + c, h * dh, j * dw] if c < cl else z
 
 
 @njit(inline="always", error_model="numpy")
