@@ -546,3 +546,42 @@ def test_a_shallow_tensor_stays_nchw_for_a_1x1_layer_writing_nchw(squeeze):
     assert [st.algorithm for st in s.steps if st.node.outputs[0] == "e3"] == ["direct"]
     assert s.blocked == ({"s"} if squeeze >= rules.MIXED_MIN_DEPTH else set())
     compare(nodes, {"x": x}, ["y"], inits)
+
+
+@pytest.mark.parametrize("block_pool", [True, False])
+def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, monkeypatch):
+    """A ResNet stem (a convolution writing NCHW, its max pool) and a basic block whose two
+    3 x 3 layers take the direct convolution, the pool's output their input and the second
+    one's residual: the pool writes that tensor in the blocked layout from its NCHW planes
+    (BLOCK_POOL), so that the block reads and writes blocks and adds a blocked residual; else
+    the tensor and the block's output stay NCHW.  onnxruntime's results both ways, on the
+    bound run and the NumPy twins."""
+    from tensorlayout.graph import load_graph
+    from tensorlayout.schedule import cpu as rules
+
+    _compiled_or_skip()
+    monkeypatch.setattr(rules, "BLOCK_POOL", block_pool)
+    rng = np.random.default_rng(11)
+    C = 40
+    inits = {"ws": rng.standard_normal((C, 3, 5, 5)).astype(np.float32) * 0.2,
+             "w1": rng.standard_normal((C, C, 3, 3)).astype(np.float32) * 0.05,
+             "w2": rng.standard_normal((C, C, 3, 3)).astype(np.float32) * 0.05}
+    nodes = [helper.make_node("Conv", ["x", "ws"], ["s0"], strides=[2, 2], pads=[2, 2, 2, 2]),
+             helper.make_node("Relu", ["s0"], ["s"]),
+             helper.make_node("MaxPool", ["s"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "p"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["y"])]
+    x = rng.standard_normal((2, 3, 62, 58)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    assert {st.algorithm for st in s.steps if st.node.outputs[0] in ("c1", "c2")} == {"direct"}
+    assert s.blocked == ({"p", "r1", "r2"} if block_pool else {"r1"})
+    ref = ort_session(data).run(None, {"x": x})[0]
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
+    monkeypatch.setattr(K, "ready", lambda: False)
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5

@@ -609,10 +609,15 @@ def _pool64(x, p, hw):
     ((5, 5), (2, 2), (1, 1), (2, 2), (2, 2), False, False, (1, 2, 9, 9)),
     ((3, 3), (2, 2), (2, 2), (1, 2), (2, 1), True, False, (1, 3, 14, 15)),    # dilated
     ((3, 3), (2, 2), (1, 1), (0, 0), (0, 0), True, False, (1, 5, 40, 37)),    # rows of vectors
+    ((3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False, False, (2, 37, 9, 10)),   # blocks of 16
 ])
 @pytest.mark.parametrize("is_max", [True, False])
 @pytest.mark.parametrize("nt", [1, 3])
-def test_pooling_loops_equal_the_definition(case, is_max, nt):
+@pytest.mark.parametrize("yb", [False, True])
+def test_pooling_loops_equal_the_definition(case, is_max, nt, yb):
+    """Every pooling kernel against the float64 definition, NaN and inf planes included,
+    into planes and into the blocked layout (the lanes past the channels zero)."""
+    from tensorlayout.backends.cpu_twins import from_blocked
     from tensorlayout.graph.ops import Pool
     from tensorlayout.graph.ops.conv import pool_output_side
     from tensorlayout.graph.ops.nn import pool_divisor
@@ -628,7 +633,12 @@ def test_pooling_loops_equal_the_definition(case, is_max, nt):
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
     x[0, 0, 1, 2] = np.nan                       # one NaN plane, one plane with an infinity
     x[-1, -1, -1, 0] = np.inf if is_max else -np.inf
-    y = K.Pool2d(p, shape, pool_divisor(p, shape[2:]))(x, nt)
+    y = K.Pool2d(p, shape, pool_divisor(p, shape[2:]), yb)(x, nt)
+    if yb:
+        C = shape[1]
+        assert y.shape == (shape[0], -(-C // 16), *out, 16)
+        assert not np.any(y[:, -1, ..., C % 16 or 16:])
+        y = from_blocked(y, C)
     want = _pool64(x, p, shape[2:])
     assert np.array_equal(np.isnan(y), np.isnan(want))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)

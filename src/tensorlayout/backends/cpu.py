@@ -127,7 +127,7 @@ class CpuProgram:
                 info.update(algorithm="pointwise GEMM")
                 own_epilogue = True
             elif s.kind == "pool":
-                run = pool_step(node, ctx, graph.kernel(node))
+                run = pool_step(node, ctx, graph.kernel(node), yb)
                 info.update(algorithm="pool loops")
             elif s.kind in ("gap", "scale"):
                 run = planes_step(node, graph, s.kind, graph.kernel(node), blocked)

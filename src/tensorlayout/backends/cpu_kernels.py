@@ -53,7 +53,7 @@ from .cpu_native import module as _module
 from .cpu_native import pool as _pool
 from .cpu_native import run_calls, set_threads, threads
 from .cpu_source import ACT, SPECIAL, VERSION, act_code, module_source
-from .cpu_source_reduce import POOL_SPECIAL
+from .cpu_source_reduce import POOL_CTX, POOL_SPECIAL
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, to_blocked
 
 __all__ = ["Direct", "ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
@@ -303,9 +303,11 @@ class Pool2d:
     count, as the graph's kernel computes them.  A max with a column stride of 1 or 2 runs
     separably (each output row's window rows reduced first, then its columns): a 2 x 2 or
     3 x 3 window at stride 2 whose every window has a row in the plane by the machine code
-    (:mod:`tensorlayout.winograd._simd_pool`), the others by a compiled loop."""
+    (:mod:`tensorlayout.winograd._simd_pool`), the others by a compiled loop.  ``yb``: the
+    output in the blocked layout (N, ceil(C/16), OH, OW, 16), each thread taking blocks of 16
+    planes, pooled into a scratch of its own and dealt into the lanes (zero past C)."""
 
-    def __init__(self, p, x_shape, div=None):
+    def __init__(self, p, x_shape, div=None, yb=False):
         N, C, H, W = x_shape
         OH, OW = p.out
         KH, KW = p.kernel
@@ -323,8 +325,9 @@ class Pool2d:
         self.fill = -np.inf if p.is_max else 0.0
         self.div = (np.ones((OH, OW), np.float32) if div is None
                     else np.ascontiguousarray(np.broadcast_to(div, (1, 1, OH, OW))[0, 0], np.float32))
-        self.shape = (N, C, OH, OW)
-        self.planes = N * C
+        self.shape = (N, -(-C // 16), OH, OW, 16) if yb else (N, C, OH, OW)
+        self.planes = N * -(-C // 16) if yb else N * C
+        self.scratch = 16 * OH * OW if yb else 0
         kind = 0
         if fast:
             kind = -2
@@ -334,8 +337,9 @@ class Pool2d:
             kind = POOL_SPECIAL.index((KH, KW, sh, sw)) + 1
         self.template = np.array([0, N, C, H, W, 0, OH, OW, KH, KW, sh, sw, *p.begin, dh, dw,
                                   p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind,
-                                  _simd.module().addr[f"tl_max{KH}s2"] if fast else 0],
-                                 np.int64)
+                                  _simd.module().addr[f"tl_max{KH}s2"] if fast else 0,
+                                  int(yb), 0], np.int64)
+        assert len(self.template) == len(POOL_CTX)
 
     def __call__(self, x, nt=None):
         """``y`` for C-contiguous float32 ``x`` of the shape given at construction."""
@@ -347,9 +351,10 @@ class Pool2d:
         """The native call that writes ``y`` from ``x`` on ``nt`` threads at most."""
         nt = max(1, min(nt, self.planes))
         pad = np.full((nt, self.PH, self.PW), self.fill, np.float32)
+        ys = np.empty(nt * self.scratch, np.float32)
         ctx = self.template.copy()
-        ctx[0], ctx[5], ctx[18] = _at(x), _at(y), _at(pad)
-        return [(_module().POOL_ENTRY.address, ctx, nt, (x, y, pad))]
+        ctx[0], ctx[5], ctx[18], ctx[24] = _at(x), _at(y), _at(pad), _at(ys)
+        return [(_module().POOL_ENTRY.address, ctx, nt, (x, y, pad, ys))]
 
 
 def rows_calls(x2, y, s, op, nt):

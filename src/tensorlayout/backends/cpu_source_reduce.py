@@ -24,9 +24,11 @@ POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 #: rows the separable kernel's; ``kind``: 0 the generic kernel, i the kernel of
 #: ``POOL_SPECIAL[i - 1]``, -1 the separable max, -2 the machine code's max of a k x k
 #: window at stride 2 (``fast``: its address, ``tl_max{k}s2``; the pad's last row its row
-#: and, in its last float, the plane's largest exponent field).
+#: and, in its last float, the plane's largest exponent field); ``yb`` 1: y in the blocked
+#: layout (N, ceil(C/16), OH, OW, 16), each block's planes pooled into ``ys``, a thread's
+#: (16, OH, OW) scratch, then dealt into y's lanes).
 POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast")
+            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast", "yb", "ys")
 #: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
 #: and ``y`` (N, O); ``chunk``: outputs per unit; ``split``: for one image, the ranges of
 #: rows its depth is cut into (0: none), ``part`` their products (split, O), ``phase`` 0
@@ -325,42 +327,77 @@ def {name}(x, y, ph, pw, div, q0, q1, pad):
 
 def _entries() -> str:
     branches = "\n".join(
-        f"        elif kind == {i + 1}:\n"
-        f"            pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], div, q0, q1, pad)"
+        f"    elif kind == {i + 1}:\n"
+        f"        pool_{a}x{b}_s{c}x{d}(x, y, a[12], a[13], div, q0, q1, pad)"
         for i, (a, b, c, d) in enumerate(POOL_SPECIAL))
     return f"""
 
+@njit(inline="always", error_model="numpy")
+def pool_span(a, xa, ya, x, y, div, pad, tid, q0, q1):
+    # planes q0..q1 of x (image and channel as one index; at address xa) pooled into the
+    # same planes of y (at ya) by the context's kernel
+    kind = a[21]
+    if kind == -2:
+        # a plane at a time by the machine code; a plane with a NaN or an infinity (its
+        # largest exponent field all ones) pooled again by the generic kernel
+        row = a[18] + (tid * a[19] + a[19] - 1) * a[20] * 4
+        top = pad[a[19] - 1].view(np.int32)
+        for nc in range(q0, q1):
+            call_void(a[22], (xa + nc * a[3] * a[4] * 4, ya + nc * a[6] * a[7] * 4,
+                              a[3], a[4], a[6], a[7], a[12], a[13], row,
+                              row + (a[20] - 1) * 4))
+            if top[a[20] - 1] == np.int32(0x7F800000):
+                pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
+                            True, div, nc, nc + 1, pad[:a[19] - 2])
+    elif kind < 0:
+        pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1,
+                  pad)
+    elif kind == 0:
+        pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0,
+                    div, q0, q1, pad)
+{branches}
+
+
 def pool_entry(ctx, tid, nt, work):
     a = carray(ptr_i64(ctx), ({len(POOL_CTX)},))
-    x = carray(ptr_f32(a[0]), (a[1], a[2], a[3], a[4]))
-    y = carray(ptr_f32(a[5]), (a[1], a[2], a[6], a[7]))
+    N = a[1]
+    C = a[2]
+    H = a[3]
+    W = a[4]
+    P = a[6] * a[7]
     div = carray(ptr_f32(a[17]), (a[6], a[7]))
     pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
-    total = a[1] * a[2]
-    kind = a[21]
+    if a[23] == 0:              # planes to planes, units (image, channel)
+        x = carray(ptr_f32(a[0]), (N, C, H, W))
+        y = carray(ptr_f32(a[5]), (N, C, a[6], a[7]))
+        while True:
+            q0, q1 = next_range(work, tid, nt, N * C)
+            if q0 >= N * C:
+                break
+            pool_span(a, a[0], a[5], x, y, div, pad, tid, q0, q1)
+        return
+    # into the blocked layout, units (image, block of 16 channels): the block's planes
+    # pooled into the thread's scratch, then dealt position by position into y's lanes
+    CB = (C + 15) // 16
+    yb = carray(ptr_f32(a[5]), (N, CB, P * 16))
+    sa = a[24] + tid * 16 * P * 4
+    ys = carray(ptr_f32(sa), (16, P))
+    z = np.float32(0)
     while True:
-        q0, q1 = next_range(work, tid, nt, total)
-        if q0 >= total:
+        u0, u1 = next_range(work, tid, nt, N * CB)
+        if u0 >= N * CB:
             break
-        if kind == -2:
-            # a plane at a time by the machine code; a plane with a NaN or an infinity
-            # (its largest exponent field all ones) pooled again by the generic kernel
-            row = a[18] + (tid * a[19] + a[19] - 1) * a[20] * 4
-            top = pad[a[19] - 1].view(np.int32)
-            for nc in range(q0, q1):
-                call_void(a[22], (a[0] + nc * a[3] * a[4] * 4, a[5] + nc * a[6] * a[7] * 4,
-                                  a[3], a[4], a[6], a[7], a[12], a[13], row,
-                                  row + (a[20] - 1) * 4))
-                if top[a[20] - 1] == np.int32(0x7F800000):
-                    pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15],
-                                True, div, nc, nc + 1, pad[:a[19] - 2])
-        elif kind < 0:
-            pool_rows(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], div, q0, q1,
-                      pad)
-        elif kind == 0:
-            pool_planes(x, y, a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16] != 0,
-                        div, q0, q1, pad)
-{branches}
+        for u in range(u0, u1):
+            n = u // CB
+            c0 = (u - n * CB) * 16
+            cl = min(16, C - c0)
+            xa = a[0] + (n * C + c0) * H * W * 4
+            pool_span(a, xa, sa, carray(ptr_f32(xa), (1, cl, H, W)),
+                      carray(ptr_f32(sa), (1, cl, a[6], a[7])), div, pad, tid, 0, cl)
+            dst = yb[n, u - n * CB]
+            for q in range(P):
+                for c in range(16):
+                    dst[q * 16 + c] = ys[c, q] if c < cl else z
 
 
 POOL_ENTRY = Entry(pool_entry)

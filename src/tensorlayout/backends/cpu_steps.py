@@ -135,17 +135,19 @@ def fc_step(node, ctx, act):
     return run
 
 
-def pool_step(node, ctx, fallback):
+def pool_step(node, ctx, fallback, yb=False):
     """A 2-D MaxPool or AveragePool of float32 on the native workers
-    (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`); ``fallback`` (the graph's NumPy
-    kernel) while the kernels compile."""
+    (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`; ``yb``: its output in the blocked
+    layout); ``fallback`` (the graph's NumPy kernel) while the kernels compile."""
     x_shape = ctx.in_shapes[0]
-    pool = _once(kernels.Pool2d, node.params, x_shape, pool_divisor(node.params, x_shape[2:]))
+    pool = _once(kernels.Pool2d, node.params, x_shape, pool_divisor(node.params, x_shape[2:]),
+                 yb)
 
     def run(inputs, out=None):
         x = inputs[0]
         if not (kernels.ready() and x.dtype == np.float32):
-            return fallback(inputs, out)
+            y = fallback(inputs, out)
+            return [to_blocked(y[0])] if yb else y
         return [pool()(np.ascontiguousarray(x))]
 
     def calls(ins, y, nt):

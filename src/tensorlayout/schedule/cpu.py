@@ -90,6 +90,10 @@ BLOCK_DIRECT = True
 #: (``benchmarks/bench_setting.py tensorlayout.schedule.cpu.MIXED_MIN_DEPTH 0 128 --nets
 #: ...``, ``benchmarks/results/setting_mixed_min_depth_ci2.txt``).
 MIXED_MIN_DEPTH = 128
+#: Whether a 2-D pooling step with nothing fused writes the blocked layout (from NCHW
+#: planes) where its readers take it: ResNet-18's 56^2 blocks then read and write blocks
+#: around the max pool instead of dealing its planes and scattering into planes.
+BLOCK_POOL = True
 
 
 def _blockable(graph, st, role: str) -> bool:
@@ -97,7 +101,7 @@ def _blockable(graph, st, role: str) -> bool:
     tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
     convolution of stride 1, the direct convolution (writing it only with no activation,
     Relu or Clip), a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
-    over the planes (reading).  A fused residual is read in the layout of the output
+    over the planes (reading), a 2-D pooling with nothing fused (writing).  A fused residual is read in the layout of the output
     (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
     if st.kind == "depthwise":
@@ -107,6 +111,8 @@ def _blockable(graph, st, role: str) -> bool:
     if st.kind == "conv" and st.algorithm == "direct":
         return BLOCK_DIRECT and (role == "in" or (st.act.kind if st.act else None)
                                  in DIRECT_BLOCKED_ACTS)
+    if st.kind == "pool":
+        return BLOCK_POOL and role == "out" and not st.act and not st.residual
     return st.kind == "scale" or (st.kind == "gap" and role == "in")
 
 
@@ -167,7 +173,7 @@ def blocked_tensors(graph, steps) -> frozenset:
             if ((st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got)
                     or (st.residual and st.residual not in got)
                     or any(r.residual == t and r.output not in got for r in readers_of[t])
-                    or (st.kind in ("pointwise", "conv")
+                    or (st.kind in ("pointwise", "conv", "pool")
                         and graph.shapes[t][1] < MIXED_MIN_DEPTH
                         and any(r.kind == "pointwise" and r.output not in got
                                 for r in readers_of[t]))):
