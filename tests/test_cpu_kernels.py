@@ -775,7 +775,7 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
 @pytest.mark.parametrize("case", [
     # (C, H, W, O, kernel, stride, pads, dilation, group, residual, algorithm of the step)
     (16, 23, 23, 64, 3, 1, (1, 1, 1, 1), 1, 1, False, "shifted GEMM"),     # 4.9M multiply-adds
-    (64, 56, 56, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),   # 116M: Winograd
+    (64, 64, 64, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),   # 151M: Winograd
     (64, 40, 40, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "shifted GEMM"),      # 59M
     (3, 20, 40, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "shifted GEMM"),        # im2col's, stride 1
     (3, 20, 17, 8, 5, 1, (2, 1, 0, 3), 2, 1, True, "im2col"),              # 8 of 13 dropped
@@ -788,7 +788,8 @@ def test_squeeze_excite_steps_agree_with_onnxruntime():
     (64, 14, 6, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "im2col"),            # rows of 6
     (256, 14, 14, 256, 3, 1, (1, 1, 1, 1), 1, 1, True, "winograd F(4,3)"),  # 116M, 16 tiles
     (64, 56, 56, 64, 3, 1, (1, 1, 1, 1), 1, 1, True, "direct convolution"),  # 64 x 64 channels
-    (128, 28, 28, 128, 3, 1, (1, 1, 1, 1), 1, 1, False, "winograd F(4,3)"),  # 49 tiles, 128^2
+    (128, 32, 32, 128, 3, 1, (1, 1, 1, 1), 1, 1, False, "winograd F(4,3)"),  # 64 tiles, 128^2
+    (128, 28, 28, 128, 3, 1, (1, 1, 1, 1), 1, 1, False, "shifted GEMM"),   # 116M: small
 ])
 def test_layers_take_the_shifted_gemm_where_the_rule_says(case):
     """The schedule's rules for the CPU backend (``SHIFT_MAX_MACS``, the shifted grid's

@@ -25,9 +25,12 @@ __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BE
 #: weights (1.8 to 4 times the weights) come from memory, its transforms and narrow GEMMs
 #: cost more than its saved multiplications, and its step leaves the bound run.  Measured on
 #: whole networks, 2 threads (``benchmarks/bench_setting.py ... SHIFT_MAX_MACS 8000000
-#: 100000000``, ``benchmarks/results/setting_shift_max_macs_ci2.txt``; ResNet-18 at 224^2,
-#: whose 3 x 3 layers have 116M each, is faster with Winograd).
-SHIFT_MAX_MACS = 100_000_000
+#: 100000000``, ``benchmarks/results/setting_shift_max_macs_ci2.txt``).  ResNet's 3 x 3
+#: layers at 224^2 (116M each) run faster as the direct convolution, in blocks between
+#: blocked layers, than by Winograd over planes: ``... SHIFT_MAX_MACS 100000000 128000000
+#: --nets resnet18:224,resnet50:224,vgg11:224``, ``setting_shift_max_macs_128m_ci2.txt``:
+#: ResNet-18 1.03x, ResNet-50 1.04x, VGG-11 (layers of 231M and more) the same.
+SHIFT_MAX_MACS = 128_000_000
 #: The most columns the shifted GEMM's grid may compute and drop, as a fraction of the output
 #: columns (its grid is (KW - 1) · dilation / stride columns wider than the output): past it
 #: (3 x 3 on maps under 8 wide) im2col's unfolding costs less than the dropped columns.
