@@ -290,19 +290,22 @@ def test_blocked_pointwise_equals_the_definition(dims, layouts, act, nt):
     (2, 20, 13, 31, 24, 3, 3, (2, 2), (1, 1), (1, 1)),
     (1, 40, 9, 9, 36, 1, 1, (2, 2), (0, 0), (0, 0)),
     (1, 64, 7, 7, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (2, 3, 23, 21, 40, 7, 7, (2, 2), (3, 3), (2, 3)),     # a first layer
 ])
-@pytest.mark.parametrize("layouts", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("layouts", [(False, False, 16), (False, True, 16), (True, False, 16),
+                                     (True, True, 16), (False, False, 1), (False, True, 1)])
 @pytest.mark.parametrize("nt", [1, 3])
 def test_blocked_direct_convolution_equals_the_definition(case, layouts, nt):
     """The direct convolution reading a blocked input (its lanes past C not read as data)
-    or writing a blocked output (the residual blocked too), or neither; a strided 1 x 1
+    or writing a blocked output (the residual blocked too), or neither, or reading NCHW
+    planes a float per (channel, kh, kw) run (``lanes`` 1); a strided 1 x 1
     layer dealing only the positions it reads: bias, residual and Relu; bias
     and a Clip whose floor is above zero (the lanes past O stay zero all the same); no bias;
     against a float64 convolution from the definition.  A blocked output with an activation
     its store lacks is refused."""
     _compiled_or_skip()
     N, C, H, W, O, KH, KW, stride, begin, end = case
-    xb, yb = layouts
+    xb, yb, lanes = layouts
     rng = np.random.default_rng(C * O + nt)
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
     w = (rng.standard_normal((O, C, KH, KW)) / np.sqrt(C * KH * KW)).astype(np.float32)
@@ -318,7 +321,7 @@ def test_blocked_direct_convolution_equals_the_definition(case, layouts, nt):
             ((2, 0.25, 0.5), b, None, np.clip(want + b[None, :, None, None], 0.25, 0.5)),
             ((0, 0.0, 0.0), None, None, want)]
     for act, bias, r, expect in runs:
-        conv = K.Direct(w, bias, act, x.shape, stride, begin, (1, 1), (OH, OW), xb, yb)
+        conv = K.Direct(w, bias, act, x.shape, stride, begin, (1, 1), (OH, OW), xb, yb, lanes)
         y = conv(xi, None if r is None else (to_blocked(r) if yb else r), nt)
         if yb:
             assert y.shape == (N, -(-O // 16), OH, OW, 16)
@@ -585,3 +588,38 @@ def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, mo
     assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
     monkeypatch.setattr(K, "ready", lambda: False)
     assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
+
+
+@pytest.mark.parametrize("reader", ["depthwise", "concat"])
+def test_a_first_layer_takes_the_direct_convolution_only_writing_blocks(reader, monkeypatch):
+    """A first layer of 3 channels (3 x 3, stride 2, Clip) takes the direct convolution over
+    its NCHW input, a float per (channel, kh, kw) run, where its output is blocked (a
+    depthwise layer reads it); where a reader keeps it NCHW (a Concat) it goes back to the
+    shifted GEMM (FIRST_DIRECT).  onnxruntime's results either way."""
+    from tensorlayout.graph import load_graph
+
+    _compiled_or_skip()
+    rng = np.random.default_rng(5)
+    inits = {"ws": rng.standard_normal((24, 3, 3, 3)).astype(np.float32) * 0.3,
+             "wd": rng.standard_normal((24, 1, 3, 3)).astype(np.float32) * 0.3,
+             "wp": rng.standard_normal((8, 24, 1, 1)).astype(np.float32) * 0.3,
+             "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "ws"], ["s0"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["s0", "lo", "hi"], ["s"]),
+             helper.make_node("Conv", ["s", "wd"], ["d"], group=24, pads=[1, 1, 1, 1])]
+    if reader == "concat":
+        nodes.append(helper.make_node("Concat", ["s", "d"], ["c"], axis=1))
+        last = "c"
+        inits["wp"] = rng.standard_normal((8, 48, 1, 1)).astype(np.float32) * 0.3
+    else:
+        last = "d"
+    nodes.append(helper.make_node("Conv", [last, "wp"], ["y"]))
+    x = rng.standard_normal((2, 3, 45, 38)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    stem = [st for st in s.steps if st.node.outputs[0] == "s0"][0]
+    assert stem.algorithm == ("direct" if reader == "depthwise" else "shifted")
+    assert ("s" in s.blocked) == (reader == "depthwise")
+    ref = ort_session(data).run(None, {"x": x})[0]
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
+    compare(nodes, {"x": x}, ["y"], inits)

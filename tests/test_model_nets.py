@@ -14,7 +14,8 @@ pytest.importorskip("torch")
 
 from tensorlayout import image_shape  # noqa: E402
 from tensorlayout.model import load, plan_model, zoo  # noqa: E402
-from tensorlayout.schedule.winograd import DIRECT_MIN_CHANNELS, DIRECT_MIN_FILL  # noqa: E402
+from tensorlayout.schedule.winograd import (DIRECT_MIN_CHANNELS, DIRECT_MIN_FILL,  # noqa: E402
+                                            FIRST_DIRECT_BELOW)
 from tensorlayout.winograd._simd_block import direct_panel  # noqa: E402
 from tensorlayout.winograd import _simd  # noqa: E402
 
@@ -71,7 +72,9 @@ def test_loader_folded_what_it_should(net):
             out_h, out_w = model.graph.shapes[s.node.outputs[0]][2:]
             assert p.group == 1 and p.strides[1] in (1, 2)
             assert p.kernel != (1, 1) or tuple(p.strides) != (1, 1)
-            assert p.in_channels >= DIRECT_MIN_CHANNELS
+            # or a first layer's, over its NCHW input, only where it writes blocks
+            assert p.in_channels >= DIRECT_MIN_CHANNELS or (
+                p.in_channels < FIRST_DIRECT_BELOW and s.outputs[-1] in model.cpu().blocked)
             assert direct_panel(out_h, out_w, mr)[1] >= DIRECT_MIN_FILL
     if (name, size) == ("resnet18", 33):     # 64 channels on a 9 x 9 map
         assert any(s.info["algorithm"] == "direct convolution" for s in convs) == (

@@ -26,6 +26,7 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
+from ..schedule import winograd as rules
 from . import cpu_kernels as kernels
 from .cpu_bound import BoundRun
 from .cpu_steps import (depthwise_step, fc_step, im2col_step, planes_step, pointwise_step,
@@ -106,8 +107,10 @@ class CpuProgram:
                 if plan.info.name == "im2col" and node.params.group == 1:
                     engine = (with_epilogue(run, None, act, residual)
                               if residual or act[0] else run)
+                    first = ctx.in_shapes[0][1] < rules.FIRST_DIRECT_BELOW
                     run = im2col_step(node, ctx, engine, act, residual,
-                                      own[0] if own else kernels.Im2col, xb, yb)
+                                      own[0] if own else kernels.Im2col, xb, yb,
+                                      1 if s.algorithm == "direct" and first else 16)
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first

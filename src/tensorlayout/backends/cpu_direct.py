@@ -42,10 +42,13 @@ class Direct:
     float32; ``begin``: the top and left padding (the rest is what ``out_hw`` leaves);
     ``act``: (code, two parameters); ``xb``, ``yb``: the input, the output (and the
     residual) in the blocked layout (N, ceil(C/16), H, W, 16), lanes past C zero (an output
-    in it takes no activation but Relu or Clip)."""
+    in it takes no activation but Relu or Clip).  ``lanes`` 1: the input dealt into a
+    zero-bordered NCHW copy instead, each (channel, kh, kw) a run of one float
+    (``tl_dcn{R}x{cw}s{sw}``): a network's first layer of 3 channels, which blocks of 16
+    would leave mostly zeros (its input NCHW)."""
 
     def __init__(self, weights, bias, act, x_shape, strides, begin, dilations, out_hw,
-                 xb=False, yb=False):
+                 xb=False, yb=False, lanes=16):
         O, C, KH, KW = weights.shape
         N, _, H, W = x_shape
         OH, OW = out_hw
@@ -58,20 +61,23 @@ class Direct:
         if sw not in (1, 2):
             raise ValueError(f"strides = {strides}: the direct convolution takes a column "
                              "stride of 1 or 2")
+        if lanes not in (1, 16) or (lanes == 1 and xb):
+            raise ValueError(f"lanes = {lanes}: 16, or 1 for an NCHW input")
         if yb and act[0] not in STORE_ACTS + (0,):
             raise ValueError(f"act = {act}: a blocked output takes no activation but Relu or "
                              f"Clip (codes {STORE_ACTS})")
         mod = _simd.module()
         nr = mod.isa.nr
         self.panel = R, cw = direct_panel(OH, OW, mod.isa.mr)[0]
-        CB = -(-C // 16)
+        CB = -(-C // 16) if lanes == 16 else C     # the planes or blocks of the input's copy
         ph, pw = begin
         Hp = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
         Wp = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
         # rows (block, kh, kw, lane) by the output channels, zero past C (each output
         # channel's window in the blocked layout of the input), in strips of nr
-        self.wb = _simd.pack_rows(to_blocked(np.asarray(weights, np.float32)).reshape(O, -1), nr)
-        self.offs = np.array([(b * Hp * Wp + kh * dh * Wp + kw * dw) * 16 for b in range(CB)
+        w32 = np.asarray(weights, np.float32)
+        self.wb = _simd.pack_rows((to_blocked(w32) if lanes == 16 else w32).reshape(O, -1), nr)
+        self.offs = np.array([(b * Hp * Wp + kh * dh * Wp + kw * dw) * lanes for b in range(CB)
                               for kh in range(KH) for kw in range(KW)], np.int64)
         self.biasp = np.zeros(-(-O // nr) * nr, np.float32)
         if bias is not None:
@@ -80,17 +86,17 @@ class Direct:
         self.lohi = np.array(act[1:], np.float32)
         # the buffer's floats: the images', and past them what a last panel reads beyond
         # the map (its rows and columns past the output's, a row's width further)
-        self.xp_floats = N * CB * Hp * Wp * 16 + ((R * sh + 1) * Wp + cw * sw + 1) * 16
+        self.xp_floats = (N * CB * Hp * Wp + (R * sh + 1) * Wp + cw * sw + 1) * lanes
         self.shape = (N, -(-O // 16), OH, OW, 16) if yb else (N, O, OH, OW)
         self.N, self.OH = N, OH
         self.strips = -(-O // nr)
         self.blocks_in = N * CB
         self.template = np.array(
             [0, N, C, H, W, 0, CB, Hp, Wp, ph, pw, sh, O, OH, OW, 0, self.wb.ctypes.data,
-             CB * KH * KW * 16, CB * KH * KW, self.offs.ctypes.data, self.biasp.ctypes.data,
+             CB * KH * KW * lanes, CB * KH * KW, self.offs.ctypes.data, self.biasp.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, self.lohi.ctypes.data,
-             mod.addr[f"tl_dc{R}x{cw}s{sw}"], nr, mod.addr["tl_act"], R, 0, sw, R, cw,
-             int(xb), int(yb), *ds, x_shape[2], x_shape[3]], np.int64)
+             mod.addr[f"tl_dc{'' if lanes == 16 else 'n'}{R}x{cw}s{sw}"], nr, mod.addr["tl_act"],
+             R, 0, sw, R, cw, int(xb), int(yb), *ds, x_shape[2], x_shape[3], lanes], np.int64)
         assert len(self.template) == len(DC_CTX)
 
     def __call__(self, x, res=None, nt=None):

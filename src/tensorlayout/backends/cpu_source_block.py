@@ -52,11 +52,12 @@ PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", 
 #: strip)); ``lohi``: the activation's two parameters, float32; ``actfn``: ``tl_act``;
 #: ``xb``, ``yb``: 1 where x, y (and the residual) are blocked; ``dsh``, ``dsw``: the rows
 #: and columns of x dealt, every dsh-th and dsw-th (a strided 1 x 1 layer's), ``H`` by ``W``
-#: of them from a map of ``XH`` by ``XW``).
+#: of them from a map of ``XH`` by ``XW``; ``lanes`` 16, or 1: xp a zero-bordered NCHW copy
+#: of x (``CB`` its C planes, a run per (channel, kh, kw), ``fn`` a ``tl_dcn`` kernel).
 DC_CTX = ("x", "N", "C", "H", "W", "xp", "CB", "Hp", "Wp", "ph", "pw", "sh", "O", "OH", "OW",
           "y", "wb", "K", "runs", "offs", "biasp", "has_bias", "res", "has_res", "act",
           "fparams", "lohi", "fn", "nr", "actfn", "rows", "phase", "sw", "R", "cw", "xb", "yb",
-          "dsh", "dsw", "XH", "XW")
+          "dsh", "dsw", "XH", "XW", "lanes")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -276,8 +277,9 @@ def direct_entry(ctx, tid, nt, work):
     OH = a[13]
     OW = a[14]
     P = OH * OW
+    lanes = a[41]
     if a[31] == 0:              # units (image, block of 16 channels), dealt by block_in
-        xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * 16))
+        xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * lanes))
         units = N * CB
         dsh = a[37]
         dsw = a[38]
@@ -289,6 +291,13 @@ def direct_entry(ctx, tid, nt, work):
                 break
             n = u // CB
             b = u - n * CB
+            if lanes == 1:      # one lane: plane b's rows into the border's interior
+                for h in range(H):
+                    dst = xp[n, b, h + a[9], a[10]:]
+                    src = x[n, b, h * dsh]
+                    for j in range(W):
+                        dst[j] = src[j * dsw]
+                continue
             if a[35] == 0:
                 block_in(x, n, b * 16, min(16, C - b * 16), xp[n, b], a[9], a[10], H, W,
                          dsh, dsw)
@@ -309,8 +318,8 @@ def direct_entry(ctx, tid, nt, work):
     cw = a[34]
     nch = (OH + rows - 1) // rows
     ns = (O + nr - 1) // nr
-    arow = Wp * 16 * a[11]
-    acol = 16 * a[32]
+    arow = Wp * lanes * a[11]
+    acol = lanes * a[32]
     units = N * nch * ns
     while True:                 # the next unit (see next_unit)
         u = next_unit(work, tid, units)
@@ -323,7 +332,7 @@ def direct_entry(ctx, tid, nt, work):
         cnt = min(O, o0 + nr) - o0
         wat = a[16] + st * K * nr * 4
         bat = a[20] + o0 * 4 if a[21] != 0 else 0
-        img = a[5] + n * CB * Hp * Wp * 64
+        img = a[5] + n * CB * Hp * Wp * lanes * 4
         # y's planes, or its blocks of 16 channels: the strip's first float, floats between
         # planes (0: blocked) and between blocks (0: planes)
         OB = (O + 15) // 16

@@ -235,18 +235,19 @@ def work(kind, node, ctx) -> int:
     return out
 
 
-def im2col_step(node, ctx, engine, act, residual, kind, xb=False, yb=False):
+def im2col_step(node, ctx, engine, act, residual, kind, xb=False, yb=False, lanes=16):
     """A convolution as the packed GEMM with its epilogue, ``kind``
     :class:`~tensorlayout.backends.cpu_kernels.Im2col` (by unfolded columns),
     :class:`~tensorlayout.backends.cpu_kernels.Shifted` (one GEMM per tap) or
     :class:`~tensorlayout.backends.cpu_kernels.Direct` (``xb``, ``yb``: its input, its output
-    and residual in the blocked layout), when the backend's kernels are ready, else
+    and residual in the blocked layout; ``lanes`` 1: its input's runs one float each), when
+    the backend's kernels are ready, else
     ``engine`` (the engine's im2col plan with the epilogue after it)."""
     p = node.params
     w = np.asarray(ctx.consts[1], np.float32)
     bias = (np.ascontiguousarray(ctx.consts[2], np.float32).reshape(-1) if p.has_bias
             else None)
-    more = (xb, yb) if xb or yb else ()
+    more = (xb, yb, lanes) if lanes != 16 else (xb, yb) if xb or yb else ()
     conv = _once(kind, w, bias, act, ctx.in_shapes[0], p.strides, p.begin,
                  p.dilations, ctx.out_shapes[0][2:], *more)
 

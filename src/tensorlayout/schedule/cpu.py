@@ -14,13 +14,14 @@ steps write over their dying input, and when each tensor is freed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv, Pool
 from ..graph.ops.reduce import Reduce
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
+from . import winograd as _rules
 from .winograd import cpu_conv
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "blocked_tensors", "ALIASING",
@@ -361,4 +362,14 @@ def schedule_cpu(graph) -> CpuSchedule:
         steps.append(CpuStep(node, kind, algorithm, tile, reason, act, res,
                              tuple(n.name for n in (add, *acts) if n is not None), output,
                              in_place, free))
-    return CpuSchedule(graph, steps, live, blocked_tensors(graph, steps))
+    blocked = blocked_tensors(graph, steps)
+    while True:     # a first layer's direct convolution only where its output is blocked
+        back = [k for k, st in enumerate(steps) if st.algorithm == "direct"
+                and graph.shapes[st.node.inputs[0]][1] < _rules.FIRST_DIRECT_BELOW
+                and st.output not in blocked]
+        if not back:
+            return CpuSchedule(graph, steps, live, blocked)
+        for k in back:
+            algorithm, tile, reason = cpu_conv(graph, steps[k].node, first_direct=False)
+            steps[k] = replace(steps[k], algorithm=algorithm, tile=tile, reason=reason)
+        blocked = blocked_tensors(graph, steps)

@@ -17,6 +17,7 @@ from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, im
 
 __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
            "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES", "DIRECT_MAX_PRODUCT",
+           "FIRST_DIRECT", "FIRST_DIRECT_BELOW",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -45,6 +46,13 @@ SHIFT_STRIDED_BELOW = 256
 #: backend's direct convolution (:mod:`tensorlayout.backends.cpu_direct`: its input dealt
 #: into blocks of 16 channels, a network's first layer of 3 would be mostly zeros).
 DIRECT_MIN_CHANNELS = 32
+#: Whether a layer of fewer channels (a network's first) takes the direct convolution over
+#: its NCHW input, a run of one float per (channel, kh, kw) (``tl_dcn``), where the schedule
+#: then holds its output blocked (:func:`tensorlayout.schedule.cpu.schedule_cpu` gives it
+#: back to the shifted GEMM where not: scattered into planes it is slower).
+FIRST_DIRECT = True
+#: Input channels under which a layer is a first layer to :data:`FIRST_DIRECT`.
+FIRST_DIRECT_BELOW = 16
 #: The least share of the positions of its panels (up to mr output positions, of up to 4
 #: output rows: ``_simd_block.direct_panel``) a map must fill for the direct convolution.
 DIRECT_MIN_FILL = 0.6
@@ -76,7 +84,7 @@ def _direct_rows():
         return 0
 
 
-def cpu_conv(graph, node):
+def cpu_conv(graph, node, first_direct: bool = True):
     """``(algorithm, tile, reason)`` of a Conv node on the CPU backend: the engine's auto rule
     over the shape it runs at (asymmetric padding is padded on the host, so the engine sees it
     padded); then, for a one-group window wider than 1 x 1 (or a strided 1 x 1, which the
@@ -115,13 +123,17 @@ def cpu_conv(graph, node):
     if (keep and -(-out[2] // tile) * -(-out[3] // tile) > DIRECT_MAX_TILES
             and c * w_shape[0] > DIRECT_MAX_PRODUCT):
         return algorithm, tile, reason
-    mr = _direct_rows() if c >= DIRECT_MIN_CHANNELS and p.strides[1] in (1, 2) else 0
+    few = c < FIRST_DIRECT_BELOW and w_shape[2] * w_shape[3] > 1   # NCHW, a float per run
+    ok = (p.strides[1] in (1, 2) and (c >= DIRECT_MIN_CHANNELS or (
+        few and first_direct and FIRST_DIRECT and not keep)))
+    mr = _direct_rows() if ok else 0
     if mr:
         (R, cw), fill = direct_panel(out[2], out[3], mr)
         if fill >= DIRECT_MIN_FILL:
+            runs = "a float per (channel, kh, kw) run of the NCHW input" if few else "blocks"
             return "direct", None, (f"{macs / 1e6:.1f}M multiply-adds, {c} channels: the "
                                     f"direct convolution (panels of {R} x {cw} positions, "
-                                    f"{fill:.0%} filled)")
+                                    f"{fill:.0%} filled; {runs})")
     if keep or (strided and rows >= SHIFT_STRIDED_BELOW):
         return algorithm, tile, reason
     overhang = ((w_shape[3] - 1) * p.dilations[1] // p.strides[1]) / out[3]

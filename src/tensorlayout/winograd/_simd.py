@@ -909,7 +909,7 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
     L += gemm_at_ir(2 * mr, 1, w, "tl_gemm_at1", nv * w)
     for R, cw in direct_shapes(mr):     # the direct convolution's panels, strides 1 and 2
         for s in (1, 2):
-            L += direct_ir(R, cw, nv, w, s)
+            L += direct_ir(R, cw, nv, w, s) + direct_ir(R, cw, nv, w, s, 1)
     L += rows_ir()
     L += act_ir(w)
     L += pool_ir()
@@ -966,8 +966,8 @@ class Module:
                  "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean", "tl_block_scale",
                  "tl_act",
                  *(f"tl_max{k}s2" for k in POOL_WINDOWS),
-                 *BLOCK_NAMES, *(f"tl_dc{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
-                                 for s in (1, 2))] + (["tl_worker", "tl_run", "tl_barrier",
+                 *BLOCK_NAMES, *(f"tl_dc{n}{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
+                                 for s in (1, 2) for n in ("", "n"))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])
         self.addr = {n: self._engine.get_function_address(n) for n in names}
         i64 = ctypes.c_int64

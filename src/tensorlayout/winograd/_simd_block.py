@@ -499,7 +499,7 @@ def direct_panel(out_h: int, out_w: int, mr: int) -> tuple:
     return best, fill(best)
 
 
-def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
+def direct_ir(R: int, cw: int, nv: int, w: int, sw: int, lanes: int = BLOCK) -> list:
     """IR of ``tl_dc{R}x{cw}s{sw}(hv, wv, a, arow, runs, offs, b, c, crow, cps, n, bias, act,
     lohi, res, cbs)`` (every argument an int64): one panel of the direct convolution, R output
     rows of cw positions (the first ``hv`` rows and ``wv`` columns of it kept) by one strip of
@@ -511,11 +511,14 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
     ``cbs`` is not 0, to ``c + (q // 16)·cbs + (i·crow + j)·16 + q % 16`` (the blocked layout,
     blocks of ``cbs`` floats), the bias (nv·w floats, or 0), the residual at the same places
     of ``res`` (or 0) and Relu or Clip (``act``; ``lohi``: its two parameters) applied in the
-    store; channels from ``n`` on are not written."""
+    store; channels from ``n`` on are not written.  ``lanes`` 1: ``tl_dcn{R}x{cw}s{sw}``, whose
+    runs are one float each, position (i, j)'s of run t at ``a + i·arow + j·sw + offs[t]`` (an
+    NCHW input, a run per (channel, kh, kw): a network's first layer of 3 channels)."""
     vt = vt_of(w)
     mr, nr = R * cw, nv * w
     acc = [(r, v) for r in range(mr) for v in range(nv)]
-    L = [f"define void @tl_dc{R}x{cw}s{sw}(i64 %hv, i64 %wv, i64 %ai, i64 %arow, i64 %runs, "
+    name = f"tl_dc{R}x{cw}s{sw}" if lanes == BLOCK else f"tl_dcn{R}x{cw}s{sw}"
+    L = [f"define void @{name}(i64 %hv, i64 %wv, i64 %ai, i64 %arow, i64 %runs, "
          "i64 %offsi, i64 %bi, i64 %ci, i64 %crow, i64 %cps, i64 %n, i64 %biasi, i64 %act, "
          "i64 %lohii, i64 %resi, i64 %cbs) nounwind {",
          "entry:",
@@ -547,11 +550,11 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int) -> list:
           "  %j = phi i64 [0, %run], [%j.n, %kl]",
           "  %bk = phi ptr [%rb, %run], [%bk.n, %kl]"]
     _depth_step(L, mr, nv, w, nr, lambda r: [
-        f"  %ap{r}.o = add i64 %j, {r % cw * 16 * sw}",
+        f"  %ap{r}.o = add i64 %j, {r % cw * lanes * sw}",
         f"  %ap{r} = getelementptr inbounds float, ptr %ra{r // cw}, i64 %ap{r}.o"])
     L += [f"  %bk.n = getelementptr inbounds float, ptr %bk, i64 {nr}",
           "  %j.n = add i64 %j, 1",
-          f"  %kmore = icmp slt i64 %j.n, {BLOCK}",
+          f"  %kmore = icmp slt i64 %j.n, {lanes}",
           "  br i1 %kmore, label %kl, label %rend",
           "rend:",
           "  %kb.last = phi ptr [%bk.n, %kl]",
