@@ -24,7 +24,7 @@ import numpy as np
 
 from ..winograd import _simd
 from ..winograd._pool import address as _at
-from ..winograd._simd_block import STORE_ACTS, direct_panel
+from ..winograd._simd_block import direct_panel
 from .cpu_native import module as _module
 from .cpu_native import run_calls, threads
 from .cpu_source_block import DC_CTX
@@ -41,8 +41,9 @@ class Direct:
     fixed shapes as :mod:`this module <.cpu_direct>` describes.  ``weights``: (O, C, KH, KW)
     float32; ``begin``: the top and left padding (the rest is what ``out_hw`` leaves);
     ``act``: (code, two parameters); ``xb``, ``yb``: the input, the output (and the
-    residual) in the blocked layout (N, ceil(C/16), H, W, 16), lanes past C zero (an output
-    in it takes no activation but Relu or Clip).  ``lanes`` 1: the input dealt into a
+    residual) in the blocked layout (N, ceil(C/16), H, W, 16), lanes past C zero (an
+    activation the store lacks then runs over the blocks' rows, every lane, before the
+    lanes past O are zeroed).  ``lanes`` 1: the input dealt into a
     zero-bordered NCHW copy instead, each (channel, kh, kw) a run of one float
     (``tl_dcn{R}x{cw}s{sw}``): a network's first layer of 3 channels, which blocks of 16
     would leave mostly zeros (its input NCHW)."""
@@ -63,9 +64,6 @@ class Direct:
                              "stride of 1 or 2")
         if lanes not in (1, 16) or (lanes == 1 and xb):
             raise ValueError(f"lanes = {lanes}: 16, or 1 for an NCHW input")
-        if yb and act[0] not in STORE_ACTS + (0,):
-            raise ValueError(f"act = {act}: a blocked output takes no activation but Relu or "
-                             f"Clip (codes {STORE_ACTS})")
         mod = _simd.module()
         nr = mod.isa.nr
         self.panel = R, cw = direct_panel(OH, OW, mod.isa.mr)[0]

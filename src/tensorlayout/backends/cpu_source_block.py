@@ -347,14 +347,20 @@ def direct_entry(ctx, tid, nt, work):
                                   img + (oh * arow + ow * acol) * 4, arow, a[18], a[19], wat,
                                   a[15] + at, OW, cps, cnt, bat, a[24], a[26],
                                   a[22] + at if a[23] != 0 else 0, cbs))
-        if cbs != 0 and st == ns - 1 and O % 16 != 0:
-            # the last block's lanes past O, which the kernel leaves
-            yl = carray(ptr_f32(a[15] + (n * OB + OB - 1) * P * 64), (P * 16,))
-            zero_lanes(yl[h0 * OW * 16:], (h1 - h0) * OW, O % 16)
-        if a[24] > 2:
+        if a[24] > 2 and cbs == 0:
             for j in range(cnt):
                 after_act(a[29], a[15] + ((n * O + o0 + j) * P) * 4, y[n, o0 + j],
                           h0 * OW, h1 * OW, a[24], f[0], f[1], a[26])
+        elif a[24] > 2:         # over the strip's blocks' rows h0..h1, every lane
+            for bo in range(o0 // 16, (o0 + cnt + 15) // 16):
+                at = a[15] + (n * OB + bo) * P * 64
+                after_act(a[29], at, carray(ptr_f32(at), (P * 16,)), h0 * OW * 16,
+                          h1 * OW * 16, a[24], f[0], f[1], a[26])
+        if cbs != 0 and st == ns - 1 and O % 16 != 0:
+            # the last block's lanes past O, which the kernel leaves (or the activation
+            # made nonzero)
+            yl = carray(ptr_f32(a[15] + (n * OB + OB - 1) * P * 64), (P * 16,))
+            zero_lanes(yl[h0 * OW * 16:], (h1 - h0) * OW, O % 16)
 
 
 DIRECT_ENTRY = Entry(direct_entry)

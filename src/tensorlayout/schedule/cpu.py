@@ -75,8 +75,6 @@ class CpuSchedule:
     blocked: frozenset = frozenset()
 
 
-#: Activations a blocked direct convolution's store applies (the others run over planes).
-DIRECT_BLOCKED_ACTS = (None, "Relu", "Clip")
 #: Whether the direct convolution reads and writes the blocked layout (and with it the 1 x 1
 #: layers and residuals between such steps): ResNet-50 6-7% faster at 96^2 and 224^2
 #: (``benchmarks/bench_setting.py tensorlayout.schedule.cpu.BLOCK_DIRECT False True --nets
@@ -100,8 +98,7 @@ BLOCK_POOL = True
 def _blockable(graph, st, role: str) -> bool:
     """Whether step ``st`` can write (``role`` "out") or read as its data input ("in") a
     tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
-    convolution of stride 1, the direct convolution (writing it only with no activation,
-    Relu or Clip), a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
+    convolution of stride 1, the direct convolution, a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
     over the planes (reading), a 2-D pooling with nothing fused (writing).  A fused residual is read in the layout of the output
     (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
@@ -110,8 +107,7 @@ def _blockable(graph, st, role: str) -> bool:
     if st.kind == "pointwise":
         return node.params.strides == (1, 1)
     if st.kind == "conv" and st.algorithm == "direct":
-        return BLOCK_DIRECT and (role == "in" or (st.act.kind if st.act else None)
-                                 in DIRECT_BLOCKED_ACTS)
+        return BLOCK_DIRECT
     if st.kind == "pool":
         return BLOCK_POOL and role == "out" and not st.act and not st.residual
     return st.kind == "scale" or (st.kind == "gap" and role == "in")

@@ -17,7 +17,7 @@ from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, im
 
 __all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
            "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES", "DIRECT_MAX_PRODUCT",
-           "FIRST_DIRECT", "FIRST_DIRECT_BELOW",
+           "FIRST_DIRECT", "FIRST_DIRECT_BELOW", "FIRST_DIRECT_MIN_FILL",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -53,6 +53,10 @@ DIRECT_MIN_CHANNELS = 32
 FIRST_DIRECT = True
 #: Input channels under which a layer is a first layer to :data:`FIRST_DIRECT`.
 FIRST_DIRECT_BELOW = 16
+#: The least share of its strips of nr columns a first layer's outputs must fill for
+#: :data:`FIRST_DIRECT` (16 outputs fill half of a strip of 32, where the shifted GEMM's
+#: narrow panels of 8 rows leave none empty).
+FIRST_DIRECT_MIN_FILL = 0.75
 #: The least share of the positions of its panels (up to mr output positions, of up to 4
 #: output rows: ``_simd_block.direct_panel``) a map must fill for the direct convolution.
 DIRECT_MIN_FILL = 0.6
@@ -74,12 +78,13 @@ DIRECT_MAX_TILES = 16
 DIRECT_MAX_PRODUCT = 64 * 64
 
 
-def _direct_rows():
-    """The micro-kernel's rows on this machine, or 0 where its code cannot be built."""
+def _direct_rows(cols: bool = False):
+    """The micro-kernel's rows (``cols``: its columns) on this machine, or 0 where its code
+    cannot be built."""
     try:
         from ..winograd._simd import isa
 
-        return isa().mr
+        return isa().nr if cols else isa().mr
     except Exception:  # noqa: BLE001 - no llvmlite or no usable CPU: no direct convolution
         return 0
 
@@ -124,8 +129,10 @@ def cpu_conv(graph, node, first_direct: bool = True):
             and c * w_shape[0] > DIRECT_MAX_PRODUCT):
         return algorithm, tile, reason
     few = c < FIRST_DIRECT_BELOW and w_shape[2] * w_shape[3] > 1   # NCHW, a float per run
+    nr = _direct_rows(cols=True) if few else 0
     ok = (p.strides[1] in (1, 2) and (c >= DIRECT_MIN_CHANNELS or (
-        few and first_direct and FIRST_DIRECT and not keep)))
+        few and first_direct and FIRST_DIRECT and not keep
+        and nr and w_shape[0] / (-(-w_shape[0] // nr) * nr) >= FIRST_DIRECT_MIN_FILL)))
     mr = _direct_rows() if ok else 0
     if mr:
         (R, cw), fill = direct_panel(out[2], out[3], mr)
