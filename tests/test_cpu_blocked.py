@@ -552,20 +552,24 @@ def test_a_shallow_tensor_stays_nchw_for_a_1x1_layer_writing_nchw(squeeze):
 
 
 @pytest.mark.parametrize("block_pool", [True, False])
-def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, monkeypatch):
-    """A ResNet stem (a convolution writing NCHW, its max pool) and a basic block whose two
-    3 x 3 layers take the direct convolution, the pool's output their input and the second
-    one's residual: the pool writes that tensor in the blocked layout from its NCHW planes
-    (BLOCK_POOL), so that the block reads and writes blocks and adds a blocked residual; else
-    the tensor and the block's output stay NCHW.  onnxruntime's results both ways, on the
-    bound run and the NumPy twins."""
+@pytest.mark.parametrize("C", [40, 64])
+def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, C, monkeypatch):
+    """A ResNet stem (a first layer, its max pool) and a basic block whose two 3 x 3 layers
+    take the direct convolution, the pool's output their input and the second one's
+    residual: the pool writes that tensor in the blocked layout (BLOCK_POOL), so that the
+    block reads and writes blocks and adds a blocked residual; else the tensor and the
+    block's output stay NCHW.  A stem of 64 outputs takes the direct convolution and writes
+    blocks, which the pool reads; one of 40 (under FIRST_DIRECT_MIN_FILL of two strips of
+    32) keeps the shifted GEMM and NCHW.  onnxruntime's results every way, on the bound run
+    and the NumPy twins."""
     from tensorlayout.graph import load_graph
     from tensorlayout.schedule import cpu as rules
+    from tensorlayout.schedule import winograd as conv_rules
+    from tensorlayout.winograd import _simd
 
     _compiled_or_skip()
     monkeypatch.setattr(rules, "BLOCK_POOL", block_pool)
     rng = np.random.default_rng(11)
-    C = 40
     inits = {"ws": rng.standard_normal((C, 3, 5, 5)).astype(np.float32) * 0.2,
              "w1": rng.standard_normal((C, C, 3, 3)).astype(np.float32) * 0.05,
              "w2": rng.standard_normal((C, C, 3, 3)).astype(np.float32) * 0.05}
@@ -583,7 +587,12 @@ def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, mo
     data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
     s = schedule_cpu(load_graph(data))
     assert {st.algorithm for st in s.steps if st.node.outputs[0] in ("c1", "c2")} == {"direct"}
-    assert s.blocked == ({"p", "r1", "r2"} if block_pool else {"r1"})
+    nr = _simd.isa().nr
+    stem = block_pool and C / (-(-C // nr) * nr) >= conv_rules.FIRST_DIRECT_MIN_FILL
+    assert s.blocked == ({"p", "r1", "r2"} | ({"s"} if stem else set()) if block_pool
+                         else {"r1"})
+    assert [st.algorithm for st in s.steps if st.node.outputs[0] == "s0"] == [
+        "direct" if stem else "shifted"]
     ref = ort_session(data).run(None, {"x": x})[0]
     assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
     monkeypatch.setattr(K, "ready", lambda: False)

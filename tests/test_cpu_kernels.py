@@ -613,11 +613,12 @@ def _pool64(x, p, hw):
 ])
 @pytest.mark.parametrize("is_max", [True, False])
 @pytest.mark.parametrize("nt", [1, 3])
-@pytest.mark.parametrize("yb", [False, True])
-def test_pooling_loops_equal_the_definition(case, is_max, nt, yb):
+@pytest.mark.parametrize("xb, yb", [(False, False), (False, True), (True, True), (True, False)])
+def test_pooling_loops_equal_the_definition(case, is_max, nt, xb, yb):
     """Every pooling kernel against the float64 definition, NaN and inf planes included,
-    into planes and into the blocked layout (the lanes past the channels zero)."""
-    from tensorlayout.backends.cpu_twins import from_blocked
+    from and into planes and the blocked layout (the lanes past the channels zero); a
+    blocked input only for a max of dilation 1 (others refused)."""
+    from tensorlayout.backends.cpu_twins import from_blocked, to_blocked
     from tensorlayout.graph.ops import Pool
     from tensorlayout.graph.ops.conv import pool_output_side
     from tensorlayout.graph.ops.nn import pool_divisor
@@ -633,7 +634,12 @@ def test_pooling_loops_equal_the_definition(case, is_max, nt, yb):
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
     x[0, 0, 1, 2] = np.nan                       # one NaN plane, one plane with an infinity
     x[-1, -1, -1, 0] = np.inf if is_max else -np.inf
-    y = K.Pool2d(p, shape, pool_divisor(p, shape[2:]), yb)(x, nt)
+    if xb and not (is_max and dil == (1, 1)):
+        with pytest.raises(ValueError, match="blocked input takes a max pool of dilation 1"):
+            K.Pool2d(p, shape, pool_divisor(p, shape[2:]), yb, xb)
+        return
+    xi = to_blocked(x) if xb else x
+    y = K.Pool2d(p, shape, pool_divisor(p, shape[2:]), yb, xb)(xi, nt)
     if yb:
         C = shape[1]
         assert y.shape == (shape[0], -(-C // 16), *out, 16)

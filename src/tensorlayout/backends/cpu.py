@@ -130,7 +130,7 @@ class CpuProgram:
                 info.update(algorithm="pointwise GEMM")
                 own_epilogue = True
             elif s.kind == "pool":
-                run = pool_step(node, ctx, graph.kernel(node), yb)
+                run = pool_step(node, ctx, graph.kernel(node), yb, xb)
                 info.update(algorithm="pool loops")
             elif s.kind in ("gap", "scale"):
                 run = planes_step(node, graph, s.kind, graph.kernel(node), blocked)

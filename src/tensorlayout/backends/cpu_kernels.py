@@ -305,11 +305,16 @@ class Pool2d:
     3 x 3 window at stride 2 whose every window has a row in the plane by the machine code
     (:mod:`tensorlayout.winograd._simd_pool`), the others by a compiled loop.  ``yb``: the
     output in the blocked layout (N, ceil(C/16), OH, OW, 16), each thread taking blocks of 16
-    planes, pooled into a scratch of its own and dealt into the lanes (zero past C)."""
+    planes, pooled into a scratch of its own and dealt into the lanes (zero past C); ``xb``:
+    the input blocked too (a max of dilation 1 only), each block's output rows by the
+    machine code (``tl_bmax``), into blocks or planes."""
 
-    def __init__(self, p, x_shape, div=None, yb=False):
+    def __init__(self, p, x_shape, div=None, yb=False, xb=False):
         N, C, H, W = x_shape
         OH, OW = p.out
+        if xb and not (p.is_max and tuple(p.dilations) == (1, 1)):
+            raise ValueError(f"xb = True: a blocked input takes a max pool of dilation 1, not "
+                             f"{'max' if p.is_max else 'average'} of dilations {p.dilations}")
         KH, KW = p.kernel
         (sh, sw), (dh, dw) = p.strides, p.dilations
         self.PH = max(H + p.begin[0], (OH - 1) * sh + (KH - 1) * dh + 1)
@@ -326,8 +331,8 @@ class Pool2d:
         self.div = (np.ones((OH, OW), np.float32) if div is None
                     else np.ascontiguousarray(np.broadcast_to(div, (1, 1, OH, OW))[0, 0], np.float32))
         self.shape = (N, -(-C // 16), OH, OW, 16) if yb else (N, C, OH, OW)
-        self.planes = N * -(-C // 16) if yb else N * C
-        self.scratch = 16 * OH * OW if yb else 0
+        self.planes = N * -(-C // 16) if yb or xb else N * C
+        self.scratch = 16 * OH * OW if yb and not xb else 0
         kind = 0
         if fast:
             kind = -2
@@ -338,7 +343,8 @@ class Pool2d:
         self.template = np.array([0, N, C, H, W, 0, OH, OW, KH, KW, sh, sw, *p.begin, dh, dw,
                                   p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind,
                                   _simd.module().addr[f"tl_max{KH}s2"] if fast else 0,
-                                  int(yb), 0], np.int64)
+                                  int(yb), 0, int(xb), _simd.module().addr["tl_bmax"]],
+                                 np.int64)
         assert len(self.template) == len(POOL_CTX)
 
     def __call__(self, x, nt=None):

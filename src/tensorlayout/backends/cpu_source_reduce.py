@@ -26,9 +26,11 @@ POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 #: window at stride 2 (``fast``: its address, ``tl_max{k}s2``; the pad's last row its row
 #: and, in its last float, the plane's largest exponent field); ``yb`` 1: y in the blocked
 #: layout (N, ceil(C/16), OH, OW, 16), each block's planes pooled into ``ys``, a thread's
-#: (16, OH, OW) scratch, then dealt into y's lanes).
+#: (16, OH, OW) scratch, then dealt into y's lanes); ``xb`` 1: x blocked too (a max of
+#: dilation 1), each block's output rows by ``bfn`` (``tl_bmax``) into y's blocks or, where
+#: ``yb`` is 0, its planes.
 POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast", "yb", "ys")
+            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast", "yb", "ys", "xb", "bfn")
 #: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
 #: and ``y`` (N, O); ``chunk``: outputs per unit; ``split``: for one image, the ranges of
 #: rows its depth is cut into (0: none), ``part`` their products (split, O), ``phase`` 0
@@ -367,6 +369,30 @@ def pool_entry(ctx, tid, nt, work):
     P = a[6] * a[7]
     div = carray(ptr_f32(a[17]), (a[6], a[7]))
     pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
+    CB = (C + 15) // 16
+    if a[25] != 0:              # from blocks, units (image, block): a row at a time
+        z = np.float32(0)
+        while True:
+            u0, u1 = next_range(work, tid, nt, N * CB)
+            if u0 >= N * CB:
+                break
+            for u in range(u0, u1):
+                n = u // CB
+                c0 = (u - n * CB) * 16
+                cl = min(16, C - c0)
+                for oh in range(a[6]):
+                    if a[23] != 0:
+                        ya, cps = a[5] + (u * P + oh * a[7]) * 64, 0
+                    else:
+                        ya, cps = a[5] + ((n * C + c0) * P + oh * a[7]) * 4, P
+                    call_void(a[26], (a[0] + u * H * W * 64, ya, H, W, a[7], oh * a[10] - a[12],
+                                      a[8], a[9], a[11], a[13], cps, cl))
+                if a[23] != 0 and cl < 16:      # the lanes past C zero (a window wholly
+                    yl = carray(ptr_f32(a[5] + u * P * 64), (P * 16,))   # in the padding)
+                    for q in range(P):
+                        for c in range(cl, 16):
+                            yl[q * 16 + c] = z
+        return
     if a[23] == 0:              # planes to planes, units (image, channel)
         x = carray(ptr_f32(a[0]), (N, C, H, W))
         y = carray(ptr_f32(a[5]), (N, C, a[6], a[7]))
@@ -378,7 +404,6 @@ def pool_entry(ctx, tid, nt, work):
         return
     # into the blocked layout, units (image, block of 16 channels): the block's planes
     # pooled into the thread's scratch, then dealt position by position into y's lanes
-    CB = (C + 15) // 16
     yb = carray(ptr_f32(a[5]), (N, CB, P * 16))
     sa = a[24] + tid * 16 * P * 4
     ys = carray(ptr_f32(sa), (16, P))

@@ -135,18 +135,20 @@ def fc_step(node, ctx, act):
     return run
 
 
-def pool_step(node, ctx, fallback, yb=False):
+def pool_step(node, ctx, fallback, yb=False, xb=False):
     """A 2-D MaxPool or AveragePool of float32 on the native workers
-    (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`; ``yb``: its output in the blocked
-    layout); ``fallback`` (the graph's NumPy kernel) while the kernels compile."""
+    (:class:`~tensorlayout.backends.cpu_kernels.Pool2d`; ``yb``, ``xb``: its output, its
+    input in the blocked layout); ``fallback`` (the graph's NumPy kernel) while the kernels
+    compile."""
     x_shape = ctx.in_shapes[0]
     pool = _once(kernels.Pool2d, node.params, x_shape, pool_divisor(node.params, x_shape[2:]),
-                 yb)
+                 yb, xb)
 
     def run(inputs, out=None):
         x = inputs[0]
         if not (kernels.ready() and x.dtype == np.float32):
-            y = fallback(inputs, out)
+            ins = [from_blocked(x, x_shape[1])] + list(inputs[1:]) if xb else inputs
+            y = fallback(ins, out)
             return [to_blocked(y[0])] if yb else y
         return [pool()(np.ascontiguousarray(x))]
 

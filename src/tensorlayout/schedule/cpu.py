@@ -99,7 +99,8 @@ def _blockable(graph, st, role: str) -> bool:
     """Whether step ``st`` can write (``role`` "out") or read as its data input ("in") a
     tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
     convolution of stride 1, the direct convolution, a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
-    over the planes (reading), a 2-D pooling with nothing fused (writing).  A fused residual is read in the layout of the output
+    over the planes (reading), a 2-D pooling with nothing fused (writing; reading too, a
+    max of dilation 1).  A fused residual is read in the layout of the output
     (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
     if st.kind == "depthwise":
@@ -109,7 +110,9 @@ def _blockable(graph, st, role: str) -> bool:
     if st.kind == "conv" and st.algorithm == "direct":
         return BLOCK_DIRECT
     if st.kind == "pool":
-        return BLOCK_POOL and role == "out" and not st.act and not st.residual
+        p = st.node.params
+        return BLOCK_POOL and not st.act and not st.residual and (
+            role == "out" or (p.is_max and tuple(p.dilations) == (1, 1)))
     return st.kind == "scale" or (st.kind == "gap" and role == "in")
 
 

@@ -54,9 +54,9 @@ FIRST_DIRECT = True
 #: Input channels under which a layer is a first layer to :data:`FIRST_DIRECT`.
 FIRST_DIRECT_BELOW = 16
 #: The least share of its strips of nr columns a first layer's outputs must fill for
-#: :data:`FIRST_DIRECT` (16 outputs fill half of a strip of 32, where the shifted GEMM's
-#: narrow panels of 8 rows leave none empty).
-FIRST_DIRECT_MIN_FILL = 0.75
+#: :data:`FIRST_DIRECT` (16 or 24 outputs fill half or three quarters of a strip of 32,
+#: where the shifted GEMM's narrow panels of 8 rows leave none empty).
+FIRST_DIRECT_MIN_FILL = 0.8
 #: The least share of the positions of its panels (up to mr output positions, of up to 4
 #: output rows: ``_simd_block.direct_panel``) a map must fill for the direct convolution.
 DIRECT_MIN_FILL = 0.6

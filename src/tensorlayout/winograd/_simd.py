@@ -903,7 +903,9 @@ def _module_ir(target: Isa, with_pool: bool) -> str:
         vb = vt_of(BLOCK)
         L += [f"declare {vb} @llvm.fmuladd.v{BLOCK}f32({vb}, {vb}, {vb})",
               f"declare {vb} @llvm.masked.load.v{BLOCK}f32.p0(ptr, i32, <{BLOCK} x i1>, {vb})",
-              f"declare void @llvm.masked.store.v{BLOCK}f32.p0({vb}, ptr, i32, <{BLOCK} x i1>)"]
+              f"declare void @llvm.masked.store.v{BLOCK}f32.p0({vb}, ptr, i32, <{BLOCK} x i1>)",
+              f"declare void @llvm.masked.scatter.v{BLOCK}f32.v{BLOCK}p0({vb}, <{BLOCK} x ptr>, "
+              f"i32, <{BLOCK} x i1>)"]
     L += block_ir()
     L += gemm_at_ir(mr, nv, w)
     L += gemm_at_ir(2 * mr, 1, w, "tl_gemm_at1", nv * w)
@@ -965,7 +967,7 @@ class Module:
                  for g in ("", "_ep", "_taps", "_taps_ep")] + [
                  "tl_peak", "tl_gemm_at", "tl_gemm_at1", "tl_block_mean", "tl_block_scale",
                  "tl_act",
-                 *(f"tl_max{k}s2" for k in POOL_WINDOWS),
+                 *(f"tl_max{k}s2" for k in POOL_WINDOWS), "tl_bmax",
                  *BLOCK_NAMES, *(f"tl_dc{n}{R}x{cw}s{s}" for R, cw in direct_shapes(target.mr)
                                  for s in (1, 2) for n in ("", "n"))] + (["tl_worker", "tl_run", "tl_barrier",
                                             "tl_fetch_add"] if self.pool else [])

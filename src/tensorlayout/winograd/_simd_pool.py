@@ -18,7 +18,7 @@ kernel, which gives NaN its place.
 
 from __future__ import annotations
 
-from ._simd_block import lanes_below
+from ._simd_block import lanes_below, splat
 
 __all__ = ["pool_ir", "row_floats", "POOL_WINDOWS"]
 
@@ -158,10 +158,104 @@ def _function(k: int) -> list:
     return L
 
 
+def blocked_ir() -> list:
+    """IR of ``tl_bmax(x, y, H, W, OW, ih0, KH, KW, sw, pw, cps, lanes)`` (every argument an
+    i64): one output row of max pooling over a block of the blocked layout, ``x`` (H, W, 16)
+    floats, any window ``KH`` x ``KW`` at column stride ``sw``, its rows from ``ih0`` (less
+    than 0 or past H in the padding), its columns from ``ow·sw - pw``; each output the
+    largest of its window's 16-float vectors inside the map (``llvm.maximum``: NaN where a
+    lane has one), stored at ``y + ow·16`` where ``cps`` is 0, else scattered into planes:
+    lane l at ``y + l·cps + ow``, the first ``lanes`` lanes only.  A window wholly in the
+    padding gives -inf."""
+    ninf = "0xFFF0000000000000"
+    L = ["define void @tl_bmax(i64 %xi, i64 %yi, i64 %H, i64 %W, i64 %OW, i64 %ih0, i64 %KH, "
+         "i64 %KW, i64 %sw, i64 %pw, i64 %cps, i64 %lanes) nounwind {",
+         "entry:",
+         "  %x = inttoptr i64 %xi to ptr",
+         "  %y = inttoptr i64 %yi to ptr",
+         "  %planes = icmp ne i64 %cps, 0",
+         # the window rows inside the map: kh from max(0, -ih0) to min(KH, H - ih0)
+         "  %nih = sub i64 0, %ih0",
+         "  %kh0c = icmp sgt i64 %nih, 0",
+         "  %kh0 = select i1 %kh0c, i64 %nih, i64 0",
+         "  %hrem = sub i64 %H, %ih0",
+         "  %kh1c = icmp slt i64 %hrem, %KH",
+         "  %kh1 = select i1 %kh1c, i64 %hrem, i64 %KH"]
+    lanes_below(L, "%lmask", "%lanes", 16)
+    splat(L, "%cpsv", "%cps", 16, "i64")
+    L += ["  %lstep = mul <16 x i64> %cpsv, <" + ", ".join(f"i64 {i}" for i in range(16)) + ">",
+          "  %any = icmp sgt i64 %OW, 0",
+          "  br i1 %any, label %col, label %done",
+          "col:",
+          "  %ow = phi i64 [0, %entry], [%ow.n, %next]",
+          "  %c0 = mul i64 %ow, %sw",
+          "  %c = sub i64 %c0, %pw",
+          "  %nc = sub i64 0, %c",
+          "  %kw0c = icmp sgt i64 %nc, 0",
+          "  %kw0 = select i1 %kw0c, i64 %nc, i64 0",
+          "  %wrem = sub i64 %W, %c",
+          "  %kw1c = icmp slt i64 %wrem, %KW",
+          "  %kw1 = select i1 %kw1c, i64 %wrem, i64 %KW",
+          "  %rows = icmp slt i64 %kh0, %kh1",
+          "  %cols = icmp slt i64 %kw0, %kw1",
+          "  %some = and i1 %rows, %cols",
+          "  br i1 %some, label %row, label %put",
+          "row:",
+          "  %kh = phi i64 [%kh0, %col], [%kh.n, %rowend]",
+          f"  %ar = phi {_V} [<" + ", ".join([f"float {ninf}"] * 16) + ">, %col], "
+          "[%ak.last, %rowend]",
+          "  %ih = add i64 %ih0, %kh",
+          "  %rw = mul i64 %ih, %W",
+          "  %rc = add i64 %rw, %c",
+          "  br label %tap",
+          "tap:",
+          "  %kw = phi i64 [%kw0, %row], [%kw.n, %tap]",
+          f"  %ak = phi {_V} [%ar, %row], [%am, %tap]",
+          "  %at = add i64 %rc, %kw",
+          "  %af = mul i64 %at, 16",
+          "  %xp = getelementptr inbounds float, ptr %x, i64 %af",
+          f"  %xv = load {_V}, ptr %xp, align 4",
+          f"  %am = call {_V} @llvm.maximum.v16f32({_V} %ak, {_V} %xv)",
+          "  %kw.n = add i64 %kw, 1",
+          "  %kwm = icmp slt i64 %kw.n, %kw1",
+          "  br i1 %kwm, label %tap, label %rowend",
+          "rowend:",
+          f"  %ak.last = phi {_V} [%am, %tap]",
+          "  %kh.n = add i64 %kh, 1",
+          "  %khm = icmp slt i64 %kh.n, %kh1",
+          "  br i1 %khm, label %row, label %put",
+          "put:",
+          f"  %acc = phi {_V} [<" + ", ".join([f"float {ninf}"] * 16) + ">, %col], "
+          "[%ak.last, %rowend]",
+          "  br i1 %planes, label %scat, label %blk",
+          "blk:",
+          "  %yo = mul i64 %ow, 16",
+          "  %yp = getelementptr inbounds float, ptr %y, i64 %yo",
+          f"  store {_V} %acc, ptr %yp, align 4",
+          "  br label %next",
+          "scat:"]
+    splat(L, "%owv", "%ow", 16, "i64")
+    L += ["  %so = add <16 x i64> %lstep, %owv",
+          "  %sp = getelementptr inbounds float, ptr %y, <16 x i64> %so",
+          f"  call void @llvm.masked.scatter.v16f32.v16p0({_V} %acc, <16 x ptr> %sp, i32 4, "
+          f"{_M} %lmask)",
+          "  br label %next",
+          "next:",
+          "  %ow.n = add i64 %ow, 1",
+          "  %owm = icmp slt i64 %ow.n, %OW",
+          "  br i1 %owm, label %col, label %done",
+          "done:",
+          "  ret void",
+          "}",
+          f"declare {_V} @llvm.maximum.v16f32({_V}, {_V})"]
+    return L
+
+
 def pool_ir() -> list:
-    """IR of ``tl_max2s2`` and ``tl_max3s2`` (see the module's docstring); the caller's
-    module declares the 16-float masked load and store."""
+    """IR of ``tl_max2s2`` and ``tl_max3s2`` (see the module's docstring) and ``tl_bmax``
+    (:func:`blocked_ir`); the caller's module declares the 16-float masked load, store and
+    scatter."""
     L = [f"declare i32 @llvm.vector.reduce.smax.v16i32({_I})"]
     for k in POOL_WINDOWS:
         L += _function(k)
-    return L
+    return L + blocked_ir()
