@@ -166,7 +166,8 @@ def blocked_ir() -> list:
     largest of its window's 16-float vectors inside the map (``llvm.maximum``: NaN where a
     lane has one), stored at ``y + ow·16`` where ``cps`` is 0, else scattered into planes:
     lane l at ``y + l·cps + ow``, the first ``lanes`` lanes only.  A window wholly in the
-    padding gives -inf."""
+    padding gives -inf.  A whole 2 x 2 or 3 x 3 window inside the map takes its taps in
+    straight lines, a tree of maxima."""
     ninf = "0xFFF0000000000000"
     L = ["define void @tl_bmax(i64 %xi, i64 %yi, i64 %H, i64 %W, i64 %OW, i64 %ih0, i64 %KH, "
          "i64 %KW, i64 %sw, i64 %pw, i64 %cps, i64 %lanes) nounwind {",
@@ -199,10 +200,51 @@ def blocked_ir() -> list:
           "  %rows = icmp slt i64 %kh0, %kh1",
           "  %cols = icmp slt i64 %kw0, %kw1",
           "  %some = and i1 %rows, %cols",
+          # a whole 2 x 2 or 3 x 3 window inside the map: its taps in straight lines
+          "  %in0 = icmp eq i64 %kh0, 0",
+          "  %in1 = icmp eq i64 %kh1, %KH",
+          "  %in2 = icmp eq i64 %kw0, 0",
+          "  %in3 = icmp eq i64 %kw1, %KW",
+          "  %in01 = and i1 %in0, %in1",
+          "  %in23 = and i1 %in2, %in3",
+          "  %inside = and i1 %in01, %in23",
+          "  %sq = icmp eq i64 %KH, %KW",
+          "  %whole = and i1 %inside, %sq",
+          "  br i1 %whole, label %pick, label %gen",
+          "pick:",
+          "  %fb0 = mul i64 %ih0, %W",
+          "  %fb1 = add i64 %fb0, %c",
+          "  %fb = mul i64 %fb1, 16",
+          "  %fx = getelementptr inbounds float, ptr %x, i64 %fb",
+          "  switch i64 %KH, label %gen [i64 3, label %w3\n i64 2, label %w2]"]
+    fin = {}
+    for k in (3, 2):
+        L.append(f"w{k}:")
+        vals = []
+        for kh in range(k):
+            L.append(f"  %w{k}r{kh} = mul i64 %W, {kh * 16}")
+            for kw in range(k):
+                L += [f"  %w{k}o{kh}_{kw} = add i64 %w{k}r{kh}, {kw * 16}",
+                      f"  %w{k}p{kh}_{kw} = getelementptr inbounds float, ptr %fx, "
+                      f"i64 %w{k}o{kh}_{kw}",
+                      f"  %w{k}v{kh}_{kw} = load {_V}, ptr %w{k}p{kh}_{kw}, align 4"]
+                vals.append(f"%w{k}v{kh}_{kw}")
+        n = 0
+        while len(vals) > 1:            # a tree of maxima
+            nxt = []
+            for i in range(0, len(vals) - 1, 2):
+                L.append(f"  %w{k}m{n} = call {_V} @llvm.maximum.v16f32({_V} {vals[i]}, "
+                         f"{_V} {vals[i + 1]})")
+                nxt.append(f"%w{k}m{n}")
+                n += 1
+            vals = nxt + vals[len(vals) - len(vals) % 2:] if len(vals) % 2 else nxt
+        fin[k] = vals[0]
+        L.append("  br label %put")
+    L += ["gen:",
           "  br i1 %some, label %row, label %put",
           "row:",
-          "  %kh = phi i64 [%kh0, %col], [%kh.n, %rowend]",
-          f"  %ar = phi {_V} [<" + ", ".join([f"float {ninf}"] * 16) + ">, %col], "
+          "  %kh = phi i64 [%kh0, %gen], [%kh.n, %rowend]",
+          f"  %ar = phi {_V} [<" + ", ".join([f"float {ninf}"] * 16) + ">, %gen], "
           "[%ak.last, %rowend]",
           "  %ih = add i64 %ih0, %kh",
           "  %rw = mul i64 %ih, %W",
@@ -225,8 +267,8 @@ def blocked_ir() -> list:
           "  %khm = icmp slt i64 %kh.n, %kh1",
           "  br i1 %khm, label %row, label %put",
           "put:",
-          f"  %acc = phi {_V} [<" + ", ".join([f"float {ninf}"] * 16) + ">, %col], "
-          "[%ak.last, %rowend]",
+          f"  %acc = phi {_V} [<" + ", ".join([f"float {ninf}"] * 16) + ">, %gen], "
+          f"[%ak.last, %rowend], [{fin[3]}, %w3], [{fin[2]}, %w2]",
           "  br i1 %planes, label %scat, label %blk",
           "blk:",
           "  %yo = mul i64 %ow, 16",
