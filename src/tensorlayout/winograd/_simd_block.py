@@ -38,6 +38,9 @@ __all__ = ["vt_of", "splat", "lanes_below", "block_ir", "gemm_at_ir", "direct_ir
 #: 1.09x: ``benchmarks/bench_setting.py tensorlayout.winograd._simd_block.PREFETCH_WEIGHTS
 #: 0 64 --nets ...``, ``benchmarks/results/setting_prefetch_weights_ci2.txt``).
 PREFETCH_WEIGHTS = 64
+#: Whether the direct convolution stores into planes by transposing each vector of 16
+#: channels of its panel's positions in registers (16-float vectors), not by scattering.
+PLANES_TRANSPOSED = True
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
 BLOCK = 16
@@ -468,6 +471,122 @@ def _blocked_store(L, r: int, nv: int, w: int, pos: str, here: str, nxt: str) ->
                 [f"%brp{r}_{v}" for v in range(nv)], False)
 
 
+def transpose16(L, rows, tag: str) -> list:
+    """16 vectors of 16 floats, row i of ``rows`` (names, fewer than 16 taken as zeros) into
+    its columns: vector c of the result holds element c of every row.  Four rounds of
+    shuffles: within each 128-bit lane by pairs of floats and of float pairs, then the lanes
+    themselves across groups of four."""
+    vt = vt_of(16)
+    zero = "zeroinitializer"
+    r = list(rows) + [zero] * (16 - len(rows))
+
+    def shuf(dst, a, b, idx):
+        m = ", ".join(f"i32 {i}" for i in idx)
+        L.append(f"  {dst} = shufflevector {vt} {a}, {vt} {b}, <16 x i32> <{m}>")
+
+    lo = [x for k in range(4) for x in (4 * k, 16 + 4 * k, 4 * k + 1, 16 + 4 * k + 1)]
+    hi = [x for k in range(4) for x in (4 * k + 2, 16 + 4 * k + 2, 4 * k + 3, 16 + 4 * k + 3)]
+    t = []
+    for i in range(8):                  # rows 2i, 2i+1 interleaved by floats
+        shuf(f"%{tag}a{2 * i}", r[2 * i], r[2 * i + 1], lo)
+        shuf(f"%{tag}a{2 * i + 1}", r[2 * i], r[2 * i + 1], hi)
+        t += [f"%{tag}a{2 * i}", f"%{tag}a{2 * i + 1}"]
+    plo = [x for k in range(4) for x in (4 * k, 4 * k + 1, 16 + 4 * k, 16 + 4 * k + 1)]
+    phi = [x for k in range(4) for x in (4 * k + 2, 4 * k + 3, 16 + 4 * k + 2, 16 + 4 * k + 3)]
+    u = [None] * 16
+    for i in range(4):                  # then by float pairs: u[4i + j] = column 4k + j
+        for j, (x, y, m) in enumerate(((0, 2, plo), (0, 2, phi), (1, 3, plo), (1, 3, phi))):
+            shuf(f"%{tag}b{4 * i + j}", t[4 * i + x], t[4 * i + y], m)
+            u[4 * i + j] = f"%{tag}b{4 * i + j}"
+
+    def lanes(ks):                      # 128-bit lanes of a, b picked (ks: 4 lane numbers)
+        return [4 * k + e for k in ks for e in range(4)]
+    out = [None] * 16
+    for j in range(4):                  # lane k of u[j], u[4+j], u[8+j], u[12+j] together
+        A, B, C, D = u[j], u[4 + j], u[8 + j], u[12 + j]
+        shuf(f"%{tag}x{j}", A, B, lanes((0, 1, 4, 5)))
+        shuf(f"%{tag}y{j}", A, B, lanes((2, 3, 6, 7)))
+        shuf(f"%{tag}z{j}", C, D, lanes((0, 1, 4, 5)))
+        shuf(f"%{tag}w{j}", C, D, lanes((2, 3, 6, 7)))
+        for k, (P, Q, a0, a1) in enumerate(((f"%{tag}x{j}", f"%{tag}z{j}", 0, 2),
+                                            (f"%{tag}x{j}", f"%{tag}z{j}", 1, 3),
+                                            (f"%{tag}y{j}", f"%{tag}w{j}", 0, 2),
+                                            (f"%{tag}y{j}", f"%{tag}w{j}", 1, 3))):
+            shuf(f"%{tag}c{4 * k + j}", P, Q, lanes((a0, a1, 4 + a0, 4 + a1)))
+            out[4 * k + j] = f"%{tag}c{4 * k + j}"
+    return out
+
+
+def _planes_transposed(L, R: int, cw: int, nv: int) -> None:
+    """At label ``tpl``: the panel's sums stored into planes with 16-float vectors (AVX-512):
+    each vector of 16 channels of the R·cw positions transposed (:func:`transpose16`) into
+    16 vectors of positions, one per channel, each output row of the panel a masked store of
+    its cw floats (the first ``%wv``, rows below ``%hv``) at ``c + q·cps + g·crow``; the
+    bias added before, the residual (masked loads from the same places of ``%res``) and
+    Relu or Clip after; channels from ``%n`` on not written.  On to ``exit``."""
+    vt = vt_of(16)
+    mr = R * cw
+    idx = "<" + ", ".join(f"i32 {i}" for i in range(16)) + ">"
+    L.append("  %twv32 = trunc i64 %wv to i32")
+    splat(L, "%twv", "%twv32", 16, "i32")
+    for g in range(R):                  # row g's lanes g·cw .. g·cw + wv, where g < hv
+        base = "<" + ", ".join([f"i32 {g * cw}"] * 16) + ">"
+        L += [f"  %tg{g}.a = add <16 x i32> %twv, {base}",
+              f"  %tg{g}.lo = icmp sge <16 x i32> {idx}, {base}",
+              f"  %tg{g}.hi = icmp slt <16 x i32> {idx}, %tg{g}.a",
+              f"  %tg{g}.in = and <16 x i1> %tg{g}.lo, %tg{g}.hi",
+              f"  %tg{g}.h = icmp sgt i64 %hv, {g}",
+              f"  %tg{g} = select i1 %tg{g}.h, <16 x i1> %tg{g}.in, <16 x i1> zeroinitializer",
+              f"  %tgo{g}.a = mul i64 %crow, {g}",
+              f"  %tgo{g} = sub i64 %tgo{g}.a, {g * cw}"]
+    for v in range(nv):
+        rows = []
+        for r in range(mr):
+            L.append(f"  %te{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
+            rows.append(f"%te{r}_{v}")
+        cols = transpose16(L, rows, f"tt{v}.")
+        for c in range(16):
+            ch = v * 16 + c
+            L += [f"  %tq{ch} = mul i64 %cps, {ch}",
+                  f"  %tk{ch} = icmp slt i64 {ch}, %n"]
+            for g in range(R):
+                L += [f"  %tm{ch}_{g} = select i1 %tk{ch}, <16 x i1> %tg{g}, "
+                      "<16 x i1> zeroinitializer",
+                      f"  %to{ch}_{g} = add i64 %tq{ch}, %tgo{g}"]
+        L += [f"  br i1 %hasres, label %tr{v}, label %tn{v}",
+              f"tr{v}:"]
+        summed = []
+        for c in range(16):
+            ch = v * 16 + c
+            acc = cols[c]
+            for g in range(R):
+                L += [f"  %trp{ch}_{g} = getelementptr float, ptr %res, i64 %to{ch}_{g}",
+                      f"  %trv{ch}_{g} = call {vt} @llvm.masked.load.v16f32.p0(ptr "
+                      f"%trp{ch}_{g}, i32 4, <16 x i1> %tm{ch}_{g}, {vt} zeroinitializer)",
+                      f"  %tsum{ch}_{g} = fadd {vt} {acc}, %trv{ch}_{g}"]
+                acc = f"%tsum{ch}_{g}"
+            summed.append(acc)
+        L += [f"  br label %tn{v}",
+              f"tn{v}:"]
+        joined = []
+        for c in range(16):
+            L.append(f"  %tj{v * 16 + c} = phi {vt} [{cols[c]}, %tpl{'' if v == 0 else f'.{v}'}]"
+                     f", [{summed[c]}, %tr{v}]")
+            joined.append(f"%tj{v * 16 + c}")
+        act_block(L, joined, [f"%tz{v * 16 + c}" for c in range(16)], f"tact{v}", 16,
+                  STORE_ACTS)
+        for c in range(16):
+            ch = v * 16 + c
+            for g in range(R):
+                L += [f"  %tsp{ch}_{g} = getelementptr float, ptr %c, i64 %to{ch}_{g}",
+                      f"  call void @llvm.masked.store.v16f32.p0({vt} %tz{ch}, ptr "
+                      f"%tsp{ch}_{g}, i32 4, <16 x i1> %tm{ch}_{g})"]
+        if v + 1 < nv:
+            L += [f"  br label %tpl.{v + 1}",
+                  f"tpl.{v + 1}:"]
+    L.append("  br label %exit")
+
+
 def direct_shapes(mr: int) -> list:
     """The (rows, columns) panels of output positions the direct convolution's kernels take
     on a machine of micro-kernel rows ``mr``: at most mr positions, at most 4 output rows, so
@@ -564,7 +683,8 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int, lanes: int = BLOCK) -> 
           "bnds:"]
     _bias_prologue(L, nv, w)
     _store_prologue(L, nv, w)
-    L.append("  br label %row0")
+    transposed = PLANES_TRANSPOSED and w == 16
+    L.append("  br i1 %planes, label %tpl, label %row0" if transposed else "  br label %row0")
     for r in range(mr):
         g, q = divmod(r, cw)
         nxt = f"row{r + 1}" if r + 1 < mr else "exit"
@@ -584,6 +704,9 @@ def direct_ir(R: int, cw: int, nv: int, w: int, sw: int, lanes: int = BLOCK) -> 
         _planes_store(L, r, nv, w, f"%piv{r}", f"sp{r}", nxt)
         L.append(f"sb{r}:")
         _blocked_store(L, r, nv, w, f"%pi{r}", f"sb{r}", nxt)
+    if transposed:
+        L.append("tpl:")
+        _planes_transposed(L, R, cw, nv)
     L += ["exit:",
           "  ret void",
           "}"]
