@@ -44,8 +44,12 @@ SHIFT_MAX_OVERHANG = 0.25
 SHIFT_STRIDED_BELOW = 256
 #: Input channels from which a layer the shifted GEMM or im2col would take runs as the
 #: backend's direct convolution (:mod:`tensorlayout.backends.cpu_direct`: its input dealt
-#: into blocks of 16 channels, a network's first layer of 3 would be mostly zeros).
-DIRECT_MIN_CHANNELS = 32
+#: into blocks of 16 channels, a network's first layer of 3 would be mostly zeros): one
+#: block's worth since the planes store is transposed in registers (SqueezeNet 1.1's
+#: 16-channel 3 x 3 layers: 1.03x at 224^2, 1.04x at 96^2, ``python
+#: benchmarks/bench_setting.py tensorlayout.schedule.winograd.DIRECT_MIN_CHANNELS 32 16
+#: --nets squeezenet1_1:224,squeezenet1_1:96``, ``setting_direct_min_channels_ci2.txt``).
+DIRECT_MIN_CHANNELS = 16
 #: Whether a layer of fewer channels (a network's first) takes the direct convolution over
 #: its NCHW input, a run of one float per (channel, kh, kw) (``tl_dcn``), where the schedule
 #: then holds its output blocked (:func:`tensorlayout.schedule.cpu.schedule_cpu` gives it
