@@ -691,6 +691,50 @@ def test_machine_code_max_pooling_equals_the_definition(k, pad, ceil, W):
     assert np.array_equal(np.signbit(y[0, 2]), np.signbit(sep(x, 2)[0, 2]))
 
 
+@pytest.mark.parametrize("act, shape", [("Relu", (2, 37, 5, 7)), (None, (3, 20)),
+                                        ("Clip", (1, 16, 3, 1))])
+def test_batchnorm_steps_are_a_map_per_channel(act, shape, monkeypatch):
+    """A BatchNormalization no Conv takes (DenseNet's, before its activation and 1 x 1
+    layer) runs as the rows entry's map per channel with the activation after it: the
+    graph's own float32 product and sum, bit for bit (onnxruntime's results too), a NaN
+    kept; while the kernels compile, the graph's kernel."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(len(shape))
+    C = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[5] = np.nan
+    inits = {"s": rng.uniform(0.5, 2, C).astype(np.float32),
+             "b": rng.standard_normal(C).astype(np.float32),
+             "m": rng.standard_normal(C).astype(np.float32),
+             "v": rng.uniform(0.5, 2, C).astype(np.float32)}
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"],
+                              epsilon=1e-3)]
+    if act == "Clip":
+        inits.update(lo=np.array(-0.5, np.float32), hi=np.array(0.75, np.float32))
+        nodes.append(helper.make_node("Clip", ["n", "lo", "hi"], ["y"]))
+    elif act:
+        nodes.append(helper.make_node(act, ["n"], ["y"]))
+    out = "y" if act else "n"
+    data = make_model(nodes, {"x": x}, [out], inits).SerializeToString()
+    m = load(data)
+    assert [s.info.get("algorithm") for s in m.cpu().steps] == ["affine rows"]
+    from tensorlayout.graph.ops import batchnorm_affine
+
+    mul, add = batchnorm_affine(inits["s"], inits["b"], inits["m"], inits["v"], 1e-3)
+    bshape = (1, C) + (1,) * (len(shape) - 2)
+    want = x * mul.reshape(bshape) + add.reshape(bshape)
+    want = {"Relu": lambda v: np.where(v < 0, np.float32(0), v),
+            "Clip": lambda v: np.clip(v, np.float32(-0.5), np.float32(0.75)),
+            None: lambda v: v}[act](want)
+    for _ in range(2):          # the step alone, then in the bound run
+        got = m.cpu().run({"x": x}, threads=2)[0][0]
+        assert np.array_equal(got, want, equal_nan=True)
+    compare(nodes, {"x": np.nan_to_num(x)}, [out], inits)
+    monkeypatch.setattr(K, "ready", lambda: False)
+    assert np.allclose(load(data).cpu().run({"x": x}, threads=2)[0][0], want, rtol=1e-6,
+                       atol=1e-6, equal_nan=True)
+
+
 def test_pooling_steps_agree_with_onnxruntime():
     x = np.random.default_rng(3).standard_normal((2, 5, 16, 15)).astype(np.float32)
     nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2],

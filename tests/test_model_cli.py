@@ -46,14 +46,16 @@ def test_run_json_check_profile(tiny, capsys, tmp_path):
     assert info["check"][0]["rel_l2"] == pytest.approx(rel_l2(y, ref), rel=1e-3, abs=1e-9)
     assert info["check"][0]["top1"] == int(np.argmax(ref))
     assert [p["layer"] for p in info["profile"]] == [s.node.name for s in load(tiny).steps]
-    assert {p["algorithm"] for p in info["profile"] if p["op"] == "Conv"} == {"shifted GEMM"}
+    algs = {p["algorithm"] for p in info["profile"] if p["op"] == "Conv"}
+    assert algs and algs <= {"shifted GEMM", "direct convolution"}   # small layers, no Winograd
     assert info["outputs"][0]["top5"][0][0] == int(np.argmax(ref))
 
 
 def test_run_text(tiny, capsys):
     assert main(["run", tiny, "--profile", "--check"]) == 0
     out = capsys.readouterr().out
-    assert "top 5:" in out and "Conv shifted GEMM" in out and "(same)" in out
+    assert "top 5:" in out and "(same)" in out
+    assert "Conv shifted GEMM" in out or "Conv direct convolution" in out
 
 
 # ---------------------------------------------------------------------------- plan

@@ -29,8 +29,8 @@ from ..graph.ops import conv_kernel
 from ..schedule import winograd as rules
 from . import cpu_kernels as kernels
 from .cpu_bound import BoundRun
-from .cpu_steps import (depthwise_step, fc_step, im2col_step, planes_step, pointwise_step,
-                        pool_step, with_epilogue, work)
+from .cpu_steps import (affine_step, depthwise_step, fc_step, im2col_step, planes_step,
+                        pointwise_step, pool_step, with_epilogue, work)
 from .cpu_twins import blocked_shape, from_blocked
 
 __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", "MAX_THREADS"]
@@ -135,6 +135,12 @@ class CpuProgram:
             elif s.kind in ("gap", "scale"):
                 run = planes_step(node, graph, s.kind, graph.kernel(node), blocked)
                 info.update(algorithm="plane loops")
+            elif s.kind == "affine":
+                run = affine_step(node, ctx, act, with_epilogue(graph.kernel(node), None, act,
+                                                                None) if act[0] else
+                                  graph.kernel(node))
+                info.update(algorithm="affine rows")
+                own_epilogue = True
             else:
                 run = graph.kernel(node)
                 if node.op == "Concat" and None not in node.inputs:      # copies, compiled

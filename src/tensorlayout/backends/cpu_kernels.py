@@ -363,14 +363,18 @@ class Pool2d:
         return [(_module().POOL_ENTRY.address, ctx, nt, (x, y, pad, ys))]
 
 
-def rows_calls(x2, y, s, op, nt):
+def rows_calls(x2, y, s, op, nt, affine=None):
     """The native call of the rows entry: the means of the rows of ``x2`` (R, P) into ``y``
-    (op 0), or the rows scaled by ``s`` (R,) into ``y`` (R, P) (op 1)."""
+    (op 0), the rows scaled by ``s`` (R,) into ``y`` (R, P) (op 1), or (op 2, ``affine``:
+    (C, b, act)) row r times ``s[r % C]`` plus ``b[r % C]``, then the activation."""
     R, P = x2.shape
     # a thread per 16 KiB of the planes at least: waking one costs more than a smaller share
     nt = max(1, min(nt, R, x2.size // 4096 or 1))
-    ctx = np.array([_at(x2), R, P, _at(y), 0 if s is None else _at(s), op], np.int64)
-    return [(_module().ROWS_ENTRY.address, ctx, nt, (x2, y, s))]
+    C, b, act = affine if affine is not None else (R, None, (0, 0.0, 0.0))
+    f = np.array(act[1:], np.float64)
+    ctx = np.array([_at(x2), R, P, _at(y), 0 if s is None else _at(s), op, C,
+                    0 if b is None else _at(b), act[0], _at(f)], np.int64)
+    return [(_module().ROWS_ENTRY.address, ctx, nt, (x2, y, s, b, f))]
 
 
 def concat_calls(axis, ins, y, nt):

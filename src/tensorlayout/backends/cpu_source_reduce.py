@@ -38,8 +38,9 @@ POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "p
 GEMV_CTX = ("x", "N", "K", "O", "wt", "y", "bias", "has_bias", "res", "has_res", "act",
             "fparams", "chunk", "split", "part", "phase")
 #: The rows entry's context: ``x`` (R, P); ``y`` (R,) means or (R, P) scaled rows; ``s`` (R,)
-#: the scales; ``op`` 0 means, 1 scaling.
-ROWS_CTX = ("x", "R", "P", "y", "s", "op")
+#: the scales; ``op`` 0 means, 1 scaling, 2 a map per channel (row r channel r % ``C``):
+#: y = act(x · s[c] + ``b``[c]) (BatchNormalization; ``act`` and ``fparams`` as the epilogue's).
+ROWS_CTX = ("x", "R", "P", "y", "s", "op", "C", "b", "act", "fparams")
 
 
 _KERNELS = '''
@@ -288,6 +289,21 @@ def scale_rows(x, s, y, r0, r1):
         v = s[r]
         for i in range(P):
             yr[i] = xr[i] * v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def affine_rows(x, s, b, y, C, act, a0, a1, r0, r1):
+    # y[r, :] = act(x[r, :] * s[c] + b[c]), c = r % C, for rows r0..r1 of (R, P): the
+    # product and the sum each rounded to float32, as NumPy's x * s + b
+    P = x.shape[1]
+    for r in range(r0, r1):
+        xr = x[r]
+        yr = y[r]
+        m = s[r % C]
+        a = b[r % C]
+        for i in range(P):
+            yr[i] = xr[i] * m + a
+        act_row(yr, 0, P, act, a0, a1)
 '''
 
 
@@ -482,7 +498,8 @@ GEMV_ENTRY = Entry(gemv_entry)
 
 
 def rows_entry(ctx, tid, nt, work):
-    # (R, P) rows, claimed in ranges: their means (op 0) or their scaling (op 1)
+    # (R, P) rows, claimed in ranges: their means (op 0), their scaling (op 1) or a map
+    # per channel (op 2)
     a = carray(ptr_i64(ctx), ({len(ROWS_CTX)},))
     R = a[1]
     P = a[2]
@@ -493,8 +510,12 @@ def rows_entry(ctx, tid, nt, work):
             break
         if a[5] == 0:
             channel_means(x, carray(ptr_f32(a[3]), (R,)), r0, r1)
-        else:
+        elif a[5] == 1:
             scale_rows(x, carray(ptr_f32(a[4]), (R,)), carray(ptr_f32(a[3]), (R, P)), r0, r1)
+        else:
+            f = carray(ptr_f64(a[9]), (2,))
+            affine_rows(x, carray(ptr_f32(a[4]), (a[6],)), carray(ptr_f32(a[7]), (a[6],)),
+                        carray(ptr_f32(a[3]), (R, P)), a[6], a[8], f[0], f[1], r0, r1)
 
 
 ROWS_ENTRY = Entry(rows_entry)

@@ -158,6 +158,33 @@ def pool_step(node, ctx, fallback, yb=False, xb=False):
     return run
 
 
+def affine_step(node, ctx, act, fallback):
+    """A BatchNormalization of float32 with constant statistics as a map per channel,
+    y = act(x · mul + add) (the graph's ``mul`` and ``add``), on the native workers (the
+    rows entry, a row per (image, channel)); ``fallback`` (the graph's NumPy kernel and the
+    activation after it) while the kernels compile."""
+    mul = np.ascontiguousarray(node.params.mul, np.float32).reshape(-1)
+    add = np.ascontiguousarray(node.params.add, np.float32).reshape(-1)
+    C = ctx.in_shapes[0][1]
+
+    def calls(ins, y, nt):
+        x = ins[0]
+        rows = x.shape[0] * C
+        return kernels.rows_calls(x.reshape(rows, -1), y.reshape(rows, -1), mul, 2, nt,
+                                  (C, add, act))
+
+    def run(inputs, out=None):
+        x = inputs[0]
+        if not (kernels.ready() and x.dtype == np.float32):
+            return fallback(inputs, out)
+        x = np.ascontiguousarray(x)
+        y = np.empty_like(x)
+        kernels.run_calls(calls([x], y, kernels.threads()))
+        return [y]
+    run.calls = calls
+    return run
+
+
 def planes_step(node, graph, kind, fallback, blocked):
     """GlobalAveragePool ("gap") or a Mul by one factor per plane ("scale") of float32 on the
     native workers, from (and, scaling, into) the blocked layout where the tensor is in

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, Conv, Pool
+from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, BatchNorm, Conv, Pool
 from ..graph.ops.reduce import Reduce
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
 from . import winograd as _rules
@@ -38,10 +38,10 @@ _FUSE_ACT = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul"
 class CpuStep:
     """One step on the CPU: its node and the nodes ``fused`` into it (an Add of a residual
     ``residual``, then an activation ``act``), the tensor it writes (``output``); its ``kind``:
-    "depthwise", "pointwise", "fc", "pool", "gap" or "scale" (the backend's loops and GEMMs;
-    "pool" a 2-D MaxPool or AveragePool, "gap" a GlobalAveragePool or a ReduceMean over
-    the planes, "scale" a Mul by one
-    factor per plane, all of float32), "conv" (the engine, with ``algorithm`` and ``tile``
+    "depthwise", "pointwise", "fc", "pool", "gap", "scale" or "affine" (the backend's loops
+    and GEMMs; "pool" a 2-D MaxPool or AveragePool, "gap" a GlobalAveragePool or a
+    ReduceMean over the planes, "scale" a Mul by one factor per plane, "affine" a
+    BatchNormalization of constant statistics, a map per channel, all of float32), "conv" (the engine, with ``algorithm`` and ``tile``
     and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
     whether it writes its output over input 0 (``in_place``), and the tensors that die after
     it (``free``)."""
@@ -349,6 +349,11 @@ def schedule_cpu(graph) -> CpuSchedule:
             kind = "gap"
         elif node.op == "Mul" and not act and not res and plane_scale_input(graph, node) is not None:
             kind = "scale"
+        elif (node.op == "BatchNormalization" and isinstance(node.params, BatchNorm)
+              and node.params.mul is not None and not node.params.training
+              and len(node.outputs) == 1 and _f32(graph, node.inputs[0], node.outputs[0])
+              and len(graph.shapes[node.inputs[0]]) >= 2):
+            kind = "affine"
         x = node.inputs[0] if node.inputs else ""
         out = node.outputs[0] if node.outputs else ""
         in_place = bool(
