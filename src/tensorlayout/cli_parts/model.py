@@ -13,11 +13,11 @@ image limits [40, 40] (given), float32 images; ! marks an image past them
   x                 input       (1, 3, 16, 16)   NCHW       NCHW    IN_OUT_CHANNEL  [16, 16]       4096       2048  25.0%
   b                 activation  (1, 16, 16, 16)  -          -       -               -                 -          -      -  fused: layer conv1 writes relu1 into c
   c                 activation  (1, 16, 16, 16)  NCHW       NCHW    IN_OUT_CHANNEL  [64, 16]      16384       8192   0.0%  held as 2 images of 8 channels
-  d                 activation  (1, 16, 8, 8)    NCHW       NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
+  d                 activation  (1, 16, 8, 8)    NCHW16c    NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
   e                 activation  (1, 16, 8, 8)    -          -       -               -                 -          -      -  fused: layer conv2 writes relu2 into f
-  f                 activation  (1, 16, 8, 8)    NCHW       NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
+  f                 activation  (1, 16, 8, 8)    NCHW16c    NCHW    IN_OUT_CHANNEL  [32, 8]        4096       2048   0.0%
   g                 activation  (1, 32, 4, 4)    -          -       -               -                 -          -      -  fused: layer conv3 writes relu3 into h
-  h                 activation  (1, 32, 4, 4)    NCHW       NCHW    IN_OUT_CHANNEL  [32, 4]        2048       1024   0.0%
+  h                 activation  (1, 32, 4, 4)    NCHW16c    NCHW    IN_OUT_CHANNEL  [32, 4]        2048       1024   0.0%
   i                 activation  (1, 32, 1, 1)    NCHW       NCHW    IN_OUT_CHANNEL  [8, 1]          128         64   0.0%
   j                 activation  (1, 32)          row-major  -       -               -                 -          -      -  moved by flatten (Flatten): no image of its own; read where used
   y                 output      (1, 10)          row-major  NCHW    IN_OUT_CHANNEL  [3, 1]           48         24  16.7%

@@ -20,7 +20,7 @@ Needs the ``onnx`` package (the ``model`` extra); imported only when a model is 
 >>> from tensorlayout.model import load, zoo
 >>> m = load(zoo.tiny_onnx())
 >>> [(s.node.name, s.info.get("algorithm")) for s in m.steps if s.node.op == "Conv"]
-[('conv1', 'shifted GEMM'), ('conv2', 'shifted GEMM'), ('conv3', 'shifted GEMM')]
+[('conv1', 'shifted GEMM'), ('conv2', 'direct convolution'), ('conv3', 'direct convolution')]
 """
 
 from ..errors import ModelError

@@ -22,7 +22,7 @@ past the limits) are listed, not raised.
 >>> p.tensor("b")["image"], p.tensor("b")["note"]    # conv1's output: its Relu is fused
 (None, 'fused: layer conv1 writes relu1 into c')
 >>> p.tensor("d")["cpu"]       # the CPU runtime's layout (NCHW16c where its schedule blocks it)
-'NCHW'
+'NCHW16c'
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ steps write over their dying input, and when each tensor is freed.
 >>> from tensorlayout.model import zoo
 >>> s = schedule_cpu(load_graph(zoo.tiny_onnx()))
 >>> [(st.node.name, st.kind, st.algorithm, st.tile, st.fused) for st in s.steps][:4]
-[('conv1', 'conv', 'shifted', None, ('relu1',)), ('pool1', 'pool', None, None, ()), ('conv2', 'conv', 'shifted', None, ('relu2',)), ('conv3', 'conv', 'shifted', None, ('relu3',))]
+[('conv1', 'conv', 'shifted', None, ('relu1',)), ('pool1', 'pool', None, None, ()), ('conv2', 'conv', 'direct', None, ('relu2',)), ('conv3', 'conv', 'direct', None, ('relu3',))]
 """
 
 from __future__ import annotations
