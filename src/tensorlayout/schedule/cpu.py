@@ -2,8 +2,9 @@
 activation after it; a fully connected, element-wise or BatchNormalization node with its
 activation), each convolution's kernel (depthwise and pointwise loops of the backend, the
 Winograd / im2col engine with the algorithm and tile its cost model picks, or the backend's
-shifted GEMM for stride-1 layers im2col or a small Winograd would take), which element-wise
-steps write over their dying input, and when each tensor is freed.
+shifted GEMM or direct convolution for layers im2col or a small Winograd would take), which
+tensors it holds in the blocked layout, which element-wise steps write over their dying
+input, and when each tensor is freed.
 
 >>> from tensorlayout.graph import load_graph
 >>> from tensorlayout.model import zoo
