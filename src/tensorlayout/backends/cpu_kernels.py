@@ -343,8 +343,9 @@ class Pool2d:
         self.template = np.array([0, N, C, H, W, 0, OH, OW, KH, KW, sh, sw, *p.begin, dh, dw,
                                   p.is_max, self.div.ctypes.data, 0, self.PH, self.PW, kind,
                                   _simd.module().addr[f"tl_max{KH}s2"] if fast else 0,
-                                  int(yb), 0, int(xb), _simd.module().addr["tl_bmax"]],
+                                  int(yb), 0, int(xb), _simd.module().addr["tl_bmax"], OH],
                                  np.int64)
+        self.OH = OH
         assert len(self.template) == len(POOL_CTX)
 
     def __call__(self, x, nt=None):
@@ -355,10 +356,15 @@ class Pool2d:
 
     def calls(self, x, y, nt):
         """The native call that writes ``y`` from ``x`` on ``nt`` threads at most."""
-        nt = max(1, min(nt, self.planes))
+        ctx = self.template.copy()
+        if ctx[POOL_CTX.index("xb")]:   # units of rows too: four a thread at least
+            rows = max(1, min(self.OH, -(-(self.planes * self.OH) // (4 * nt))))
+            ctx[POOL_CTX.index("rows")] = rows
+            nt = max(1, min(nt, self.planes * -(-self.OH // rows)))
+        else:
+            nt = max(1, min(nt, self.planes))
         pad = np.full((nt, self.PH, self.PW), self.fill, np.float32)
         ys = np.empty(nt * self.scratch, np.float32)
-        ctx = self.template.copy()
         ctx[0], ctx[5], ctx[18], ctx[24] = _at(x), _at(y), _at(pad), _at(ys)
         return [(_module().POOL_ENTRY.address, ctx, nt, (x, y, pad, ys))]
 

@@ -28,9 +28,10 @@ POOL_SPECIAL = ((3, 3, 2, 2), (2, 2, 2, 2), (3, 3, 1, 1))
 #: layout (N, ceil(C/16), OH, OW, 16), each block's planes pooled into ``ys``, a thread's
 #: (16, OH, OW) scratch, then dealt into y's lanes); ``xb`` 1: x blocked too (a max of
 #: dilation 1), each block's output rows by ``bfn`` (``tl_bmax``) into y's blocks or, where
-#: ``yb`` is 0, its planes.
+#: ``yb`` is 0, its planes, units (image, block, ``rows`` output rows).
 POOL_CTX = ("x", "N", "C", "H", "W", "y", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast", "yb", "ys", "xb", "bfn")
+            "dw", "is_max", "div", "pad", "PH", "PW", "kind", "fast", "yb", "ys", "xb", "bfn",
+            "rows")
 #: The matrix-vector entry's context (``wt``: the weights transposed, (K, O); ``x`` (N, K)
 #: and ``y`` (N, O); ``chunk``: outputs per unit; ``split``: for one image, the ranges of
 #: rows its depth is cut into (0: none), ``part`` their products (split, O), ``phase`` 0
@@ -386,17 +387,22 @@ def pool_entry(ctx, tid, nt, work):
     div = carray(ptr_f32(a[17]), (a[6], a[7]))
     pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
     CB = (C + 15) // 16
-    if a[25] != 0:              # from blocks, units (image, block): a row at a time
+    if a[25] != 0:              # from blocks, units (image, block, rows): a row at a time
         z = np.float32(0)
+        rows = a[27]
+        nrc = (a[6] + rows - 1) // rows
         while True:
-            u0, u1 = next_range(work, tid, nt, N * CB)
-            if u0 >= N * CB:
+            v0, v1 = next_range(work, tid, nt, N * CB * nrc)
+            if v0 >= N * CB * nrc:
                 break
-            for u in range(u0, u1):
+            for v in range(v0, v1):
+                u = v // nrc
+                h0 = (v - u * nrc) * rows
+                h1 = min(a[6], h0 + rows)
                 n = u // CB
                 c0 = (u - n * CB) * 16
                 cl = min(16, C - c0)
-                for oh in range(a[6]):
+                for oh in range(h0, h1):
                     if a[23] != 0:
                         ya, cps = a[5] + (u * P + oh * a[7]) * 64, 0
                     else:
@@ -405,7 +411,7 @@ def pool_entry(ctx, tid, nt, work):
                                       a[8], a[9], a[11], a[13], cps, cl))
                 if a[23] != 0 and cl < 16:      # the lanes past C zero (a window wholly
                     yl = carray(ptr_f32(a[5] + u * P * 64), (P * 16,))   # in the padding)
-                    for q in range(P):
+                    for q in range(h0 * a[7], h1 * a[7]):
                         for c in range(cl, 16):
                             yl[q * 16 + c] = z
         return
