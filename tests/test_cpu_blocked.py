@@ -294,7 +294,7 @@ def test_blocked_pointwise_equals_the_definition(dims, layouts, act, nt):
 ])
 @pytest.mark.parametrize("layouts", [(False, False, 16), (False, True, 16), (True, False, 16),
                                      (True, True, 16), (False, False, 1), (False, True, 1)])
-@pytest.mark.parametrize("nt", [1, 3])
+@pytest.mark.parametrize("nt", [1, 3, 8])
 def test_blocked_direct_convolution_equals_the_definition(case, layouts, nt):
     """The direct convolution reading a blocked input (its lanes past C not read as data)
     or writing a blocked output (the residual blocked too), or neither, or reading NCHW

@@ -94,7 +94,9 @@ class Direct:
              CB * KH * KW * lanes, CB * KH * KW, self.offs.ctypes.data, self.biasp.ctypes.data,
              bias is not None, 0, 0, act[0], self.f.ctypes.data, self.lohi.ctypes.data,
              mod.addr[f"tl_dc{'' if lanes == 16 else 'n'}{R}x{cw}s{sw}"], nr, mod.addr["tl_act"],
-             R, 0, sw, R, cw, int(xb), int(yb), *ds, x_shape[2], x_shape[3], lanes], np.int64)
+             R, 0, sw, R, cw, int(xb), int(yb), *ds, x_shape[2], x_shape[3], lanes, H],
+            np.int64)
+        self.H = H
         assert len(self.template) == len(DC_CTX)
 
     def __call__(self, x, res=None, nt=None):
@@ -117,9 +119,13 @@ class Direct:
         rows = max(1, self.N * groups * self.strips // (DIRECT_ROW_UNITS * nt))
         ctx[30] = rows = min(rows, groups) * R
         deal = ctx.copy()
+        # the deal in units of rows too where the blocks are fewer than two a thread (a
+        # first layer's 3 planes, a 16-channel layer's one block)
+        drows = -(-self.H // max(1, -(-2 * nt // self.blocks_in)))
+        deal[42] = drows
         fn = _module().DIRECT_ENTRY.address
         units = self.N * -(-self.OH // rows) * self.strips
         ctx[31] = 1
         keep = (x, y, res, xp)
-        return [(fn, deal, max(1, min(nt, self.blocks_in)), keep),
+        return [(fn, deal, max(1, min(nt, self.blocks_in * -(-self.H // drows))), keep),
                 (fn, ctx, max(1, min(nt, units)), keep)]

@@ -53,11 +53,12 @@ PWB_CTX = ("x", "N", "C", "P", "O", "nr", "wb", "y", "bias", "has_bias", "res", 
 #: ``xb``, ``yb``: 1 where x, y (and the residual) are blocked; ``dsh``, ``dsw``: the rows
 #: and columns of x dealt, every dsh-th and dsw-th (a strided 1 x 1 layer's), ``H`` by ``W``
 #: of them from a map of ``XH`` by ``XW``; ``lanes`` 16, or 1: xp a zero-bordered NCHW copy
-#: of x (``CB`` its C planes, a run per (channel, kh, kw), ``fn`` a ``tl_dcn`` kernel).
+#: of x (``CB`` its C planes, a run per (channel, kh, kw), ``fn`` a ``tl_dcn`` kernel);
+#: ``drows``: the rows of x a unit of the deal takes.
 DC_CTX = ("x", "N", "C", "H", "W", "xp", "CB", "Hp", "Wp", "ph", "pw", "sh", "O", "OH", "OW",
           "y", "wb", "K", "runs", "offs", "biasp", "has_bias", "res", "has_res", "act",
           "fparams", "lohi", "fn", "nr", "actfn", "rows", "phase", "sw", "R", "cw", "xb", "yb",
-          "dsh", "dsw", "XH", "XW", "lanes")
+          "dsh", "dsw", "XH", "XW", "lanes", "drows")
 
 #: The blocked plane means' and scaling's context (``op`` 0: y (N, C) the means of x's
 #: planes; 1: y, blocked, x times one factor per plane of s (N, C); ``fn``: the machine
@@ -77,13 +78,13 @@ def after_act(fn, at, arr, lo, hi, act, f0, f1, lohi):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def block_in(x, n, c0, cl, pad, ph, pw, H, W, dh, dw):
+def block_in(x, n, c0, cl, pad, ph, pw, h0, h1, W, dh, dw):
     # channels c0..c0+cl of image n of x (N, C, ., .) into the interior of pad (PH, PW·16),
-    # lane c of each position: H rows by W positions, x's every dh-th row and dw-th column
-    # (1, 1: the whole plane); the lanes from cl on zero.  Position by position, its 16
-    # lanes innermost, so that the stores run on through the row (not a float every 16)
+    # lane c of each position: rows h0..h1 by W positions, x's every dh-th row and dw-th
+    # column (1, 1: the whole plane); the lanes from cl on zero.  Position by position, its
+    # 16 lanes innermost, so that the stores run on through the row (not a float every 16)
     z = np.float32(0)
-    for h in range(H):
+    for h in range(h0, h1):
         row = pad[h + ph, pw * 16:]
         if cl == 16 and dw == 1:
             for j in range(W):
@@ -145,7 +146,7 @@ def block_entry(ctx, tid, nt, work):
         # a blocked input is copied into pad by the machine code
         xat = a[0] + (n * B + b) * H * W * 64 if a[25] != 0 else 0
         if a[25] == 0:
-            block_in(x, n, c0, cl, pad, a[14], a[15], H, W, 1, 1)
+            block_in(x, n, c0, cl, pad, a[14], a[15], 0, H, W, 1, 1)
         if a[26] != 0:
             out = ybl[n, b]
             at = a[7] + (n * B + b) * OH * OW * 64
@@ -278,9 +279,11 @@ def direct_entry(ctx, tid, nt, work):
     OW = a[14]
     P = OH * OW
     lanes = a[41]
-    if a[31] == 0:              # units (image, block of 16 channels), dealt by block_in
+    if a[31] == 0:              # units (image, block of 16 channels, drows rows) dealt
         xp = carray(ptr_f32(a[5]), (N, CB, Hp, Wp * lanes))
-        units = N * CB
+        drows = a[42]
+        dch = (H + drows - 1) // drows
+        units = N * CB * dch
         dsh = a[37]
         dsw = a[38]
         x = carray(ptr_f32(a[0]), (N, C, a[39], a[40]))
@@ -289,20 +292,23 @@ def direct_entry(ctx, tid, nt, work):
             u = next_unit(work, tid, units)
             if u >= units:
                 break
-            n = u // CB
-            b = u - n * CB
+            nb = u // dch
+            h0 = (u - nb * dch) * drows
+            h1 = min(H, h0 + drows)
+            n = nb // CB
+            b = nb - n * CB
             if lanes == 1:      # one lane: plane b's rows into the border's interior
-                for h in range(H):
+                for h in range(h0, h1):
                     dst = xp[n, b, h + a[9], a[10]:]
                     src = x[n, b, h * dsh]
                     for j in range(W):
                         dst[j] = src[j * dsw]
                 continue
             if a[35] == 0:
-                block_in(x, n, b * 16, min(16, C - b * 16), xp[n, b], a[9], a[10], H, W,
+                block_in(x, n, b * 16, min(16, C - b * 16), xp[n, b], a[9], a[10], h0, h1, W,
                          dsh, dsw)
                 continue
-            for h in range(H):  # a blocked input's rows dealt into the border's interior
+            for h in range(h0, h1):     # a blocked input's rows into the border's interior
                 dst = xp[n, b, h + a[9], a[10] * 16:]
                 src = xbl[n, b, h * dsh]
                 for j in range(W):
