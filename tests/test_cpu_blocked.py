@@ -636,3 +636,28 @@ def test_a_first_layer_takes_the_direct_convolution_only_writing_blocks(reader, 
     ref = ort_session(data).run(None, {"x": x})[0]
     assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
     compare(nodes, {"x": x}, ["y"], inits)
+
+
+def test_a_direct_convolution_of_few_channels_reads_nchw_from_a_blocked_writer():
+    """A 3 x 3 layer of 8 input channels takes the direct convolution over NCHW (a float per
+    run) where a depthwise layer reads its output: the 1 x 1 layer before it, which could
+    write blocks, writes NCHW for it (its output is not blocked); onnxruntime's results."""
+    from tensorlayout.graph import load_graph
+
+    _compiled_or_skip()
+    rng = np.random.default_rng(9)
+    inits = {"w1": rng.standard_normal((8, 32, 1, 1)).astype(np.float32) * 0.2,
+             "w2": rng.standard_normal((64, 8, 3, 3)).astype(np.float32) * 0.2,
+             "wd": rng.standard_normal((64, 1, 3, 3)).astype(np.float32) * 0.2}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["br"]),
+             helper.make_node("Conv", ["br", "wd"], ["y"], group=64, pads=[1, 1, 1, 1])]
+    x = rng.standard_normal((1, 32, 20, 20)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    assert [st.algorithm for st in s.steps if st.node.outputs[0] == "b"] == ["direct"]
+    assert "ar" not in s.blocked and "br" in s.blocked
+    ref = ort_session(data).run(None, {"x": x})[0]
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
+    compare(nodes, {"x": x}, ["y"], inits)

@@ -99,7 +99,7 @@ BLOCK_POOL = True
 def _blockable(graph, st, role: str) -> bool:
     """Whether step ``st`` can write (``role`` "out") or read as its data input ("in") a
     tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
-    convolution of stride 1, the direct convolution, a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
+    convolution of stride 1, the direct convolution (reading it from 16 channels), a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
     over the planes (reading), a 2-D pooling with nothing fused (writing; reading too, a
     max of dilation 1).  A fused residual is read in the layout of the output
     (:func:`blocked_tensors` keeps the two alike)."""
@@ -109,7 +109,9 @@ def _blockable(graph, st, role: str) -> bool:
     if st.kind == "pointwise":
         return node.params.strides == (1, 1)
     if st.kind == "conv" and st.algorithm == "direct":
-        return BLOCK_DIRECT
+        # under FIRST_DIRECT_BELOW channels its runs are single floats of an NCHW input
+        return BLOCK_DIRECT and not (role == "in" and graph.shapes[st.node.inputs[0]][1]
+                                     < _rules.FIRST_DIRECT_BELOW)
     if st.kind == "pool":
         p = st.node.params
         return BLOCK_POOL and not st.act and not st.residual and (
