@@ -102,8 +102,12 @@ def cpu_conv(graph, node, first_direct: bool = True):
     most :data:`DIRECT_MAX_TILES` tiles per image or at most :data:`DIRECT_MAX_PRODUCT`
     input times output channels: "direct" (the backend's direct
     convolution) from :data:`DIRECT_MIN_CHANNELS` input channels, a column stride of 1 or 2
-    and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels' positions;
-    else Winograd where the rule gave it, or (strided: under :data:`SHIFT_STRIDED_BELOW`
+    and a map that fills at least :data:`DIRECT_MIN_FILL` of its best panels' positions
+    (under :data:`FIRST_DIRECT_BELOW` channels, where ``first_direct`` and
+    :data:`FIRST_DIRECT`, a window wider than 1 x 1 whose outputs fill
+    :data:`FIRST_DIRECT_MIN_FILL` of the micro-kernel's strips and that the rule does not
+    keep on Winograd: over its NCHW input, a float per run; the schedule asks again with
+    ``first_direct`` False where that layer's output is not blocked); else Winograd where the rule gave it, or (strided: under :data:`SHIFT_STRIDED_BELOW`
     rows C · KH · KW) "shifted" (the backend's
     one GEMM per tap over the stride phases, no unfolded matrix) where the shifted
     grid's overhang is at most :data:`SHIFT_MAX_OVERHANG`; a small layer past that overhang
