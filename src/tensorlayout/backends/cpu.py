@@ -26,7 +26,7 @@ import numpy as np
 from .. import _backend
 from ..errors import LayoutError, ModelError, check_positive_int
 from ..graph.ops import conv_kernel
-from ..schedule import winograd as rules
+from ..schedule.winograd import direct_lanes
 from . import cpu_kernels as kernels
 from .cpu_bound import BoundRun
 from .cpu_steps import (affine_step, depthwise_step, fc_step, im2col_step, planes_step,
@@ -107,10 +107,10 @@ class CpuProgram:
                 if plan.info.name == "im2col" and node.params.group == 1:
                     engine = (with_epilogue(run, None, act, residual)
                               if residual or act[0] else run)
-                    first = ctx.in_shapes[0][1] < rules.FIRST_DIRECT_BELOW
                     run = im2col_step(node, ctx, engine, act, residual,
                                       own[0] if own else kernels.Im2col, xb, yb,
-                                      1 if s.algorithm == "direct" and first else 16)
+                                      direct_lanes(graph, node) if s.algorithm == "direct"
+                                      else 16)
                     own_epilogue = True
             elif s.kind == "depthwise":
                 # the activation in the loops' own pass, unless a residual comes first
@@ -136,9 +136,7 @@ class CpuProgram:
                 run = planes_step(node, graph, s.kind, graph.kernel(node), blocked)
                 info.update(algorithm="plane loops")
             elif s.kind == "affine":
-                run = affine_step(node, ctx, act, with_epilogue(graph.kernel(node), None, act,
-                                                                None) if act[0] else
-                                  graph.kernel(node))
+                run = affine_step(node, ctx, act, graph.kernel(node))
                 info.update(algorithm="affine rows")
                 own_epilogue = True
             else:

@@ -1,15 +1,16 @@
 """The source of the CPU backend's reducing kernels, generated as text: 2-D max and average
 pooling (a generic loop, one straight-line kernel per :data:`POOL_SPECIAL` window for
 averages, and a separable max for column strides 1 and 2: each output row's window rows
-reduced first, then its columns), the
+reduced first, then its columns; from and into the blocked layout too), the
 matrix-vector product of a layer whose input has one column (a fully connected layer of
-one image, the 1 x 1 convolutions of a squeeze-and-excite block), and a squeeze-and-excite
-block's two plane-wise steps (each plane's mean, each plane scaled by its factor), with the
-workers' entries that read their arguments from an int64 context (:data:`POOL_CTX`,
-:data:`GEMV_CTX`, :data:`ROWS_CTX`).
+one image, the 1 x 1 convolutions of a squeeze-and-excite block), and the row-wise steps
+(each plane's mean, each plane scaled by its factor, a BatchNormalization's map per
+channel), with the workers' entries that read their arguments from an int64 context
+(:data:`POOL_CTX`, :data:`GEMV_CTX`, :data:`ROWS_CTX`).
 
 :func:`source` is appended to :func:`tensorlayout.backends.cpu_source.module_source`'s
-module, whose helpers (``padded``, ``split_columns``, ``epilogue_block``) it calls.
+module, whose helpers (``padded``, ``split_columns``, ``epilogue_block``; the blocked
+layout's ``block_in`` and ``zero_lanes``) it calls.
 """
 
 from __future__ import annotations
@@ -388,7 +389,6 @@ def pool_entry(ctx, tid, nt, work):
     pad = carray(ptr_f32(a[18] + tid * a[19] * a[20] * 4), (a[19], a[20]))
     CB = (C + 15) // 16
     if a[25] != 0:              # from blocks, units (image, block, rows): a row at a time
-        z = np.float32(0)
         rows = a[27]
         nrc = (a[6] + rows - 1) // rows
         while True:
@@ -409,11 +409,9 @@ def pool_entry(ctx, tid, nt, work):
                         ya, cps = a[5] + ((n * C + c0) * P + oh * a[7]) * 4, P
                     call_void(a[26], (a[0] + u * H * W * 64, ya, H, W, a[7], oh * a[10] - a[12],
                                       a[8], a[9], a[11], a[13], cps, cl))
-                if a[23] != 0 and cl < 16:      # the lanes past C zero (a window wholly
-                    yl = carray(ptr_f32(a[5] + u * P * 64), (P * 16,))   # in the padding)
-                    for q in range(h0 * a[7], h1 * a[7]):
-                        for c in range(cl, 16):
-                            yl[q * 16 + c] = z
+                if a[23] != 0:  # the lanes past C zero (a window wholly in the padding)
+                    yl = carray(ptr_f32(a[5] + (u * P + h0 * a[7]) * 64), (P * 16,))
+                    zero_lanes(yl, (h1 - h0) * a[7], cl)
         return
     if a[23] == 0:              # planes to planes, units (image, channel)
         x = carray(ptr_f32(a[0]), (N, C, H, W))
@@ -425,11 +423,10 @@ def pool_entry(ctx, tid, nt, work):
             pool_span(a, a[0], a[5], x, y, div, pad, tid, q0, q1)
         return
     # into the blocked layout, units (image, block of 16 channels): the block's planes
-    # pooled into the thread's scratch, then dealt position by position into y's lanes
-    yb = carray(ptr_f32(a[5]), (N, CB, P * 16))
+    # pooled into the thread's scratch, then dealt into y's lanes (block_in)
+    yb = carray(ptr_f32(a[5]), (N, CB, a[6], a[7] * 16))
     sa = a[24] + tid * 16 * P * 4
-    ys = carray(ptr_f32(sa), (16, P))
-    z = np.float32(0)
+    ys = carray(ptr_f32(sa), (1, 16, a[6], a[7]))
     while True:
         u0, u1 = next_range(work, tid, nt, N * CB)
         if u0 >= N * CB:
@@ -441,10 +438,7 @@ def pool_entry(ctx, tid, nt, work):
             xa = a[0] + (n * C + c0) * H * W * 4
             pool_span(a, xa, sa, carray(ptr_f32(xa), (1, cl, H, W)),
                       carray(ptr_f32(sa), (1, cl, a[6], a[7])), div, pad, tid, 0, cl)
-            dst = yb[n, u - n * CB]
-            for q in range(P):
-                for c in range(16):
-                    dst[q * 16 + c] = ys[c, q] if c < cl else z
+            block_in(ys, 0, 0, cl, yb[n, u - n * CB], 0, 0, 0, a[6], a[7], 1, 1)
 
 
 POOL_ENTRY = Entry(pool_entry)

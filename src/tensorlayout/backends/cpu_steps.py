@@ -158,11 +158,12 @@ def pool_step(node, ctx, fallback, yb=False, xb=False):
     return run
 
 
-def affine_step(node, ctx, act, fallback):
+def affine_step(node, ctx, act, kernel):
     """A BatchNormalization of float32 with constant statistics as a map per channel,
     y = act(x · mul + add) (the graph's ``mul`` and ``add``), on the native workers (the
-    rows entry, a row per (image, channel)); ``fallback`` (the graph's NumPy kernel and the
-    activation after it) while the kernels compile."""
+    rows entry, a row per (image, channel)); ``kernel`` (the graph's NumPy kernel) and the
+    activation after it while the kernels compile."""
+    fallback = with_epilogue(kernel, None, act, None) if act[0] else kernel
     mul = np.ascontiguousarray(node.params.mul, np.float32).reshape(-1)
     add = np.ascontiguousarray(node.params.add, np.float32).reshape(-1)
     C = ctx.in_shapes[0][1]

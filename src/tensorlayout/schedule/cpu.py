@@ -22,8 +22,7 @@ import numpy as np
 from ..graph.ops import ACTIVATIONS, REDUCTIONS, Activation, BatchNorm, Conv, Pool
 from ..graph.ops.reduce import Reduce
 from .common import IN_PLACE, VIEWS, is_fc, live_ranges
-from . import winograd as _rules
-from .winograd import cpu_conv
+from .winograd import cpu_conv, direct_lanes
 
 __all__ = ["CpuStep", "CpuSchedule", "schedule_cpu", "blocked_tensors", "ALIASING",
            "plane_scale_input"]
@@ -42,10 +41,10 @@ class CpuStep:
     "depthwise", "pointwise", "fc", "pool", "gap", "scale" or "affine" (the backend's loops
     and GEMMs; "pool" a 2-D MaxPool or AveragePool, "gap" a GlobalAveragePool or a
     ReduceMean over the planes, "scale" a Mul by one factor per plane, "affine" a
-    BatchNormalization of constant statistics, a map per channel, all of float32), "conv" (the engine, with ``algorithm`` and ``tile``
-    and the auto rule's ``reason``) or "kernel" (the graph's NumPy semantics);
-    whether it writes its output over input 0 (``in_place``), and the tensors that die after
-    it (``free``)."""
+    BatchNormalization of constant statistics, a map per channel, all of float32), "conv"
+    (the engine, with ``algorithm`` and ``tile`` and the auto rule's ``reason``) or
+    "kernel" (the graph's NumPy semantics); whether it writes its output over input 0
+    (``in_place``), and the tensors that die after it (``free``)."""
 
     node: object
     kind: str = "kernel"
@@ -99,19 +98,18 @@ BLOCK_POOL = True
 def _blockable(graph, st, role: str) -> bool:
     """Whether step ``st`` can write (``role`` "out") or read as its data input ("in") a
     tensor in the blocked layout: a depthwise convolution of multiplier 1, a 1 x 1
-    convolution of stride 1, the direct convolution (reading it from 16 channels), a Mul by one factor per plane (both), a GlobalAveragePool or a ReduceMean
-    over the planes (reading), a 2-D pooling with nothing fused (writing; reading too, a
-    max of dilation 1).  A fused residual is read in the layout of the output
-    (:func:`blocked_tensors` keeps the two alike)."""
+    convolution of stride 1, the direct convolution (reading it only in runs of 16 lanes,
+    :func:`~.winograd.direct_lanes`), a Mul by one factor per plane (both), a
+    GlobalAveragePool or a ReduceMean over the planes (reading), a 2-D pooling with nothing
+    fused (writing; reading too, a max of dilation 1).  A fused residual is read in the
+    layout of the output (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
     if st.kind == "depthwise":
         return node.params.multiplier == 1
     if st.kind == "pointwise":
         return node.params.strides == (1, 1)
     if st.kind == "conv" and st.algorithm == "direct":
-        # under FIRST_DIRECT_BELOW channels its runs are single floats of an NCHW input
-        return BLOCK_DIRECT and not (role == "in" and graph.shapes[st.node.inputs[0]][1]
-                                     < _rules.FIRST_DIRECT_BELOW)
+        return BLOCK_DIRECT and (role == "out" or direct_lanes(graph, node) == 16)
     if st.kind == "pool":
         p = st.node.params
         return BLOCK_POOL and not st.act and not st.residual and (
@@ -372,8 +370,7 @@ def schedule_cpu(graph) -> CpuSchedule:
     blocked = blocked_tensors(graph, steps)
     while True:     # a first layer's direct convolution only where its output is blocked
         back = [k for k, st in enumerate(steps) if st.algorithm == "direct"
-                and graph.shapes[st.node.inputs[0]][1] < _rules.FIRST_DIRECT_BELOW
-                and st.output not in blocked]
+                and direct_lanes(graph, st.node) == 1 and st.output not in blocked]
         if not back:
             return CpuSchedule(graph, steps, live, blocked)
         for k in back:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from ..winograd._simd_block import direct_panel
 from ..winograd.auto import IMAGE_MIN_CHANNELS, IMAGE_TILES, image_mid_dtype, image_tile
 
-__all__ = ["cpu_conv", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG", "SHIFT_STRIDED_BELOW",
-           "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES", "DIRECT_MAX_PRODUCT",
-           "FIRST_DIRECT", "FIRST_DIRECT_BELOW", "FIRST_DIRECT_MIN_FILL",
+__all__ = ["cpu_conv", "direct_lanes", "SHIFT_MAX_MACS", "SHIFT_MAX_OVERHANG",
+           "SHIFT_STRIDED_BELOW", "DIRECT_MIN_CHANNELS", "DIRECT_MIN_FILL", "DIRECT_MAX_TILES",
+           "DIRECT_MAX_PRODUCT", "FIRST_DIRECT", "FIRST_DIRECT_BELOW", "FIRST_DIRECT_MIN_FILL",
            "image_tile", "image_sizes", "image_mid_dtype", "IMAGE_TILES", "IMAGE_MIN_CHANNELS"]
 
 
@@ -93,6 +93,13 @@ def _direct_rows(cols: bool = False):
         return 0
 
 
+def direct_lanes(graph, node) -> int:
+    """The floats of each run of the backend's direct convolution of ``node``: 16 (a block
+    of channels), or 1 under :data:`FIRST_DIRECT_BELOW` input channels, where it reads its
+    input as NCHW planes, a float per (channel, kh, kw)."""
+    return 1 if graph.shapes[node.inputs[0]][1] < FIRST_DIRECT_BELOW else 16
+
+
 def cpu_conv(graph, node, first_direct: bool = True):
     """``(algorithm, tile, reason)`` of a Conv node on the CPU backend: the engine's auto rule
     over the shape it runs at (asymmetric padding is padded on the host, so the engine sees it
@@ -136,7 +143,7 @@ def cpu_conv(graph, node, first_direct: bool = True):
     if (keep and -(-out[2] // tile) * -(-out[3] // tile) > DIRECT_MAX_TILES
             and c * w_shape[0] > DIRECT_MAX_PRODUCT):
         return algorithm, tile, reason
-    few = c < FIRST_DIRECT_BELOW and w_shape[2] * w_shape[3] > 1   # NCHW, a float per run
+    few = direct_lanes(graph, node) == 1 and w_shape[2] * w_shape[3] > 1   # NCHW planes
     nr = _direct_rows(cols=True) if few else 0
     ok = (p.strides[1] in (1, 2) and (c >= DIRECT_MIN_CHANNELS or (
         few and first_direct and FIRST_DIRECT and not keep

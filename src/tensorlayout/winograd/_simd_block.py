@@ -526,15 +526,11 @@ def _planes_transposed(L, R: int, cw: int, nv: int) -> None:
     Relu or Clip after; channels from ``%n`` on not written.  On to ``exit``."""
     vt = vt_of(16)
     mr = R * cw
-    idx = "<" + ", ".join(f"i32 {i}" for i in range(16)) + ">"
-    L.append("  %twv32 = trunc i64 %wv to i32")
-    splat(L, "%twv", "%twv32", 16, "i32")
+    splat(L, "%twv", "%wv", 16, "i64")
     for g in range(R):                  # row g's lanes g·cw .. g·cw + wv, where g < hv
-        base = "<" + ", ".join([f"i32 {g * cw}"] * 16) + ">"
-        L += [f"  %tg{g}.a = add <16 x i32> %twv, {base}",
-              f"  %tg{g}.lo = icmp sge <16 x i32> {idx}, {base}",
-              f"  %tg{g}.hi = icmp slt <16 x i32> {idx}, %tg{g}.a",
-              f"  %tg{g}.in = and <16 x i1> %tg{g}.lo, %tg{g}.hi",
+        lanes_below(L, f"%tg{g}.hi", "", 16, -g * cw, "%twv")
+        row = "<" + ", ".join(f"i1 {int(g * cw <= i)}" for i in range(16)) + ">"
+        L += [f"  %tg{g}.in = and <16 x i1> %tg{g}.hi, {row}",
               f"  %tg{g}.h = icmp sgt i64 %hv, {g}",
               f"  %tg{g} = select i1 %tg{g}.h, <16 x i1> %tg{g}.in, <16 x i1> zeroinitializer",
               f"  %tgo{g}.a = mul i64 %crow, {g}",

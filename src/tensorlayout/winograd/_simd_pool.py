@@ -36,10 +36,18 @@ def row_floats(OW: int) -> int:
     return 32 * (-(-OW // 16)) + 34
 
 
-def _max(L, dst: str, a: str, b: str) -> None:
-    """dst = b where b > a, else a (the graph kernel's comparison)."""
-    L.append(f"  {dst}.c = fcmp ogt {_V} {b}, {a}")
+def _max(L, dst: str, a: str, b: str, nan: bool = False) -> list:
+    """dst = b where b > a, else a (the graph kernel's comparison); ``nan``: or where b is
+    NaN, so that a NaN on either side stays (a NaN a keeps itself: no b is greater).  Returns
+    ``L``."""
+    if nan:
+        L += [f"  {dst}.g = fcmp ogt {_V} {b}, {a}",
+              f"  {dst}.u = fcmp uno {_V} {b}, {b}",
+              f"  {dst}.c = or {_M} {dst}.g, {dst}.u"]
+    else:
+        L.append(f"  {dst}.c = fcmp ogt {_V} {b}, {a}")
     L.append(f"  {dst} = select {_M} {dst}.c, {_V} {b}, {_V} {a}")
+    return L
 
 
 def _function(k: int) -> list:
@@ -158,29 +166,13 @@ def _function(k: int) -> list:
     return L
 
 
-def _nan_lines(dst: str, a: str, b: str) -> list:
-    """The lines of :func:`_nan_max`."""
-    L = []
-    _nan_max(L, dst, a, b)
-    return L
-
-
-def _nan_max(L, dst: str, a: str, b: str) -> None:
-    """dst = b where b > a or b is NaN, else a: the larger, NaN from either side (a NaN a
-    keeps itself: no b is greater)."""
-    L += [f"  {dst}.g = fcmp ogt {_V} {b}, {a}",
-          f"  {dst}.u = fcmp uno {_V} {b}, {b}",
-          f"  {dst}.c = or {_M} {dst}.g, {dst}.u",
-          f"  {dst} = select {_M} {dst}.c, {_V} {b}, {_V} {a}"]
-
-
 def blocked_ir() -> list:
     """IR of ``tl_bmax(x, y, H, W, OW, ih0, KH, KW, sw, pw, cps, lanes)`` (every argument an
     i64): one output row of max pooling over a block of the blocked layout, ``x`` (H, W, 16)
     floats, any window ``KH`` x ``KW`` at column stride ``sw``, its rows from ``ih0`` (less
     than 0 or past H in the padding), its columns from ``ow·sw - pw``; each output the
     largest of its window's 16-float vectors inside the map (NaN where a lane has one:
-    :func:`_nan_max`), stored at ``y + ow·16`` where ``cps`` is 0, else scattered into planes:
+    :func:`_max`), stored at ``y + ow·16`` where ``cps`` is 0, else scattered into planes:
     lane l at ``y + l·cps + ow``, the first ``lanes`` lanes only.  A window wholly in the
     padding gives -inf.  A whole 2 x 2 or 3 x 3 window inside the map takes its taps in
     straight lines, a tree of maxima."""
@@ -249,7 +241,7 @@ def blocked_ir() -> list:
         while len(vals) > 1:            # a tree of maxima
             nxt = []
             for i in range(0, len(vals) - 1, 2):
-                _nan_max(L, f"%w{k}m{n}", vals[i], vals[i + 1])
+                _max(L, f"%w{k}m{n}", vals[i], vals[i + 1], nan=True)
                 nxt.append(f"%w{k}m{n}")
                 n += 1
             vals = nxt + vals[len(vals) - len(vals) % 2:] if len(vals) % 2 else nxt
@@ -272,7 +264,7 @@ def blocked_ir() -> list:
           "  %af = mul i64 %at, 16",
           "  %xp = getelementptr inbounds float, ptr %x, i64 %af",
           f"  %xv = load {_V}, ptr %xp, align 4",
-          *_nan_lines("%am", "%ak", "%xv"),
+          *_max([], "%am", "%ak", "%xv", nan=True),
           "  %kw.n = add i64 %kw, 1",
           "  %kwm = icmp slt i64 %kw.n, %kw1",
           "  br i1 %kwm, label %tap, label %rowend",
