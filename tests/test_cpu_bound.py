@@ -234,10 +234,10 @@ def test_a_pooling_layer_of_a_small_network_takes_more_than_one_thread():
 
 
 def test_a_matrix_vector_product_takes_threads_by_the_weights_it_reads():
-    """A squeeze-and-excite block's 1 x 1 convolutions on one position (96 -> 480 -> 96
-    channels: 46,080 multiply-adds each, every one a weight read from memory) count
-    ``GEMV_WORK`` each, so they take two threads where a GEMM of as many multiply-adds takes
-    one; the block still equals onnxruntime."""
+    """A squeeze-and-excite block's 1 x 1 convolutions on one position (32 -> 96 -> 32
+    channels: 3,072 multiply-adds each, every one a weight read from memory) count
+    ``GEMV_WORK`` each, so they take more than one thread where a GEMM of as many
+    multiply-adds takes one; the block still equals onnxruntime."""
     from onnx import helper
 
     from _model_util import make_model
@@ -245,9 +245,9 @@ def test_a_matrix_vector_product_takes_threads_by_the_weights_it_reads():
     from tensorlayout.backends.cpu_steps import GEMV_WORK
 
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((1, 96, 1, 1)).astype(np.float32)
-    inits = {"w1": rng.standard_normal((480, 96, 1, 1)).astype(np.float32) / 10,
-             "w2": rng.standard_normal((96, 480, 1, 1)).astype(np.float32) / 20}
+    x = rng.standard_normal((1, 32, 1, 1)).astype(np.float32)
+    inits = {"w1": rng.standard_normal((96, 32, 1, 1)).astype(np.float32) / 6,
+             "w2": rng.standard_normal((32, 96, 1, 1)).astype(np.float32) / 10}
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
              helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Conv", ["r", "w2"], ["g"]),
@@ -255,8 +255,8 @@ def test_a_matrix_vector_product_takes_threads_by_the_weights_it_reads():
     m = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
     model = load(m)
     convs = [s for s in model.cpu().steps if s.node.op == "Conv"]
-    assert [s.max_threads for s in convs] == [96 * 480 * GEMV_WORK // WORK_PER_THREAD] * 2
-    assert convs[0].max_threads >= 2 > 96 * 480 // WORK_PER_THREAD
+    assert [s.max_threads for s in convs] == [32 * 96 * GEMV_WORK // WORK_PER_THREAD] * 2
+    assert convs[0].max_threads >= 2 > 32 * 96 // WORK_PER_THREAD
     got = model.run(x, threads=2)
     want = ort_session(m).run(None, {"x": x})[0]
     assert rel_l2(got, want) <= 1e-5

@@ -37,9 +37,16 @@ __all__ = ["CpuProgram", "Step", "threads_limit", "available_cpus", "run_step", 
 
 #: The most threads a run may ask for.
 MAX_THREADS = 4096
-#: Multiply-adds a thread must have in a step before the step takes it: waking a worker and
-#: sharing the step's memory costs about what a core does in 10 to 20 microseconds.
-WORK_PER_THREAD = 100_000
+#: Multiply-adds a thread must have in a step before the step takes it.  A worker still
+#: spinning from the step before takes a call in well under a microsecond, so a small step
+#: pays for its threads: on the 16-core Xeon 100,000 left MobileNetV2 96^2 1.15-1.25x and
+#: EfficientNet-B0 1.08-1.13x slower at 8 and 16 threads than 25,000, which was 1-8% slower
+#: than 6,000 there (1,500 no faster); on the 2-core machine all three within 2%, but for
+#: MobileNetV3-Small 96^2 1.07x and MobileNetV2 96^2 1.03x faster at 25,000 than 100,000
+#: (``python benchmarks/bench_setting.py tensorlayout.backends.cpu.WORK_PER_THREAD 100000
+#: 25000 --threads T --nets ...``, ``benchmarks/results/setting_work_per_thread_xeon.txt``
+#: and ``setting_work_per_thread_ci2.txt``).
+WORK_PER_THREAD = 6_000
 
 
 @dataclass
