@@ -551,6 +551,86 @@ def test_a_shallow_tensor_stays_nchw_for_a_1x1_layer_writing_nchw(squeeze):
     compare(nodes, {"x": x}, ["y"], inits)
 
 
+def _fires(e: int, tail: str):
+    """Two fire modules (a 1 x 1 squeeze, then a 1 x 1 and a 3 x 3 expansion of ``e``
+    outputs each, concatenated) with a 3 x 3 / 2 max pool between them, and a 1 x 1 layer
+    and a plane mean after them; ``tail`` "sigmoid" puts a Sigmoid (the graph's NumPy
+    kernel) between the second Concat and that layer."""
+    rng = np.random.default_rng(e)
+    inits = {}
+    nodes, x = [], "x"
+
+    def conv(name, src, o, c, k):
+        inits["w" + name] = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(
+            np.float32)
+        inits["b" + name] = rng.standard_normal(o).astype(np.float32) * 0.1
+        nodes.extend([helper.make_node("Conv", [src, "w" + name, "b" + name], [name + "c"],
+                                       pads=[k // 2] * 4),
+                      helper.make_node("Relu", [name + "c"], [name])])
+        return name
+
+    c = 32
+    for f in range(2):
+        s = conv(f"s{f}", x, 16, c, 1)
+        parts = [conv(f"e{f}a", s, e, 16, 1), conv(f"e{f}b", s, e, 16, 3)]
+        nodes.append(helper.make_node("Concat", parts, [f"cat{f}"], axis=1))
+        x, c = f"cat{f}", 2 * e
+        if f == 0:
+            nodes.append(helper.make_node("MaxPool", [x], ["pool"], kernel_shape=[3, 3],
+                                          strides=[2, 2], ceil_mode=1))
+            x = "pool"
+    if tail == "sigmoid":
+        nodes.append(helper.make_node("Sigmoid", [x], ["sig"]))
+        x = "sig"
+    conv("last", x, 24, c, 1)
+    nodes.append(helper.make_node("GlobalAveragePool", ["last"], ["y"]))
+    return nodes, inits
+
+
+@pytest.mark.parametrize("e, tail, N", [(32, "", 1), (32, "", 2), (24, "", 1),
+                                        (32, "sigmoid", 1)])
+def test_a_concat_of_whole_blocks_is_blocked_with_its_inputs(e, tail, N, monkeypatch):
+    """Fire modules whose expansions have 32 outputs each: every tensor from the first
+    squeeze to the last 1 x 1 layer is blocked, the Concats too (their producers write
+    their blocks in place in them, or with two images a compiled copy joins them), the max
+    pool reading and writing blocks.  Expansions of 24 outputs (not whole blocks) keep both
+    Concats and their inputs NCHW; a Sigmoid reading the second Concat keeps that one and
+    its inputs NCHW, the first still blocked; no Concat with BLOCK_CONCAT off.  onnxruntime's
+    results on the bound run (1 and 2 threads), a profile and the NumPy twins."""
+    from tensorlayout.graph import load_graph
+    from tensorlayout.schedule import cpu as rules
+
+    _compiled_or_skip()
+    nodes, inits = _fires(e, tail)
+    x = np.random.default_rng(1).standard_normal((N, 32, 23, 21)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    first = {"cat0", "e0a", "e0b"}
+    second = {"cat1", "e1a", "e1b"}
+    if e % 16:
+        assert not (first | second) & s.blocked
+    elif tail:
+        assert first <= s.blocked and not second & s.blocked
+    else:
+        assert first | second | {"s0", "pool", "s1", "last"} <= s.blocked
+    monkeypatch.setattr(rules, "BLOCK_CONCAT", False)
+    assert not {"cat0", "cat1"} & schedule_cpu(load_graph(data)).blocked
+    monkeypatch.undo()
+    ref = ort_session(data).run(None, {"x": x})[0]
+    prog = load(data).cpu()
+    if N == 1 and not e % 16:       # an input written in place: its view holds its blocks
+        from tensorlayout.backends.cpu_bound import BoundRun
+
+        bound = BoundRun(prog, 2)
+        assert bound.roots["e0a"] == "cat0"
+        assert bound.views["e0a"].shape == (1, e // 16, 23, 21, 16)
+    for threads, profile in ((1, False), (2, False), (2, True)):
+        assert rel_l2(prog.run({"x": x}, threads=threads, profile=profile)[0][0],
+                      ref) <= 1e-5
+    monkeypatch.setattr(K, "ready", lambda: False)
+    assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
+
+
 @pytest.mark.parametrize("block_pool", [True, False])
 @pytest.mark.parametrize("C", [40, 64])
 def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, C, monkeypatch):
@@ -599,11 +679,13 @@ def test_a_max_pool_writes_blocks_for_the_residual_block_after_it(block_pool, C,
     assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
 
 
-@pytest.mark.parametrize("reader, O", [("depthwise", 64), ("depthwise", 16), ("concat", 64)])
+@pytest.mark.parametrize("reader, O", [("depthwise", 64), ("depthwise", 16), ("concat", 64),
+                                       ("concat-sigmoid", 64)])
 def test_a_first_layer_takes_the_direct_convolution_only_writing_blocks(reader, O):
     """A first layer of 3 channels (3 x 3, stride 2, Clip) takes the direct convolution over
     its NCHW input, a float per (channel, kh, kw) run, where its output is blocked (a
-    depthwise layer reads it); where a reader keeps it NCHW (a Concat) it goes back to the
+    depthwise layer reads it, or a Concat of whole blocks that a 1 x 1 layer reads); where a
+    reader keeps it NCHW (a Concat whose output a Sigmoid reads) it goes back to the
     shifted GEMM (FIRST_DIRECT), as it keeps 16 outputs, half a strip of the micro-kernel's
     32 columns (FIRST_DIRECT_MIN_FILL).  onnxruntime's results every way."""
     from tensorlayout.graph import load_graph
@@ -617,9 +699,12 @@ def test_a_first_layer_takes_the_direct_convolution_only_writing_blocks(reader, 
     nodes = [helper.make_node("Conv", ["x", "ws"], ["s0"], strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("Clip", ["s0", "lo", "hi"], ["s"]),
              helper.make_node("Conv", ["s", "wd"], ["d"], group=O, pads=[1, 1, 1, 1])]
-    if reader == "concat":
+    if reader.startswith("concat"):
         nodes.append(helper.make_node("Concat", ["s", "d"], ["c"], axis=1))
         last = "c"
+        if reader == "concat-sigmoid":
+            nodes.append(helper.make_node("Sigmoid", ["c"], ["cs"]))
+            last = "cs"
         inits["wp"] = rng.standard_normal((8, 2 * O, 1, 1)).astype(np.float32) * 0.3
     else:
         last = "d"
@@ -630,9 +715,10 @@ def test_a_first_layer_takes_the_direct_convolution_only_writing_blocks(reader, 
     stem = [st for st in s.steps if st.node.outputs[0] == "s0"][0]
     from tensorlayout.winograd import _simd
 
-    direct = reader == "depthwise" and (O > 16 or _simd.isa().nr <= 16)
+    direct = reader in ("depthwise", "concat") and (O > 16 or _simd.isa().nr <= 16)
     assert stem.algorithm == ("direct" if direct else "shifted")
     assert ("s" in s.blocked) == direct
+    assert ("c" in s.blocked) == (reader == "concat")
     ref = ort_session(data).run(None, {"x": x})[0]
     assert rel_l2(load(data).cpu().run({"x": x}, threads=2)[0][0], ref) <= 1e-5
     compare(nodes, {"x": x}, ["y"], inits)

@@ -96,7 +96,7 @@ def _parts(graph, st, consts, alias, made_by, i):
     if any(d != 1 for d in shape[:axis]):
         return None
     res, off = {}, 0
-    for n in ins:
+    for n in ins:           # (a blocked Concat's parts are whole blocks: the same offsets)
         res[n] = off
         off += int(np.prod(graph.shapes[n], dtype=np.int64))
     return res if off == int(np.prod(shape, dtype=np.int64)) else None
@@ -220,8 +220,7 @@ class BoundRun:
         self.roots = {n: root for n, (root, _) in alias.items()}
         for n, (root, off) in alias.items():
             r = self.views[root].reshape(-1)
-            self.views[n] = r[off:off + int(np.prod(graph.shapes[n], dtype=np.int64))].reshape(
-                graph.shapes[n])
+            self.views[n] = r[off:off + int(np.prod(shape(n), dtype=np.int64))].reshape(shape(n))
         self.feeds = [n for n in self.views if n not in made_by]
         # the compiled steps' calls, and the segments they form
         rows, keep, self.segments, want = [], [], [], []

@@ -89,6 +89,10 @@ BLOCK_DIRECT = True
 #: (``benchmarks/bench_setting.py tensorlayout.schedule.cpu.MIXED_MIN_DEPTH 0 128 --nets
 #: ...``, ``benchmarks/results/setting_mixed_min_depth_ci2.txt``).
 MIXED_MIN_DEPTH = 128
+#: Whether a Concat along the channels of inputs of whole blocks (channels a multiple of
+#: 16) is held blocked where its inputs are: their producers then write their blocks in
+#: place in its output, and its readers read blocks.
+BLOCK_CONCAT = True
 #: Whether a 2-D pooling step with nothing fused writes the blocked layout (from NCHW
 #: planes) where its readers take it: ResNet-18's 56^2 blocks then read and write blocks
 #: around the max pool instead of dealing its planes and scattering into planes.
@@ -101,8 +105,9 @@ def _blockable(graph, st, role: str) -> bool:
     convolution of stride 1, the direct convolution (reading it only in runs of 16 lanes,
     :func:`~.winograd.direct_lanes`), a Mul by one factor per plane (both), a
     GlobalAveragePool or a ReduceMean over the planes (reading), a 2-D pooling with nothing
-    fused (writing; reading too, a max of dilation 1).  A fused residual is read in the
-    layout of the output (:func:`blocked_tensors` keeps the two alike)."""
+    fused (writing; reading too, a max of dilation 1), a Concat of whole blocks
+    (:func:`_concat_blockable`; both).  A fused residual is read in the layout of the output
+    (:func:`blocked_tensors` keeps the two alike)."""
     node = st.node
     if st.kind == "depthwise":
         return node.params.multiplier == 1
@@ -114,7 +119,36 @@ def _blockable(graph, st, role: str) -> bool:
         p = st.node.params
         return BLOCK_POOL and not st.act and not st.residual and (
             role == "out" or (p.is_max and tuple(p.dilations) == (1, 1)))
+    if _is_concat(st):
+        return BLOCK_CONCAT and _concat_blockable(graph, st.node)
     return st.kind == "scale" or (st.kind == "gap" and role == "in")
+
+
+def _is_concat(st) -> bool:
+    return st.kind == "kernel" and st.node.op == "Concat"
+
+
+def _concat_blockable(graph, node) -> bool:
+    """Whether Concat ``node`` joins 4-D float32 tensors along the channels, each (and the
+    output) of static shape and a multiple of 16 channels, none a constant or given twice:
+    then its inputs' blocks, one after another, are its output's."""
+    ins = list(node.inputs)
+    if (len(node.outputs) != 1 or not ins or None in ins or "" in ins
+            or len(set(ins)) != len(ins) or any(n in graph.consts for n in ins)):
+        return False
+    shapes = [graph.shapes.get(n) for n in ins + [node.outputs[0]]]
+    return (node.params.axis == 1 and _f32(graph, *ins, node.outputs[0])
+            and all(s is not None and len(s) == 4 and s[1] % 16 == 0
+                    and all(isinstance(d, (int, np.integer)) and d > 0 for d in s)
+                    for s in shapes))
+
+
+def _reads_blocked(graph, r, t) -> bool:
+    """Whether step ``r`` can read ``t`` blocked as its data input (once; never as its
+    residual): a Concat any of its inputs, another step its data input."""
+    if not _blockable(graph, r, "in") or r.residual == t or r.node.inputs.count(t) != 1:
+        return False
+    return _is_concat(r) or _data_input(graph, r) == t
 
 
 def _residual_blockable(st) -> bool:
@@ -144,7 +178,8 @@ def blocked_tensors(graph, steps) -> frozenset:
     and store; the others would have to transpose).  A step's fused residual is blocked
     exactly where the step's output is: a tensor read as a residual is blocked only where
     every step reading it so writes a blocked output (and can read it so,
-    :func:`_residual_blockable`), and a step whose residual stays in NCHW writes NCHW."""
+    :func:`_residual_blockable`), and a step whose residual stays in NCHW writes NCHW.  A
+    Concat is blocked with all its inputs or with none."""
     outputs = set(graph.outputs)
     by_node = {}
     for st in steps:
@@ -163,8 +198,7 @@ def blocked_tensors(graph, steps) -> frozenset:
                 or shape[2] * shape[3] == 1 or not _blockable(graph, st, "out")):
             continue
         if all((r.residual == t and _residual_blockable(r) and r.node.inputs.count(t) == 0)
-               or (_blockable(graph, r, "in") and _data_input(graph, r) == t
-                   and r.residual != t and r.node.inputs.count(t) == 1) for r in rs):
+               or _reads_blocked(graph, r, t) for r in rs):
             got.add(t)
     changed = True
     while changed:
@@ -174,6 +208,9 @@ def blocked_tensors(graph, steps) -> frozenset:
             if ((st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got)
                     or (st.residual and st.residual not in got)
                     or any(r.residual == t and r.output not in got for r in readers_of[t])
+                    # a Concat blocked with all its inputs, or none
+                    or (_is_concat(st) and any(n not in got for n in st.node.inputs))
+                    or any(_is_concat(r) and r.output not in got for r in readers_of[t])
                     or (st.kind in ("pointwise", "conv", "pool")
                         and graph.shapes[t][1] < MIXED_MIN_DEPTH
                         and any(r.kind == "pointwise" and r.output not in got
