@@ -220,19 +220,25 @@ def _agree(y, want):
     (1, 48, 10, 10, 5, 5, (1, 1), (2, 2), (2, 2), (1, 1), 0),
 ])
 @pytest.mark.parametrize("layouts", [(False, False), (False, True), (True, False), (True, True)])
-@pytest.mark.parametrize("nt", [1, 2, 5])
-def test_blocked_depthwise_equals_the_definition(case, layouts, nt):
+@pytest.mark.parametrize("nt, band", [(1, 0), (2, 0), (5, 0), (2, 1), (1, 3), (5, 3)])
+def test_blocked_depthwise_equals_the_definition(case, layouts, nt, band, monkeypatch):
     """The blocked depthwise kernel in each pairing of input and output layouts, NaN and inf
     included, channels that fill no whole block, against the float64 definition; a blocked
     input's lanes past C hold garbage that must not reach an output, a blocked output's
-    lanes past C are zero."""
+    lanes past C are zero.  Each block's plane whole (band 0) or in bands of 1 or 3 output
+    rows (DW_BAND_BYTES: the input rows of that many, each band's own rows copied in)."""
     _compiled_or_skip()
     xb, yb = layouts
     x, w, b, out_hw = _depthwise_case(case, sum(case[:4]) + nt)
     act = case[-1]
     a0, a1 = _PARAMS[act]
+    N, C, H, W, KH, KW, stride, begin, end, dil, act = case
+    PW = max(W + begin[1], (out_hw[1] - 1) * stride[1] + (KW - 1) * dil[1] + 1)
+    rows_in = (band - 1) * stride[0] + (KH - 1) * dil[0] + 1
+    monkeypatch.setattr(K, "DW_BAND_BYTES", rows_in * PW * 64 if band else 0)
     kern = K.DepthwiseBlocked(w, b, (*case[6], *case[7], *case[9], 1, act, a0, a1), x.shape,
                               out_hw, xb, yb)
+    assert kern.rows == (min(band, out_hw[0]) if band else out_hw[0])
     xi = to_blocked(x) if xb else x
     C = x.shape[1]
     if xb and C % 16:

@@ -57,7 +57,7 @@ from .cpu_source_reduce import POOL_CTX, POOL_SPECIAL
 from .cpu_twins import activate_numpy, depthwise_numpy, epilogue_numpy, to_blocked
 
 __all__ = ["Direct", "ACT", "act_code", "depthwise", "DepthwiseChannelsLast", "DepthwiseBlocked", "CHANNELS_LAST_BELOW",
-           "BLOCKED_BELOW",
+           "BLOCKED_BELOW", "DW_BAND_BYTES",
            "epilogue", "Pointwise", "PointwiseBlocked", "Im2col", "Shifted", "Pool2d", "plane_means",
            "scale_planes",
            "threads", "set_threads", "run_calls", "rows_calls", "block_rows_calls", "depthwise_calls",
@@ -219,6 +219,17 @@ class DepthwiseChannelsLast:
         return [(_module().DEPTHWISE_CL_ENTRY.address, ctx, nt, (x, y, buf))]
 
 
+#: Bytes of its zero-bordered buffer one unit of :class:`DepthwiseBlocked` fills: a block's
+#: plane is cut into bands of output rows whose input rows take at most this much (at
+#: least one output row; 0: the whole plane), so that a layer of few blocks still gives
+#: every thread units: on the 16-core Xeon MobileNetV2 224^2 1.08x on 8 threads and 1.23x on
+#: 16, EfficientNet-B0 224^2 1.05x and 1.19x (its 6 blocks of 96 channels were 6 units); on
+#: the 2-core machine within 2% (``python benchmarks/bench_setting.py
+#: tensorlayout.backends.cpu_kernels.DW_BAND_BYTES 0 65536 --threads T --nets ...``,
+#: ``benchmarks/results/setting_dw_band_bytes_xeon.txt``, ``setting_dw_band_bytes_ci2.txt``).
+DW_BAND_BYTES = 64 << 10
+
+
 class DepthwiseBlocked:
     """A depthwise convolution (multiplier 1) of fixed shapes by blocks of 16 channels
     (:mod:`.cpu_source_block`): each output position's 16 channels one vector sum over the
@@ -244,13 +255,19 @@ class DepthwiseBlocked:
         PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
         PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
         name = block_function(KH, KW, sh, sw, dh, dw)
-        self.units, self.pad, self.ybuf = N * B, PH * PW * 16, OH * OW * 16
+        # bands of output rows whose input rows fill at most DW_BAND_BYTES of the buffer
+        rows = OH
+        if DW_BAND_BYTES:
+            rows_in = DW_BAND_BYTES // (PW * 64)
+            rows = max(1, min(OH, (rows_in - (KH - 1) * dh - 1) // sh + 1))
+        self.rows = rows
+        self.units, self.pad, self.ybuf = N * B * -(-OH // rows), PH * PW * 16, OH * OW * 16
         self.shape = (N, B, OH, OW, 16) if y_blocked else (N, C, OH, OW)
         self.template = np.array(
             [0, N, C, H, W, self.w.ctypes.data, self.bias.ctypes.data, 0, OH, OW, KH, KW, sh, sw,
              ph, pw, dh, dw, act, self.f.ctypes.data, 0, PH, PW, 0,
              _simd.module().addr[name], int(x_blocked), int(y_blocked), self.lohi.ctypes.data,
-             _simd.module().addr["tl_act"]], np.int64)
+             _simd.module().addr["tl_act"], rows], np.int64)
 
     def __call__(self, x, nt=None):
         y = np.empty(self.shape, np.float32)

@@ -6,11 +6,12 @@ a reader multiplies them by zero weights, so that they must be finite).  The ari
 machine code (:mod:`tensorlayout.winograd._simd_block`); the entries split the work among
 the threads and move what the machine code does not.
 
-``block_entry`` (the depthwise convolution) gives each thread whole (image, block) units: the
-block's input moved into the thread's zero-bordered plane (``pad``; its border, zero from the
-allocation, is never written), from NCHW planes (16 strided writes per position) or, for a
-blocked input, by ``tl_dw_block`` itself; the kernel; an activation its store leaves; for
-an NCHW output the block's 16 planes written out of the thread's buffer.
+``block_entry`` (the depthwise convolution) gives each thread (image, block, band of output
+rows) units: the input rows the band reads moved into their rows of the thread's
+zero-bordered plane (``pad``; its border, zero from the allocation, is never written), from
+NCHW planes (16 strided writes per position) or, for a blocked input, by ``tl_dw_block``
+itself; the kernel; an activation its store leaves; for an NCHW output the band's positions
+of the block's 16 planes written out of the thread's buffer.
 ``pw_block_entry`` (the 1 x 1 convolution) runs units (image, rows of positions, strip of
 output channels) through ``tl_gemm_at``; ``block_rows_entry`` a block's plane means or
 scaling.  :func:`source` is part of :func:`tensorlayout.backends.cpu_source.module_source`'s
@@ -29,7 +30,7 @@ __all__ = ["source", "DWB_CTX", "PWB_CTX", "BROWS_CTX", "DC_CTX"]
 #: ``lohi``: the activation's parameters, float32; ``actfn``: ``tl_act``).
 DWB_CTX = ("x", "N", "C", "H", "W", "w", "bias", "y", "OH", "OW", "KH", "KW", "sh", "sw",
            "ph", "pw", "dh", "dw", "act", "fparams", "pad", "PH", "PW", "ybuf", "fn", "xb",
-           "yb", "lohi", "actfn")
+           "yb", "lohi", "actfn", "rows")
 
 #: The blocked 1 x 1 convolution's context (``wb``: the weights transposed, in strips of nr,
 #: ``K`` rows deep (C, or whole blocks of 16 for a blocked input, zero past C); ``t``: rows ·
@@ -106,13 +107,14 @@ def zero_lanes(v, positions, cl):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def block_out(yb, y, n, c0, cl):
-    # lanes 0..cl of yb (OH·OW·16) into planes c0..c0+cl of image n of y (N, C, OH, OW)
+def block_out(yb, y, n, c0, cl, q0, q1):
+    # lanes 0..cl of yb (OH·OW·16) at positions q0..q1 into planes c0..c0+cl of image n of y
+    # (N, C, OH, OW)
     Q = y.shape[2] * y.shape[3]
     for c in range(cl):
         yp = y[n, c0 + c].reshape(Q)
         src = yb[c:]
-        for q in range(Q):
+        for q in range(q0, q1):
             yp[q] = src[q * 16]
 
 
@@ -131,22 +133,35 @@ def block_entry(ctx, tid, nt, work):
     pad = carray(ptr_f32(a[20] + tid * PH * PW * 64), (PH, PW * 16))
     ybuf = carray(ptr_f32(a[23] + tid * OH * OW * 64), (OH * OW * 16,))
     x = carray(ptr_f32(a[0]), (N, C, H, W))
-    xb = carray(ptr_f32(a[0]), (N, B, H, W * 16))
     y = carray(ptr_f32(a[7]), (N, C, OH, OW))
     ybl = carray(ptr_f32(a[7]), (N, B, OH * OW * 16))
-    units = N * B
+    sh = a[12]
+    ph = a[14]
+    rows = a[29]
+    nb = (OH + rows - 1) // rows
+    units = N * B * nb
     while True:                 # the next unit (see next_unit)
         u = next_unit(work, tid, units)
         if u >= units:
             break
-        n = u // B
-        b = u - n * B
+        n = u // (B * nb)
+        b = (u - n * B * nb) // nb
+        oh0 = (u - (n * B + b) * nb) * rows
+        oh1 = min(OH, oh0 + rows)
         c0 = b * 16
         cl = min(16, C - c0)
-        # a blocked input is copied into pad by the machine code
-        xat = a[0] + (n * B + b) * H * W * 64 if a[25] != 0 else 0
-        if a[25] == 0:
-            block_in(x, n, c0, cl, pad, a[14], a[15], 0, H, W, 1, 1)
+        # the input rows h0..h1 the band reads, into their rows of pad (row h + ph); the
+        # machine code is handed pad from the band's first window row on, so that its copy
+        # goes ph1 rows down from there (rows outside the input are pad's zero border, never
+        # written)
+        h0 = max(0, oh0 * sh - ph)
+        h1 = min(H, (oh1 - 1) * sh - ph + (a[10] - 1) * a[16] + 1)
+        ph1 = h0 + ph - oh0 * sh
+        xat = 0
+        if a[25] != 0:          # a blocked input: copied by the machine code
+            xat = a[0] + ((n * B + b) * H + h0) * W * 64 if h1 > h0 else 0
+        else:
+            block_in(x, n, c0, cl, pad, ph, a[15], h0, h1, W, 1, 1)
         if a[26] != 0:
             out = ybl[n, b]
             at = a[7] + (n * B + b) * OH * OW * 64
@@ -154,14 +169,16 @@ def block_entry(ctx, tid, nt, work):
             out = ybuf
             at = a[23] + tid * OH * OW * 64
         # Relu and Clip in the machine code's store, another activation after it
-        call_void(a[24], (a[20] + tid * PH * PW * 64, PW * 16, a[5] + b * a[10] * a[11] * 64,
-                          a[6] + b * 64, at, OH, OW, a[10], a[11], a[12], a[13], a[16], a[17],
-                          xat, H, W, a[14], a[15], a[18], a[27]))
-        after_act(a[28], at, out, 0, OH * OW * 16, a[18], f[0], f[1], a[27])
+        call_void(a[24], (a[20] + (tid * PH + oh0 * sh) * PW * 64, PW * 16,
+                          a[5] + b * a[10] * a[11] * 64, a[6] + b * 64, at + oh0 * OW * 64,
+                          oh1 - oh0, OW, a[10], a[11], sh, a[13], a[16], a[17],
+                          xat, h1 - h0 if xat != 0 else 0, W, ph1 if xat != 0 else 0, a[15],
+                          a[18], a[27]))
+        after_act(a[28], at, out, oh0 * OW * 16, oh1 * OW * 16, a[18], f[0], f[1], a[27])
         if a[26] == 0:
-            block_out(ybuf, y, n, c0, cl)
+            block_out(ybuf, y, n, c0, cl, oh0 * OW, oh1 * OW)
         else:
-            zero_lanes(out, OH * OW, cl)
+            zero_lanes(out[oh0 * OW * 16:], (oh1 - oh0) * OW, cl)
 
 
 BLOCK_ENTRY = Entry(block_entry)
