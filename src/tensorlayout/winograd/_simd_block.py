@@ -41,6 +41,14 @@ PREFETCH_WEIGHTS = 64
 #: Whether the direct convolution stores into planes by transposing each vector of 16
 #: channels of its panel's positions in registers (16-float vectors), not by scattering.
 PLANES_TRANSPOSED = True
+#: Whether ``tl_gemm_at`` runs a whole panel of a blocked or an NCHW input through a copy of
+#: its loop whose rows lie at constant offsets from one pointer: the general loop's mr row
+#: offsets outnumber the registers, and some were reloaded from the stack at every depth
+#: step (28 rows: 16 of them).  Whole networks 1.02-1.05x (ResNet-50, the MobileNets,
+#: EfficientNet-B0, ShuffleNetV2; ResNet-18, which has few 1 x 1 layers, 0.98x):
+#: ``benchmarks/bench_setting.py tensorlayout.winograd._simd_block.FIXED_ROW_PANELS False
+#: True --nets ...``, ``benchmarks/results/setting_fixed_row_panels_ci2.txt``.
+FIXED_ROW_PANELS = True
 
 #: Channels in one block of the blocked layouts (16 floats: a cache line).
 BLOCK = 16
@@ -241,26 +249,28 @@ def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
     return "tl_dw_block"
 
 
-def _depth_step(L, mr: int, nv: int, w: int, nr: int, a_row) -> None:
+def _depth_step(L, mr: int, nv: int, w: int, nr: int, a_row, s: str = "") -> None:
     """One depth step of an mr x nv·w micro-kernel inside the loop ``%kl`` (entered from
     ``%run`` with the sums ``%u{r}_{v}``): the sums ``%x{r}_{v}``, the row of B at ``%bk``
     (nr floats; its weights asked for ahead, :func:`_prefetch_weights`), then for each row r
     the float at ``%ap{r}``, which the lines ``a_row(r)`` point at, times that row into
-    ``%y{r}_{v}``."""
+    ``%y{r}_{v}``; every name and label ending in ``s`` (a second copy of the loop)."""
     vt = vt_of(w)
     fma = f"@llvm.fmuladd.v{w}f32"
     for r in range(mr):
         for v in range(nv):
-            L.append(f"  %x{r}_{v} = phi {vt} [%u{r}_{v}, %run], [%y{r}_{v}, %kl]")
+            L.append(f"  %x{r}_{v}{s} = phi {vt} [%u{r}_{v}{s}, %run{s}], "
+                     f"[%y{r}_{v}{s}, %kl{s}]")
     for v in range(nv):
-        L += [f"  %bp{v} = getelementptr inbounds float, ptr %bk, i64 {v * w}",
-              f"  %bv{v} = load {vt}, ptr %bp{v}, align 4"]
-    _prefetch_weights(L, nr)
+        L += [f"  %bp{v}{s} = getelementptr inbounds float, ptr %bk{s}, i64 {v * w}",
+              f"  %bv{v}{s} = load {vt}, ptr %bp{v}{s}, align 4"]
+    _prefetch_weights(L, nr, s)
     for r in range(mr):
-        L += a_row(r) + [f"  %as{r} = load float, ptr %ap{r}, align 4"]
-        splat(L, f"%av{r}", f"%as{r}", w)
+        L += a_row(r) + [f"  %as{r}{s} = load float, ptr %ap{r}{s}, align 4"]
+        splat(L, f"%av{r}{s}", f"%as{r}{s}", w)
         for v in range(nv):
-            L.append(f"  %y{r}_{v} = call {vt} {fma}({vt} %av{r}, {vt} %bv{v}, {vt} %x{r}_{v})")
+            L.append(f"  %y{r}_{v}{s} = call {vt} {fma}({vt} %av{r}{s}, {vt} %bv{v}{s}, "
+                     f"{vt} %x{r}_{v}{s})")
 
 
 def _store_prologue(L, nv: int, w: int) -> None:
@@ -277,14 +287,15 @@ def _store_prologue(L, nv: int, w: int) -> None:
               f"  %vo{v} = add i64 %vo{v}.b, {v * w % 16}"]
 
 
-def _prefetch_weights(L, nr: int) -> None:
+def _prefetch_weights(L, nr: int, s: str = "") -> None:
     """At depth step ``%bk`` (a strip's row of nr floats): its row PREFETCH_WEIGHTS steps on
-    asked for, a prefetch per 16 floats (see :data:`PREFETCH_WEIGHTS`)."""
+    asked for, a prefetch per 16 floats (see :data:`PREFETCH_WEIGHTS`); names end in ``s``."""
     if not PREFETCH_WEIGHTS:
         return
     for i in range(0, nr, BLOCK):
-        L += [f"  %pfw{i} = getelementptr float, ptr %bk, i64 {PREFETCH_WEIGHTS * nr + i}",
-              f"  call void @llvm.prefetch.p0(ptr %pfw{i}, i32 0, i32 3, i32 1)"]
+        L += [f"  %pfw{i}{s} = getelementptr float, ptr %bk{s}, i64 "
+              f"{PREFETCH_WEIGHTS * nr + i}",
+              f"  call void @llvm.prefetch.p0(ptr %pfw{i}{s}, i32 0, i32 3, i32 1)"]
 
 
 def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int = 0) -> list:
@@ -302,7 +313,8 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
     nr floats or 0; ``act`` an activation code of :data:`STORE_ACTS` (``lohi``: its two
     parameters as floats; another code: none).
     Panels of mr rows of A, each summed in mr·nv vector registers over the whole depth (a
-    last panel's missing rows read its last row again).  ``name``: the function's name
+    last panel's missing rows read its last row again; a whole one of ars 16 or 1 with its
+    rows at constant offsets, :data:`FIXED_ROW_PANELS`).  ``name``: the function's name
     (``tl_gemm_at1`` is the same with 2·mr rows by one vector, for strips of one vector);
     ``bstride``: floats from one row of B to the next (default nv·w: the strip's width)."""
     vt = vt_of(w)
@@ -339,31 +351,53 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
         L += [f"  %rc{r} = icmp slt i64 {r}, %rows",
               f"  %rr{r} = select i1 %rc{r}, i64 {r}, i64 %last",
               f"  %ro{r} = mul i64 %rr{r}, %ars"]
-    L += ["  br label %run",
-          "run:",
-          "  %t = phi i64 [0, %panel], [%t.n, %rend]"]
+    # a whole panel of a blocked (ars 16) or an NCHW (ars 1) input takes a copy of the loop
+    # whose rows lie at constant offsets (FIXED_ROW_PANELS)
+    loops = (("", "%panel", None),)
+    if FIXED_ROW_PANELS:
+        L += [f"  %full = icmp eq i64 %rows, {mr}",
+              "  %isb = icmp eq i64 %ars, 16",
+              "  %isp = icmp eq i64 %ars, 1",
+              "  %fb = and i1 %full, %isb",
+              "  %fp = and i1 %full, %isp",
+              "  br i1 %fb, label %run.b, label %disp",
+              "disp:",
+              "  br i1 %fp, label %run.p, label %run"]
+        loops = (("", "%disp", None), (".b", "%panel", 16), (".p", "%disp", 1))
+    else:
+        L.append("  br label %run")
+    for s, pred, ars in loops:
+        L += [f"run{s}:",
+              f"  %t{s} = phi i64 [0, {pred}], [%t.n{s}, %rend{s}]"]
+        for r, v in acc:
+            L.append(f"  %u{r}_{v}{s} = phi {vt} [zeroinitializer, {pred}], "
+                     f"[%y{r}_{v}{s}, %rend{s}]")
+        L += [f"  %rao{s} = mul i64 %t{s}, %rstride",
+              f"  %ra{s} = getelementptr inbounds float, ptr %pa, i64 %rao{s}",
+              f"  %rbo{s} = mul i64 %t{s}, %kb",
+              f"  %rb{s} = getelementptr inbounds float, ptr %b, i64 %rbo{s}",
+              f"  br label %kl{s}",
+              f"kl{s}:",
+              f"  %j{s} = phi i64 [0, %run{s}], [%j.n{s}, %kl{s}]",
+              f"  %pk{s} = phi ptr [%ra{s}, %run{s}], [%pk.n{s}, %kl{s}]",
+              f"  %bk{s} = phi ptr [%rb{s}, %run{s}], [%bk.n{s}, %kl{s}]"]
+        _depth_step(L, mr, nv, w, nr, lambda r, s=s, ars=ars: [
+            f"  %ap{r}{s} = getelementptr inbounds float, ptr %pk{s}, i64 "
+            + (f"%ro{r}" if ars is None else str(r * ars))], s)
+        L += [f"  %pk.n{s} = getelementptr inbounds float, ptr %pk{s}, i64 %aks",
+              f"  %bk.n{s} = getelementptr inbounds float, ptr %bk{s}, i64 {nr}",
+              f"  %j.n{s} = add i64 %j{s}, 1",
+              f"  %kmore{s} = icmp slt i64 %j.n{s}, %k",
+              f"  br i1 %kmore{s}, label %kl{s}, label %rend{s}",
+              f"rend{s}:",
+              f"  %t.n{s} = add i64 %t{s}, 1",
+              f"  %tmore{s} = icmp slt i64 %t.n{s}, %runs",
+              f"  br i1 %tmore{s}, label %run{s}, label %sums"]
+    L.append("sums:")
     for r, v in acc:
-        L.append(f"  %u{r}_{v} = phi {vt} [zeroinitializer, %panel], [%y{r}_{v}, %rend]")
-    L += ["  %rao = mul i64 %t, %rstride",
-          "  %ra = getelementptr inbounds float, ptr %pa, i64 %rao",
-          "  %rbo = mul i64 %t, %kb",
-          "  %rb = getelementptr inbounds float, ptr %b, i64 %rbo",
-          "  br label %kl",
-          "kl:",
-          "  %j = phi i64 [0, %run], [%j.n, %kl]",
-          "  %pk = phi ptr [%ra, %run], [%pk.n, %kl]",
-          "  %bk = phi ptr [%rb, %run], [%bk.n, %kl]"]
-    _depth_step(L, mr, nv, w, nr, lambda r: [
-        f"  %ap{r} = getelementptr inbounds float, ptr %pk, i64 %ro{r}"])
-    L += ["  %pk.n = getelementptr inbounds float, ptr %pk, i64 %aks",
-          f"  %bk.n = getelementptr inbounds float, ptr %bk, i64 {nr}",
-          "  %j.n = add i64 %j, 1",
-          "  %kmore = icmp slt i64 %j.n, %k",
-          "  br i1 %kmore, label %kl, label %rend",
-          "rend:",
-          "  %t.n = add i64 %t, 1",
-          "  %tmore = icmp slt i64 %t.n, %runs",
-          "  br i1 %tmore, label %run, label %row0"]
+        L.append(f"  %z{r}_{v} = phi {vt} " + ", ".join(
+            f"[%y{r}_{v}{s}, %rend{s}]" for s, _, _ in loops))
+    L.append("  br label %row0")
     for r in range(mr):
         nxt = f"row{r + 1}" if r + 1 < mr else "pend"
         L += [f"row{r}:",
@@ -373,7 +407,7 @@ def gemm_at_ir(mr: int, nv: int, w: int, name: str = "tl_gemm_at", bstride: int 
               f"  %co{r} = mul i64 %ci{r}, %ldc"]
         splat(L, f"%civ{r}", f"%ci{r}", w, "i64")
         for v in range(nv):
-            L.append(f"  %e{r}_{v} = fadd {vt} %y{r}_{v}, %bs{v}")
+            L.append(f"  %e{r}_{v} = fadd {vt} %z{r}_{v}, %bs{v}")
         L.append(f"  br i1 %planes, label %sp{r}, label %sr{r}")
         # planes: column j of row i at c + j·cps + i, the residual likewise
         L.append(f"sp{r}:")
