@@ -224,7 +224,7 @@ class DepthwiseChannelsLast:
 #: least one output row; 0: the whole plane), so that a layer of few blocks still gives
 #: every thread units: on the 16-core Xeon MobileNetV2 224^2 1.08x on 8 threads and 1.23x on
 #: 16, EfficientNet-B0 224^2 1.05x and 1.19x (its 6 blocks of 96 channels were 6 units); on
-#: the 2-core machine within 2% (``python benchmarks/bench_setting.py
+#: the 2-core machine 0.98-1.02x (``python benchmarks/bench_setting.py
 #: tensorlayout.backends.cpu_kernels.DW_BAND_BYTES 0 65536 --threads T --nets ...``,
 #: ``benchmarks/results/setting_dw_band_bytes_xeon.txt``, ``setting_dw_band_bytes_ci2.txt``).
 DW_BAND_BYTES = 64 << 10

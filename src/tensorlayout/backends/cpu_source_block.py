@@ -172,8 +172,7 @@ def block_entry(ctx, tid, nt, work):
         call_void(a[24], (a[20] + (tid * PH + oh0 * sh) * PW * 64, PW * 16,
                           a[5] + b * a[10] * a[11] * 64, a[6] + b * 64, at + oh0 * OW * 64,
                           oh1 - oh0, OW, a[10], a[11], sh, a[13], a[16], a[17],
-                          xat, h1 - h0 if xat != 0 else 0, W, ph1 if xat != 0 else 0, a[15],
-                          a[18], a[27]))
+                          xat, h1 - h0, W, ph1, a[15], a[18], a[27]))
         after_act(a[28], at, out, oh0 * OW * 16, oh1 * OW * 16, a[18], f[0], f[1], a[27])
         if a[26] == 0:
             block_out(ybuf, y, n, c0, cl, oh0 * OW, oh1 * OW)

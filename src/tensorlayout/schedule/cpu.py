@@ -129,18 +129,15 @@ def _is_concat(st) -> bool:
 
 
 def _concat_blockable(graph, node) -> bool:
-    """Whether Concat ``node`` joins 4-D float32 tensors along the channels, each (and the
-    output) of static shape and a multiple of 16 channels, none a constant or given twice:
-    then its inputs' blocks, one after another, are its output's."""
-    ins = list(node.inputs)
-    if (len(node.outputs) != 1 or not ins or None in ins or "" in ins
-            or len(set(ins)) != len(ins) or any(n in graph.consts for n in ins)):
-        return False
-    shapes = [graph.shapes.get(n) for n in ins + [node.outputs[0]]]
-    return (node.params.axis == 1 and _f32(graph, *ins, node.outputs[0])
-            and all(s is not None and len(s) == 4 and s[1] % 16 == 0
-                    and all(isinstance(d, (int, np.integer)) and d > 0 for d in s)
-                    for s in shapes))
+    """Whether Concat ``node`` joins its inputs along the channels, each given once and of
+    whole blocks (a multiple of 16 channels): then their blocks, one after another, are its
+    output's.  The tensors must be blockable themselves (:func:`blocked_tensors` holds a
+    Concat blocked with all its inputs or none)."""
+    ins = node.inputs
+    shapes = [graph.shapes.get(n) if n else None for n in ins]
+    return bool(ins) and node.params.axis == 1 and len(set(ins)) == len(ins) and all(
+        s is not None and len(s) == 4 and isinstance(s[1], (int, np.integer)) and s[1] % 16 == 0
+        for s in shapes)
 
 
 def _reads_blocked(graph, r, t) -> bool:

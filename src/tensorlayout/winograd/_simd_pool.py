@@ -238,13 +238,13 @@ def blocked_ir() -> list:
                       f"  %w{k}v{kh}_{kw} = load {_V}, ptr %w{k}p{kh}_{kw}, align 4"]
                 vals.append(f"%w{k}v{kh}_{kw}")
         n = 0
-        while len(vals) > 1:            # a tree of maxima
+        while len(vals) > 1:            # a tree of maxima: neighbours paired, an odd one on
             nxt = []
             for i in range(0, len(vals) - 1, 2):
                 _max(L, f"%w{k}m{n}", vals[i], vals[i + 1], nan=True)
                 nxt.append(f"%w{k}m{n}")
                 n += 1
-            vals = nxt + vals[len(vals) - len(vals) % 2:] if len(vals) % 2 else nxt
+            vals = nxt + vals[2 * len(nxt):]
         fin[k] = vals[0]
         L.append("  br label %put")
     L += ["gen:",
