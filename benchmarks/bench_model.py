@@ -28,13 +28,20 @@ process that runs other work between its calls).
 ``--alone`` times each runtime in a process of its own (no other library's thread pool
 beside it), one network after the other, and compares those medians instead.
 
+``--beside torch`` also calls the same network in PyTorch (the module the ONNX file was
+exported from, eager, ``torch.set_num_threads(--threads)``, under ``torch.inference_mode``)
+in each round, interleaved with the two (the order of the three turns): a process that
+holds PyTorch's thread pool too.  The table still compares tensorlayout with onnxruntime and
+adds PyTorch's median time; compare its ratios with a run without it (with ``--ort-spin
+stop``, so that onnxruntime's own spinning is not what is measured).
+
 ``--busy K`` keeps K other processes busy (each a loop of Python) while both runtimes are
 timed: a machine whose cores something else also wants, where a thread of either runtime
 may wait for its turn on a core.
 
     python benchmarks/bench_model.py [--threads 2] [--rounds 7] [--sizes 224,96]
                                      [--nets resnet18,vgg11] [--alone] [--ort-spin on|off|stop]
-                                     [--busy 1]
+                                     [--busy 1] [--beside torch]
 """
 
 from __future__ import annotations
@@ -62,6 +69,8 @@ NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "
 #: How onnxruntime's worker threads wait between its calls, a key of
 #: ``_peers.ORT_SPIN_CONFIG`` (set by main)
 ORT_SPIN = ["on"]
+#: The third runtime called in each round ("torch") or none (set by main)
+BESIDE = ["none"]
 
 
 def _sessions(name, size, threads, which=("ours", "ort")):
@@ -69,9 +78,19 @@ def _sessions(name, size, threads, which=("ours", "ort")):
 
     from tensorlayout.model import load, zoo
 
-    data, _ = zoo.export(name, size=size)
+    data, net = zoo.export(name, size=size)
     x = np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)
     fns = {}
+    if "torch" in which:
+        import torch
+
+        torch.set_num_threads(threads)
+        xt = torch.from_numpy(x)
+
+        def run_torch():
+            with torch.inference_mode():
+                return net(xt).numpy()
+        fns["torch"] = run_torch
     if "ours" in which:
         model = load(data)
         fns["ours"] = lambda: model.run(x, threads=threads)
@@ -137,9 +156,16 @@ def main() -> int:
                          "(off), or only within a call (stop)")
     ap.add_argument("--busy", type=int, default=0,
                     help="other processes kept busy (a loop each) while timing")
+    ap.add_argument("--beside", choices=("none", "torch"), default="none",
+                    help="a third runtime called in each round, in the same process: PyTorch "
+                         "eager (torch) or none")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ORT_SPIN[0] = args.ort_spin
+    BESIDE[0] = args.beside
+    if args.beside != "none" and args.alone:
+        print("--beside: not with --alone (it shares the process)")
+        return 2
     if args.child:
         name, size, which = args.child.split(",")
         print(json.dumps(_alone(name, int(size), args.threads, args.rounds, which)))
@@ -168,9 +194,11 @@ def _table(args, ort, available_cpus) -> int:
           f"threads: {args.threads}, onnxruntime {ort.__version__}, numpy {np.__version__}, "
           f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}"
           f"{_SPIN_NOTE[args.ort_spin]}"
-          f"{f', {args.busy} other busy processes' if args.busy else ''}")
+          f"{f', {args.busy} other busy processes' if args.busy else ''}"
+          f"{', PyTorch eager called in each round too' if args.beside == 'torch' else ''}")
     head = (f"{'network':19s} {'size':>4s} {'ort ms':>8s} {'spread':>13s} {'ours ms':>8s} {'spread':>13s} "
-            f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}")
+            f"{'ratio':>6s} {'[low - high]':>13s} {'rel L2':>8s} {'top-1':>6s}"
+            f"{'  torch ms' if args.beside == 'torch' else ''}")
     print(head)
     print("-" * len(head))
     ok = True
@@ -185,14 +213,21 @@ def _table(args, ort, available_cpus) -> int:
                 t_ort = np.array([b["low"], b["median"], b["high"]])
                 ratio = np.array([b["median"] / a["median"]] * 3)
             else:
-                fns = _sessions(name, size, args.threads)
+                fns = _sessions(name, size, args.threads, ("ours", "ort", args.beside))
                 ours, theirs = fns["ours"], fns["ort"]
-                y, r = _warm(ours, theirs)
-                t_ours, t_ort = [], []
+                third = fns.get("torch")
+                turn = [ours, theirs] + ([third] if third else [])
+                y, r = _warm(*turn)[:2]
+                t_ours, t_ort, t_third = [], [], []
                 for k in range(args.rounds):
-                    order = (ours, theirs) if k % 2 == 0 else (theirs, ours)
+                    # the runtimes take turns: two alternate which goes first; three
+                    # rotate, every other cycle reversed, so each follows each other
+                    order = turn[k % len(turn):] + turn[:k % len(turn)]
+                    if len(turn) > 2 and k // len(turn) % 2:
+                        order = order[::-1]
                     for fn in order:
-                        (t_ours if fn is ours else t_ort).append(_best_of(fn))
+                        got = _best_of(fn)
+                        (t_ours if fn is ours else t_ort if fn is theirs else t_third).append(got)
                 t_ours, t_ort = np.array(t_ours) * 1e3, np.array(t_ort) * 1e3
                 ratio = t_ort / t_ours
             y, r = np.asarray(y, np.float64).ravel(), np.asarray(r, np.float64).ravel()
@@ -204,7 +239,9 @@ def _table(args, ort, available_cpus) -> int:
             print(f"{name:19s} {size:4d} {np.median(t_ort):8.2f} {t_ort.min():6.2f}-{t_ort.max():<6.2f} "
                   f"{np.median(t_ours):8.2f} {t_ours.min():6.2f}-{t_ours.max():<6.2f} "
                   f"{np.median(ratio):6.2f} {ratio.min():6.2f}-{ratio.max():<6.2f} {err:8.1e} "
-                  f"{'same' if same else 'DIFF':>6s}{'' if good else '  FAIL'}", flush=True)
+                  f"{'same' if same else 'DIFF':>6s}{'' if good else '  FAIL'}"
+                  f"{f'  {np.median(t_third) * 1e3:8.2f}' if not args.alone and t_third else ''}",
+                  flush=True)
         geo = float(np.exp(np.mean(np.log(ratios))))
         print(f"{'geometric mean':19s} {size:4d} {'':60s} {geo:6.2f}  (lowest {min(ratios):.2f})",
               flush=True)
