@@ -38,11 +38,14 @@ def isa(request):
     # (H, W, KH, KW, stride, dilation, begin pads)
     (6, 6, 3, 3, 1, 1, (1, 1)), (7, 9, 3, 3, 2, 1, (1, 0)), (12, 11, 5, 5, 1, 1, (2, 2)),
     (13, 10, 5, 5, 2, 1, (2, 1)), (9, 9, 3, 3, 1, 2, (2, 2)), (5, 7, 2, 3, 3, 1, (0, 1)),
-    (1, 1, 3, 3, 1, 1, (1, 1))])
+    (1, 1, 3, 3, 1, 1, (1, 1)), (5, 23, 3, 3, 1, 1, (1, 1)), (6, 29, 5, 5, 2, 1, (2, 2)),
+    (4, 26, 3, 3, 2, 1, (1, 1)), (3, 2, 5, 5, 1, 1, (2, 2))])
 def test_block_kernel_equals_the_definition(isa, window):
     """Every exported form of ``tl_dw_block`` that takes the window, from a padded block
-    plane and from the unpadded plane it copies itself, with Relu, Clip and none: the
-    float64 definition within float32 rounding, nothing written past the output."""
+    plane and from the unpadded plane it copies itself, and of ``tl_dw_direct``, from the
+    unpadded plane where it lies (its buffer NaN, which it must not read), with Relu, Clip
+    and none: the float64 definition within float32 rounding, nothing written past the
+    output."""
     H, W, KH, KW, s, d, (ph, pw) = window
     mod = _simd.module(isa)
     rng = np.random.default_rng(H * W + KH)
@@ -59,15 +62,19 @@ def test_block_kernel_equals_the_definition(isa, window):
     for i in range(KH):
         for j in range(KW):
             want += w[i, j] * xp[i * d:i * d + (OH - 1) * s + 1:s, j * d:j * d + (OW - 1) * s + 1:s]
-    names = ["tl_dw_block"]
-    if block_function(KH, KW, s, s, d, d) != "tl_dw_block":
-        names.append(block_function(KH, KW, s, s, d, d))
+    names = ["tl_dw_block", "tl_dw_direct"]
+    for direct in (False, True):
+        if block_function(KH, KW, s, s, d, d, direct) not in names:
+            names.append(block_function(KH, KW, s, s, d, d, direct))
+    assert len(names) == (4 if KH in (3, 5) and KW == KH and d == 1 and s < 3 else 2)
     lohi = np.array([-0.5, 0.75], np.float32)
     for name in names:
         for act, ref in ((0, want), (1, np.maximum(want, 0)), (2, np.clip(want, -0.5, 0.75))):
-            for copy in (False, True):
+            for copy in (False, True) if "block" in name else (True,):
                 pad = np.zeros((PH, PW, 16), np.float32)
-                if not copy:
+                if "direct" in name:
+                    pad[:] = np.nan
+                elif not copy:
                     pad[ph:ph + H, pw:pw + W] = x
                 y = np.full((OH * OW + 1, 16), 7.5, np.float32)
                 _fn(mod, name, 20)(pad.ctypes.data, PW * 16, w.ctypes.data, b.ctypes.data,
@@ -80,10 +87,12 @@ def test_block_kernel_equals_the_definition(isa, window):
 
 
 def test_block_functions_cover_their_windows():
-    assert set(BLOCK_NAMES) == {"tl_dw_block"} | {f"tl_dw_block{a}x{b}s{c}" for a, b, c in BLOCK_SPECIAL}
-    assert block_function(3, 3, 2, 2, 1, 1) == "tl_dw_block3x3s2"
-    assert block_function(3, 3, 1, 2, 1, 1) == "tl_dw_block"          # unequal strides
-    assert block_function(5, 5, 1, 1, 2, 2) == "tl_dw_block"          # dilated
+    assert set(BLOCK_NAMES) == {f"tl_dw_{k}{f}" for k in ("block", "direct") for f in
+                                [""] + [f"{a}x{b}s{c}" for a, b, c in BLOCK_SPECIAL]}
+    for k in ("block", "direct"):
+        assert block_function(3, 3, 2, 2, 1, 1, k == "direct") == f"tl_dw_{k}3x3s2"
+        assert block_function(3, 3, 1, 2, 1, 1, k == "direct") == f"tl_dw_{k}"  # unequal strides
+        assert block_function(5, 5, 1, 1, 2, 2, k == "direct") == f"tl_dw_{k}"  # dilated
 
 
 @pytest.mark.parametrize("dims", [(5, 37, 20), (1, 16, 3), (30, 70, 33), (14, 1, 1), (61, 9, 16)])

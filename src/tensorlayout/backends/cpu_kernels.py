@@ -233,12 +233,13 @@ DW_BAND_BYTES = 64 << 10
 class DepthwiseBlocked:
     """A depthwise convolution (multiplier 1) of fixed shapes by blocks of 16 channels
     (:mod:`.cpu_source_block`): each output position's 16 channels one vector sum over the
-    taps, in machine code (``tl_dw_block``; its 3 x 3 and 5 x 5 forms unrolled).  ``w``:
+    taps, in machine code (``tl_dw_block``, or ``tl_dw_direct`` reading a blocked input where
+    it lies; their 3 x 3 and 5 x 5 forms unrolled).  ``w``:
     (C, 1, KH, KW); ``args`` as :func:`depthwise` takes them; ``x_blocked``, ``y_blocked``:
     the input, the output in the blocked layout (N, ceil(C/16), H, W, 16) instead of NCHW."""
 
     def __init__(self, w, bias, args, x_shape, out_hw, x_blocked=False, y_blocked=False):
-        from ..winograd._simd_block import block_function
+        from ..winograd import _simd_block
 
         sh, sw, ph, pw, dh, dw, mult, act, a0, a1 = args
         if mult != 1:
@@ -254,7 +255,9 @@ class DepthwiseBlocked:
         self.lohi = np.array([a0, a1], np.float32)
         PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
         PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
-        name = block_function(KH, KW, sh, sw, dh, dw)
+        # a blocked input is read where it lies (DW_DIRECT), an NCHW one from its copy
+        name = _simd_block.block_function(KH, KW, sh, sw, dh, dw,
+                                          x_blocked and _simd_block.DW_DIRECT)
         # bands of output rows whose input rows fill at most DW_BAND_BYTES of the buffer
         rows = OH
         if DW_BAND_BYTES:

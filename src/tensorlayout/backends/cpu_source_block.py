@@ -7,11 +7,11 @@ machine code (:mod:`tensorlayout.winograd._simd_block`); the entries split the w
 the threads and move what the machine code does not.
 
 ``block_entry`` (the depthwise convolution) gives each thread (image, block, band of output
-rows) units: the input rows the band reads moved into their rows of the thread's
-zero-bordered plane (``pad``; its border, zero from the allocation, is never written), from
-NCHW planes (16 strided writes per position) or, for a blocked input, by ``tl_dw_block``
-itself; the kernel; an activation its store leaves; for an NCHW output the band's positions
-of the block's 16 planes written out of the thread's buffer.
+rows) units: for an NCHW input the rows the band reads moved into their rows of the thread's
+zero-bordered plane (``pad``; its border, zero from the allocation, is never written; 16
+strided writes per position), a blocked input read where it lies by ``tl_dw_direct`` (or
+copied by ``tl_dw_block`` itself); the kernel; an activation its store leaves; for an NCHW
+output the band's positions of the block's 16 planes written out of the thread's buffer.
 ``pw_block_entry`` (the 1 x 1 convolution) runs units (image, rows of positions, strip of
 output channels) through ``tl_gemm_at``; ``block_rows_entry`` a block's plane means or
 scaling.  :func:`source` is part of :func:`tensorlayout.backends.cpu_source.module_source`'s
@@ -158,7 +158,7 @@ def block_entry(ctx, tid, nt, work):
         h1 = min(H, (oh1 - 1) * sh - ph + (a[10] - 1) * a[16] + 1)
         ph1 = h0 + ph - oh0 * sh
         xat = 0
-        if a[25] != 0:          # a blocked input: copied by the machine code
+        if a[25] != 0:          # a blocked input: read or copied by the machine code
             xat = a[0] + ((n * B + b) * H + h0) * W * 64 if h1 > h0 else 0
         else:
             block_in(x, n, c0, cl, pad, ph, a[15], h0, h1, W, 1, 1)

@@ -10,7 +10,10 @@ bias ``b`` (16 floats) first and the taps in order, as onnxruntime's and the per
 sum them.  Each output position's 16 channels are one vector sum kept in the registers over
 every tap; four neighbouring positions at a time share each tap's weights.
 ``tl_dw_block{KH}x{KW}s{s}`` (:data:`BLOCK_SPECIAL`) are the same for one window and stride,
-their taps unrolled (:func:`block_function` picks).  Relu and Clip (``act`` 1, 2;
+their taps unrolled (:func:`block_function` picks).  ``tl_dw_direct`` (and its unrolled
+forms) take the same arguments but read the block's unpadded plane ``x`` (H rows) where it
+lies, its output row h's window row i on row h·sh + i·dh - ph, and skip what falls outside
+it; ``pad`` is not read.  Relu and Clip (``act`` 1, 2;
 ``lohi``: the activation's two parameters as floats) are applied in the store.
 
 ``tl_gemm_at`` and ``tl_gemm_at1`` are the 1 x 1 convolution's GEMM turned over, reading
@@ -54,8 +57,18 @@ FIXED_ROW_PANELS = True
 BLOCK = 16
 #: The windows with a function of their own: (KH, KW, stride), dilation 1.
 BLOCK_SPECIAL = ((3, 3, 1), (3, 3, 2), (5, 5, 1), (5, 5, 2))
-#: The exported depthwise functions.
-BLOCK_NAMES = ("tl_dw_block",) + tuple(f"tl_dw_block{kh}x{kw}s{s}" for kh, kw, s in BLOCK_SPECIAL)
+#: The exported depthwise functions: on a zero-bordered copy (``tl_dw_block``) and on the
+#: blocked input where it lies (``tl_dw_direct``).
+BLOCK_NAMES = tuple(f"tl_dw_{kind}{sfx}" for kind in ("block", "direct")
+                    for sfx in ("",) + tuple(f"{kh}x{kw}s{s}" for kh, kw, s in BLOCK_SPECIAL))
+#: Whether a depthwise convolution whose input is blocked reads it where it lies, the
+#: window's rows and columns outside the input skipped, rather than copying each band of
+#: its rows into a zero-bordered buffer first (the copy took more time than the sums).
+#: 2-core EPYC, whole networks: MobileNetV2 224^2 1.07x, MobileNetV3-Small 1.04x,
+#: EfficientNet-B0 1.03x, at 96^2 1.00-1.03x, the outputs bit for bit the same
+#: (``benchmarks/bench_setting.py tensorlayout.winograd._simd_block.DW_DIRECT False True
+#: --nets ...``, ``benchmarks/results/setting_dw_direct_epyc2.txt``).
+DW_DIRECT = True
 
 _V = f"<{BLOCK} x float>"
 _FMA = f"@llvm.fmuladd.v{BLOCK}f32"
@@ -220,13 +233,188 @@ def _body() -> list:
     return L
 
 
+def _direct_positions(L, tag: str, n: int, checked: bool) -> None:
+    """The taps of ``n`` positions from position ``%o{tag}`` of output row ``%h`` read from
+    the input plane ``%x`` where it lies (:func:`_direct_body`): a window row outside the
+    input is skipped, and, ``checked`` (n = 1), a column outside it too; stored at the end.
+    Enters at label ``{tag}.go``, leaves to ``{tag}.done``."""
+    t = tag
+    L += [f"{t}.go:",
+          f"  %col{t} = mul i64 %o{t}, %sw",
+          f"  %cb{t} = sub i64 %col{t}, %pw",
+          f"  br label %{t}.kh",
+          f"{t}.kh:",
+          f"  %i{t} = phi i64 [0, %{t}.go], [%i{t}.n, %{t}.khn]"]
+    for p in range(n):
+        L.append(f"  %a{t}{p} = phi {_V} [%bv, %{t}.go], [%e{t}{p}, %{t}.khn]")
+    L += [f"  %ic{t} = icmp slt i64 %i{t}, %KH",
+          f"  br i1 %ic{t}, label %{t}.khb, label %{t}.st",
+          f"{t}.khb:",
+          f"  %ri{t} = mul i64 %i{t}, %dh",
+          f"  %r{t} = add i64 %hrow, %ri{t}",
+          f"  %r0{t} = icmp sge i64 %r{t}, 0",
+          f"  %r1{t} = icmp slt i64 %r{t}, %H",
+          f"  %rok{t} = and i1 %r0{t}, %r1{t}",
+          f"  %rb{t} = mul i64 %r{t}, %W",
+          f"  %t{t} = mul i64 %i{t}, %KW",
+          f"  br i1 %rok{t}, label %{t}.kw, label %{t}.khn",
+          f"{t}.kw:",
+          f"  %j{t} = phi i64 [0, %{t}.khb], [%j{t}.n, %{t}.kwn]"]
+    for p in range(n):
+        L.append(f"  %c{t}{p} = phi {_V} [%a{t}{p}, %{t}.khb], [%d{t}{p}, %{t}.kwn]")
+    L += [f"  %jc{t} = icmp slt i64 %j{t}, %KW",
+          f"  br i1 %jc{t}, label %{t}.kwb, label %{t}.kwx",
+          f"{t}.kwb:",
+          f"  %tj{t} = add i64 %t{t}, %j{t}",
+          f"  %wo{t} = shl i64 %tj{t}, 4",
+          f"  %wp{t} = getelementptr inbounds float, ptr %w, i64 %wo{t}",
+          f"  %wv{t} = load {_V}, ptr %wp{t}, align 4",
+          f"  %cj{t} = mul i64 %j{t}, %dw",
+          f"  %cc{t} = add i64 %cb{t}, %cj{t}"]
+    for p in range(n):
+        L += [f"  %cp{t}{p} = add i64 %cc{t}, %sw{p}",
+              f"  %xq{t}{p} = add i64 %rb{t}, %cp{t}{p}",
+              f"  %xo{t}{p} = shl i64 %xq{t}{p}, 4"]
+    if checked:
+        L += [f"  %k0{t} = icmp sge i64 %cp{t}0, 0",
+              f"  %k1{t} = icmp slt i64 %cp{t}0, %W",
+              f"  %kok{t} = and i1 %k0{t}, %k1{t}",
+              f"  br i1 %kok{t}, label %{t}.ld, label %{t}.kwn",
+              f"{t}.ld:"]
+    for p in range(n):
+        L += [f"  %xp{t}{p} = getelementptr inbounds float, ptr %x, i64 %xo{t}{p}",
+              f"  %xv{t}{p} = load {_V}, ptr %xp{t}{p}, align 4",
+              f"  %f{t}{p} = call {_V} {_FMA}({_V} %wv{t}, {_V} %xv{t}{p}, {_V} %c{t}{p})"]
+    L += [f"  br label %{t}.kwn",
+          f"{t}.kwn:"]
+    src = f"%{t}.ld" if checked else f"%{t}.kwb"
+    for p in range(n):
+        skip = f", [%c{t}{p}, %{t}.kwb]" if checked else ""
+        L.append(f"  %d{t}{p} = phi {_V} [%f{t}{p}, {src}]{skip}")
+    L += [f"  %j{t}.n = add i64 %j{t}, 1",
+          f"  br label %{t}.kw",
+          f"{t}.kwx:",
+          f"  br label %{t}.khn",
+          f"{t}.khn:"]
+    for p in range(n):
+        L.append(f"  %e{t}{p} = phi {_V} [%a{t}{p}, %{t}.khb], [%c{t}{p}, %{t}.kwx]")
+    L += [f"  %i{t}.n = add i64 %i{t}, 1",
+          f"  br label %{t}.kh",
+          f"{t}.st:"]
+    act_block(L, [f"%a{t}{p}" for p in range(n)], [f"%z{t}{p}" for p in range(n)],
+              f"{t}.act", BLOCK, STORE_ACTS)
+    for p in range(n):
+        L += [f"  %yo{t}{p} = add i64 %yrow, %o{t}",
+              f"  %yq{t}{p} = add i64 %yo{t}{p}, {p}",
+              f"  %ys{t}{p} = shl i64 %yq{t}{p}, 4",
+              f"  %yp{t}{p} = getelementptr inbounds float, ptr %y, i64 %ys{t}{p}",
+              f"  store {_V} %z{t}{p}, ptr %yp{t}{p}, align 4"]
+    L.append(f"  br label %{t}.done")
+
+
+def _direct_body() -> list:
+    """``@dwd``: ``@dwb``'s sums with the input read where it lies, ``%x`` a block's plane
+    of ``%H`` rows by ``%W`` positions (16 floats each; null where H is 0) and the window's
+    row i of output row h on its row h·sh + i·dh - ph: the rows outside the plane skipped,
+    the columns outside it skipped at the row's ends (positions below ``%qL`` and from
+    ``%qR``, each checked), none looked at in between (four positions at a time, then one).
+    ``%pad`` and ``%prow`` are not used."""
+    args = ", ".join(f"i64 %{a}" for a in ("prow", "OH", "OW", "KH", "KW", "sh", "sw", "dh",
+                                            "dw", "H", "W", "ph", "pw", "act"))
+    L = [f"define internal void @dwd(ptr noalias %pad, ptr noalias %w, ptr noalias %b, "
+         f"ptr noalias %y, ptr noalias %x, ptr noalias %lohi, {args}) alwaysinline nounwind {{",
+         "entry:",
+         f"  %bv = load {_V}, ptr %b, align 4",
+         "  %sw0 = add i64 0, 0",
+         "  %sw1 = add i64 %sw, 0",
+         "  %sw2 = shl i64 %sw, 1",
+         "  %sw3 = add i64 %sw2, %sw",
+         # qL: the first position whose window starts inside the row; qR: one past the last
+         # whose window ends inside it (at least qL, at most OW)
+         "  %qa = add i64 %pw, %sw",
+         "  %qb = sub i64 %qa, 1",
+         "  %qc0 = udiv i64 %qb, %sw",
+         "  %qL.lt = icmp slt i64 %qc0, %OW",
+         "  %qL = select i1 %qL.lt, i64 %qc0, i64 %OW",
+         "  %kw1 = sub i64 %KW, 1",
+         "  %kwd = mul i64 %kw1, %dw",
+         "  %w1 = sub i64 %W, 1",
+         "  %lim0 = sub i64 %w1, %kwd",
+         "  %lim = add i64 %lim0, %pw",
+         "  %lneg = icmp slt i64 %lim, 0",
+         "  %lsafe = select i1 %lneg, i64 0, i64 %lim",
+         "  %qd = udiv i64 %lsafe, %sw",
+         "  %qd1 = add i64 %qd, 1",
+         "  %qr0 = select i1 %lneg, i64 0, i64 %qd1",
+         "  %qr.lt = icmp slt i64 %qr0, %OW",
+         "  %qr1 = select i1 %qr.lt, i64 %qr0, i64 %OW",
+         "  %qr.ge = icmp sge i64 %qr1, %qL",
+         "  %qR = select i1 %qr.ge, i64 %qr1, i64 %qL",
+         "  %n4a = sub i64 %qR, %qL",
+         "  %n4 = and i64 %n4a, -4",
+         "  %q4e = add i64 %qL, %n4"]
+    act_prologue(L, BLOCK)
+    L += ["  br label %oh",
+          "oh:",
+          "  %h = phi i64 [0, %entry], [%h.n, %ec.end]",
+          "  %hc = icmp slt i64 %h, %OH",
+          "  br i1 %hc, label %ohb, label %exit",
+          "ohb:",
+          "  %hs = mul i64 %h, %sh",
+          "  %hrow = sub i64 %hs, %ph",
+          "  %yrow = mul i64 %h, %OW",
+          "  br label %el",
+          # the left end, checked
+          "el:",
+          "  %oel = phi i64 [0, %ohb], [%oel.n, %el.done]",
+          "  %elc = icmp slt i64 %oel, %qL",
+          "  br i1 %elc, label %el.go, label %d4"]
+    _direct_positions(L, "el", 1, True)
+    L += ["el.done:",
+          "  %oel.n = add i64 %oel, 1",
+          "  br label %el",
+          "d4:",
+          "  %od4 = phi i64 [%qL, %el], [%od4.n, %d4.done]",
+          "  %d4c = icmp slt i64 %od4, %q4e",
+          "  br i1 %d4c, label %d4.go, label %d1"]
+    _direct_positions(L, "d4", 4, False)
+    L += ["d4.done:",
+          "  %od4.n = add i64 %od4, 4",
+          "  br label %d4",
+          "d1:",
+          "  %od1 = phi i64 [%q4e, %d4], [%od1.n, %d1.done]",
+          "  %d1c = icmp slt i64 %od1, %qR",
+          "  br i1 %d1c, label %d1.go, label %ec"]
+    _direct_positions(L, "d1", 1, False)
+    L += ["d1.done:",
+          "  %od1.n = add i64 %od1, 1",
+          "  br label %d1",
+          # the right end, checked
+          "ec:",
+          "  %oec = phi i64 [%qR, %d1], [%oec.n, %ec.done]",
+          "  %ecc = icmp slt i64 %oec, %OW",
+          "  br i1 %ecc, label %ec.go, label %ec.end"]
+    _direct_positions(L, "ec", 1, True)
+    L += ["ec.done:",
+          "  %oec.n = add i64 %oec, 1",
+          "  br label %ec",
+          "ec.end:",
+          "  %h.n = add i64 %h, 1",
+          "  br label %oh",
+          "exit:",
+          "  ret void",
+          "}"]
+    return L
+
+
 def block_ir() -> list:
     """The IR lines of :data:`BLOCK_NAMES` (and the ``@dwb`` they inline); the module
     declares the 16-float intrinsics itself when its vectors are narrower."""
-    L = _body()
+    L = _body() + _direct_body()
     names = ("pad", "prow", "w", "b", "y", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "x",
              "H", "W", "ph", "pw", "act", "lohi")
-    for name, k in zip(BLOCK_NAMES, (None,) + BLOCK_SPECIAL):
+    for name, k in zip(BLOCK_NAMES, ((None,) + BLOCK_SPECIAL) * 2):
+        body = "@dwb" if name.startswith("tl_dw_block") else "@dwd"
         L += [f"define void @{name}(" + ", ".join(f"i64 %{a}i" for a in names)
               + ") nounwind {",
               "entry:"]
@@ -234,7 +422,7 @@ def block_ir() -> list:
             L.append(f"  %{a} = inttoptr i64 %{a}i to ptr")
         kh, kw, sh, sw, dh, dw = (("%KHi", "%KWi", "%shi", "%swi", "%dhi", "%dwi") if k is None
                                   else (k[0], k[1], k[2], k[2], 1, 1))
-        L += [f"  call void @dwb(ptr %pad, ptr %w, ptr %b, ptr %y, ptr %x, ptr %lohi, "
+        L += [f"  call void {body}(ptr %pad, ptr %w, ptr %b, ptr %y, ptr %x, ptr %lohi, "
               f"i64 %prowi, i64 %OHi, i64 %OWi, i64 {kh}, i64 {kw}, i64 {sh}, i64 {sw}, "
               f"i64 {dh}, i64 {dw}, i64 %Hi, i64 %Wi, i64 %phi, i64 %pwi, i64 %acti)",
               "  ret void",
@@ -242,11 +430,14 @@ def block_ir() -> list:
     return L
 
 
-def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int) -> str:
-    """The name of the function that runs this window best."""
+def block_function(KH: int, KW: int, sh: int, sw: int, dh: int, dw: int,
+                   direct: bool = False) -> str:
+    """The name of the function that runs this window best, on a zero-bordered copy or,
+    ``direct``, on the blocked input where it lies."""
+    kind = "direct" if direct else "block"
     if (dh, dw) == (1, 1) and sh == sw and (KH, KW, sh) in BLOCK_SPECIAL:
-        return f"tl_dw_block{KH}x{KW}s{sh}"
-    return "tl_dw_block"
+        return f"tl_dw_{kind}{KH}x{KW}s{sh}"
+    return f"tl_dw_{kind}"
 
 
 def _depth_step(L, mr: int, nv: int, w: int, nr: int, a_row, s: str = "") -> None:
