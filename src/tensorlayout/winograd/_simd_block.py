@@ -96,52 +96,76 @@ def lanes_below(L, name: str, count: str, w: int, first: int = 0, bound: str = "
     L.append(f"  {name} = icmp slt <{w} x i64> {lanes}, {bound}")
 
 
-def _positions(L, tag: str, n: int) -> None:
-    """The loop over taps for ``n`` positions starting at position ``%o`` (the current
-    block's code, labels suffixed ``tag``), stored at the end; enters at label
-    ``{tag}.go`` and leaves to ``{tag}.done``."""
-    L += [f"{tag}.go:",
-          "  %col{t} = mul i64 %o{t}, %sw".format(t=tag),
-          f"  br label %{tag}.kh",
-          f"{tag}.kh:",
-          f"  %i{tag} = phi i64 [0, %{tag}.go], [%i{tag}.n, %{tag}.khn]"]
+def _positions(L, tag: str, n: int, mode: str = "pad") -> None:
+    """The loop over taps for ``n`` positions starting at position ``%o{tag}`` of output row
+    ``%h`` (labels and names suffixed ``tag``), stored at the end; enters at label
+    ``{tag}.go`` and leaves to ``{tag}.done``.  ``mode`` "pad": read from the zero-bordered
+    plane ``%pad`` (rows of ``%prow`` floats); "direct" or "checked": from the input plane
+    ``%x`` where it lies (:func:`_direct_body`), a window row outside it skipped, and,
+    "checked" (n = 1), a column outside it too."""
+    t, direct, checked = tag, mode != "pad", mode == "checked"
+    L += [f"{t}.go:",
+          f"  %col{t} = mul i64 %o{t}, %sw"]
+    if direct:
+        L.append(f"  %cb{t} = sub i64 %col{t}, %pw")
+    L += [f"  br label %{t}.kh",
+          f"{t}.kh:",
+          f"  %i{t} = phi i64 [0, %{t}.go], [%i{t}.n, %{t}.khn]"]
+    back, nxt = ("e", "kwn") if direct else ("c", "kwb")
     for p in range(n):
-        L.append(f"  %a{tag}{p} = phi {_V} [%bv, %{tag}.go], [%c{tag}{p}, %{tag}.khn]")
-    L += [f"  %ic{tag} = icmp slt i64 %i{tag}, %KH",
-          f"  br i1 %ic{tag}, label %{tag}.khb, label %{tag}.st",
-          f"{tag}.khb:",
-          f"  %ri{tag} = mul i64 %i{tag}, %dh",
-          f"  %r{tag} = add i64 %hrow, %ri{tag}",
-          f"  %rb{tag} = mul i64 %r{tag}, %prow",
-          f"  %t{tag} = mul i64 %i{tag}, %KW",
-          f"  br label %{tag}.kw",
-          f"{tag}.kw:",
-          f"  %j{tag} = phi i64 [0, %{tag}.khb], [%j{tag}.n, %{tag}.kwb]"]
+        L.append(f"  %a{t}{p} = phi {_V} [%bv, %{t}.go], [%{back}{t}{p}, %{t}.khn]")
+    L += [f"  %ic{t} = icmp slt i64 %i{t}, %KH",
+          f"  br i1 %ic{t}, label %{t}.khb, label %{t}.st",
+          f"{t}.khb:",
+          f"  %ri{t} = mul i64 %i{t}, %dh",
+          f"  %r{t} = add i64 %hrow, %ri{t}"]
+    if direct:
+        L += [f"  %r0{t} = icmp sge i64 %r{t}, 0",
+              f"  %r1{t} = icmp slt i64 %r{t}, %H",
+              f"  %rok{t} = and i1 %r0{t}, %r1{t}",
+              f"  %rb{t} = mul i64 %r{t}, %W",
+              f"  %t{t} = mul i64 %i{t}, %KW",
+              f"  br i1 %rok{t}, label %{t}.kw, label %{t}.khn"]
+    else:
+        L += [f"  %rb{t} = mul i64 %r{t}, %prow",
+              f"  %t{t} = mul i64 %i{t}, %KW",
+              f"  br label %{t}.kw"]
+    L += [f"{t}.kw:",
+          f"  %j{t} = phi i64 [0, %{t}.khb], [%j{t}.n, %{t}.{nxt}]"]
     for p in range(n):
-        L.append(f"  %c{tag}{p} = phi {_V} [%a{tag}{p}, %{tag}.khb], [%d{tag}{p}, %{tag}.kwb]")
-    L += [f"  %jc{tag} = icmp slt i64 %j{tag}, %KW",
-          f"  br i1 %jc{tag}, label %{tag}.kwb, label %{tag}.khn",
-          f"{tag}.kwb:",
-          f"  %tj{tag} = add i64 %t{tag}, %j{tag}",
-          f"  %wo{tag} = shl i64 %tj{tag}, 4",
-          f"  %wp{tag} = getelementptr inbounds float, ptr %w, i64 %wo{tag}",
-          f"  %wv{tag} = load {_V}, ptr %wp{tag}, align 4",
-          f"  %cj{tag} = mul i64 %j{tag}, %dw",
-          f"  %cc{tag} = add i64 %col{tag}, %cj{tag}"]
-    for p in range(n):
-        L += [f"  %cp{tag}{p} = add i64 %cc{tag}, %sw{p}",
-              f"  %cs{tag}{p} = shl i64 %cp{tag}{p}, 4",
-              f"  %xo{tag}{p} = add i64 %rb{tag}, %cs{tag}{p}",
-              f"  %xp{tag}{p} = getelementptr inbounds float, ptr %pad, i64 %xo{tag}{p}",
-              f"  %xv{tag}{p} = load {_V}, ptr %xp{tag}{p}, align 4",
-              f"  %d{tag}{p} = call {_V} {_FMA}({_V} %wv{tag}, {_V} %xv{tag}{p}, "
-              f"{_V} %c{tag}{p})"]
-    L += [f"  %j{tag}.n = add i64 %j{tag}, 1",
-          f"  br label %{tag}.kw",
-          f"{tag}.khn:",
-          f"  %i{tag}.n = add i64 %i{tag}, 1",
-          f"  br label %{tag}.kh",
-          f"{tag}.st:"]
+        L.append(f"  %c{t}{p} = phi {_V} [%a{t}{p}, %{t}.khb], [%d{t}{p}, %{t}.{nxt}]")
+    L += [f"  %jc{t} = icmp slt i64 %j{t}, %KW",
+          f"  br i1 %jc{t}, label %{t}.kwb, label %{t}.{'kwx' if direct else 'khn'}",
+          f"{t}.kwb:",
+          f"  %tj{t} = add i64 %t{t}, %j{t}",
+          f"  %wo{t} = shl i64 %tj{t}, 4",
+          f"  %wp{t} = getelementptr inbounds float, ptr %w, i64 %wo{t}",
+          f"  %wv{t} = load {_V}, ptr %wp{t}, align 4",
+          f"  %cj{t} = mul i64 %j{t}, %dw",
+          f"  %cc{t} = add i64 %{'cb' if direct else 'col'}{t}, %cj{t}"]
+    if direct:
+        _direct_taps(L, t, n, checked)
+    else:
+        for p in range(n):
+            L += [f"  %cp{t}{p} = add i64 %cc{t}, %sw{p}",
+                  f"  %cs{t}{p} = shl i64 %cp{t}{p}, 4",
+                  f"  %xo{t}{p} = add i64 %rb{t}, %cs{t}{p}",
+                  f"  %xp{t}{p} = getelementptr inbounds float, ptr %pad, i64 %xo{t}{p}",
+                  f"  %xv{t}{p} = load {_V}, ptr %xp{t}{p}, align 4",
+                  f"  %d{t}{p} = call {_V} {_FMA}({_V} %wv{t}, {_V} %xv{t}{p}, "
+                  f"{_V} %c{t}{p})"]
+        L += [f"  %j{t}.n = add i64 %j{t}, 1",
+              f"  br label %{t}.kw",
+              f"{t}.khn:"]
+    L += [f"  %i{t}.n = add i64 %i{t}, 1",
+          f"  br label %{t}.kh",
+          f"{t}.st:"]
+    _store_positions(L, t, n)
+
+
+def _store_positions(L, tag: str, n: int) -> None:
+    """The activation of the sums ``%a{tag}{p}`` of the ``n`` positions from ``%o{tag}`` in
+    output row ``%yrow``, stored there; then to label ``{tag}.done``."""
     act_block(L, [f"%a{tag}{p}" for p in range(n)], [f"%z{tag}{p}" for p in range(n)],
               f"{tag}.act", BLOCK, STORE_ACTS)
     for p in range(n):
@@ -233,44 +257,10 @@ def _body() -> list:
     return L
 
 
-def _direct_positions(L, tag: str, n: int, checked: bool) -> None:
-    """The taps of ``n`` positions from position ``%o{tag}`` of output row ``%h`` read from
-    the input plane ``%x`` where it lies (:func:`_direct_body`): a window row outside the
-    input is skipped, and, ``checked`` (n = 1), a column outside it too; stored at the end.
-    Enters at label ``{tag}.go``, leaves to ``{tag}.done``."""
-    t = tag
-    L += [f"{t}.go:",
-          f"  %col{t} = mul i64 %o{t}, %sw",
-          f"  %cb{t} = sub i64 %col{t}, %pw",
-          f"  br label %{t}.kh",
-          f"{t}.kh:",
-          f"  %i{t} = phi i64 [0, %{t}.go], [%i{t}.n, %{t}.khn]"]
-    for p in range(n):
-        L.append(f"  %a{t}{p} = phi {_V} [%bv, %{t}.go], [%e{t}{p}, %{t}.khn]")
-    L += [f"  %ic{t} = icmp slt i64 %i{t}, %KH",
-          f"  br i1 %ic{t}, label %{t}.khb, label %{t}.st",
-          f"{t}.khb:",
-          f"  %ri{t} = mul i64 %i{t}, %dh",
-          f"  %r{t} = add i64 %hrow, %ri{t}",
-          f"  %r0{t} = icmp sge i64 %r{t}, 0",
-          f"  %r1{t} = icmp slt i64 %r{t}, %H",
-          f"  %rok{t} = and i1 %r0{t}, %r1{t}",
-          f"  %rb{t} = mul i64 %r{t}, %W",
-          f"  %t{t} = mul i64 %i{t}, %KW",
-          f"  br i1 %rok{t}, label %{t}.kw, label %{t}.khn",
-          f"{t}.kw:",
-          f"  %j{t} = phi i64 [0, %{t}.khb], [%j{t}.n, %{t}.kwn]"]
-    for p in range(n):
-        L.append(f"  %c{t}{p} = phi {_V} [%a{t}{p}, %{t}.khb], [%d{t}{p}, %{t}.kwn]")
-    L += [f"  %jc{t} = icmp slt i64 %j{t}, %KW",
-          f"  br i1 %jc{t}, label %{t}.kwb, label %{t}.kwx",
-          f"{t}.kwb:",
-          f"  %tj{t} = add i64 %t{t}, %j{t}",
-          f"  %wo{t} = shl i64 %tj{t}, 4",
-          f"  %wp{t} = getelementptr inbounds float, ptr %w, i64 %wo{t}",
-          f"  %wv{t} = load {_V}, ptr %wp{t}, align 4",
-          f"  %cj{t} = mul i64 %j{t}, %dw",
-          f"  %cc{t} = add i64 %cb{t}, %cj{t}"]
+def _direct_taps(L, t: str, n: int, checked: bool) -> None:
+    """:func:`_positions`' tap of the input read where it lies: each position's input
+    vector (for ``checked`` only inside the row, else the sum goes on unchanged) into its
+    sum, the next tap; then the end of a window row, its sums ``%e{t}{p}``."""
     for p in range(n):
         L += [f"  %cp{t}{p} = add i64 %cc{t}, %sw{p}",
               f"  %xq{t}{p} = add i64 %rb{t}, %cp{t}{p}",
@@ -298,18 +288,6 @@ def _direct_positions(L, tag: str, n: int, checked: bool) -> None:
           f"{t}.khn:"]
     for p in range(n):
         L.append(f"  %e{t}{p} = phi {_V} [%a{t}{p}, %{t}.khb], [%c{t}{p}, %{t}.kwx]")
-    L += [f"  %i{t}.n = add i64 %i{t}, 1",
-          f"  br label %{t}.kh",
-          f"{t}.st:"]
-    act_block(L, [f"%a{t}{p}" for p in range(n)], [f"%z{t}{p}" for p in range(n)],
-              f"{t}.act", BLOCK, STORE_ACTS)
-    for p in range(n):
-        L += [f"  %yo{t}{p} = add i64 %yrow, %o{t}",
-              f"  %yq{t}{p} = add i64 %yo{t}{p}, {p}",
-              f"  %ys{t}{p} = shl i64 %yq{t}{p}, 4",
-              f"  %yp{t}{p} = getelementptr inbounds float, ptr %y, i64 %ys{t}{p}",
-              f"  store {_V} %z{t}{p}, ptr %yp{t}{p}, align 4"]
-    L.append(f"  br label %{t}.done")
 
 
 def _direct_body() -> list:
@@ -363,42 +341,23 @@ def _direct_body() -> list:
           "  %hs = mul i64 %h, %sh",
           "  %hrow = sub i64 %hs, %ph",
           "  %yrow = mul i64 %h, %OW",
-          "  br label %el",
-          # the left end, checked
-          "el:",
-          "  %oel = phi i64 [0, %ohb], [%oel.n, %el.done]",
-          "  %elc = icmp slt i64 %oel, %qL",
-          "  br i1 %elc, label %el.go, label %d4"]
-    _direct_positions(L, "el", 1, True)
-    L += ["el.done:",
-          "  %oel.n = add i64 %oel, 1",
-          "  br label %el",
-          "d4:",
-          "  %od4 = phi i64 [%qL, %el], [%od4.n, %d4.done]",
-          "  %d4c = icmp slt i64 %od4, %q4e",
-          "  br i1 %d4c, label %d4.go, label %d1"]
-    _direct_positions(L, "d4", 4, False)
-    L += ["d4.done:",
-          "  %od4.n = add i64 %od4, 4",
-          "  br label %d4",
-          "d1:",
-          "  %od1 = phi i64 [%q4e, %d4], [%od1.n, %d1.done]",
-          "  %d1c = icmp slt i64 %od1, %qR",
-          "  br i1 %d1c, label %d1.go, label %ec"]
-    _direct_positions(L, "d1", 1, False)
-    L += ["d1.done:",
-          "  %od1.n = add i64 %od1, 1",
-          "  br label %d1",
-          # the right end, checked
-          "ec:",
-          "  %oec = phi i64 [%qR, %d1], [%oec.n, %ec.done]",
-          "  %ecc = icmp slt i64 %oec, %OW",
-          "  br i1 %ecc, label %ec.go, label %ec.end"]
-    _direct_positions(L, "ec", 1, True)
-    L += ["ec.done:",
-          "  %oec.n = add i64 %oec, 1",
-          "  br label %ec",
-          "ec.end:",
+          "  br label %el"]
+    # the row's positions: its left end, checked; four at a time, then one, unchecked; its
+    # right end, checked.  (tag, first position, where from, bound, step, checked, then)
+    for t, first, came, bound, n, checked, then in (
+            ("el", "0", "%ohb", "%qL", 1, True, "d4"),
+            ("d4", "%qL", "%el", "%q4e", 4, False, "d1"),
+            ("d1", "%q4e", "%d4", "%qR", 1, False, "ec"),
+            ("ec", "%qR", "%d1", "%OW", 1, True, "ec.end")):
+        L += [f"{t}:",
+              f"  %o{t} = phi i64 [{first}, {came}], [%o{t}.n, %{t}.done]",
+              f"  %{t}c = icmp slt i64 %o{t}, {bound}",
+              f"  br i1 %{t}c, label %{t}.go, label %{then}"]
+        _positions(L, t, n, "checked" if checked else "direct")
+        L += [f"{t}.done:",
+              f"  %o{t}.n = add i64 %o{t}, {n}",
+              f"  br label %{t}"]
+    L += ["ec.end:",
           "  %h.n = add i64 %h, 1",
           "  br label %oh",
           "exit:",
