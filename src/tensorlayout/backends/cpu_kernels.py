@@ -256,15 +256,19 @@ class DepthwiseBlocked:
         PH = max(H + ph, (OH - 1) * sh + (KH - 1) * dh + 1)
         PW = max(W + pw, (OW - 1) * sw + (KW - 1) * dw + 1)
         # a blocked input is read where it lies (DW_DIRECT), an NCHW one from its copy
-        name = _simd_block.block_function(KH, KW, sh, sw, dh, dw,
-                                          x_blocked and _simd_block.DW_DIRECT)
+        direct = x_blocked and _simd_block.DW_DIRECT
+        name = _simd_block.block_function(KH, KW, sh, sw, dh, dw, direct)
         # bands of output rows whose input rows fill at most DW_BAND_BYTES of the buffer
         rows = OH
         if DW_BAND_BYTES:
             rows_in = DW_BAND_BYTES // (PW * 64)
             rows = max(1, min(OH, (rows_in - (KH - 1) * dh - 1) // sh + 1))
         self.rows = rows
-        self.units, self.pad, self.ybuf = N * B * -(-OH // rows), PH * PW * 16, OH * OW * 16
+        # each thread's zero-bordered plane (none where the input is read where it lies) and
+        # output plane (none where the output is blocked: written in place)
+        self.units = N * B * -(-OH // rows)
+        self.pad = 0 if direct else PH * PW * 16
+        self.ybuf = 0 if y_blocked else OH * OW * 16
         self.shape = (N, B, OH, OW, 16) if y_blocked else (N, C, OH, OW)
         self.template = np.array(
             [0, N, C, H, W, self.w.ctypes.data, self.bias.ctypes.data, 0, OH, OW, KH, KW, sh, sw,
@@ -280,8 +284,8 @@ class DepthwiseBlocked:
     def calls(self, x, y, nt):
         """The native calls that write ``y`` from ``x`` on ``nt`` threads at most."""
         nt = max(1, min(nt, self.units))
-        pad = np.zeros(nt * self.pad, np.float32)
-        ybuf = np.empty(nt * self.ybuf, np.float32)
+        pad = np.zeros(max(1, nt * self.pad), np.float32)
+        ybuf = np.empty(max(1, nt * self.ybuf), np.float32)
         ctx = self.template.copy()
         ctx[0], ctx[7], ctx[20], ctx[23] = _at(x), _at(y), _at(pad), _at(ybuf)
         return [(_module().BLOCK_ENTRY.address, ctx, nt, (x, y, pad, ybuf))]
