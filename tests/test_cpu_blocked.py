@@ -451,8 +451,9 @@ def test_a_depthwise_step_writes_blocks_only_from_blocks():
 @pytest.mark.parametrize("se", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_blocked_networks_agree_with_onnxruntime_on_every_path(se, threads, monkeypatch):
-    """The chain through the bound run, the per-step loop (a profile), a tap (which sees
-    every tensor in NCHW) and the NumPy twins: onnxruntime's results each time."""
+    """The chain through the bound run, a profile (inside the bound run where every step is
+    compiled, else the per-step loop), a tap (the per-step loop, which sees every tensor in
+    NCHW) and the NumPy twins: onnxruntime's results each time."""
     _compiled_or_skip()
     nodes, x, inits, out = _chain(se=se)
     compare(nodes, {"x": x}, [out], inits)
@@ -473,6 +474,34 @@ def test_blocked_networks_agree_with_onnxruntime_on_every_path(se, threads, monk
     assert np.abs(seen["ec"] - ec).max() <= 1e-4
     monkeypatch.setattr(K, "ready", lambda: False)
     assert rel_l2(load(data).cpu().run({"x": x}, threads=threads)[0][0], ref) <= 1e-5
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_profile_of_a_run_bound_whole_times_its_steps_inside_it(threads, monkeypatch):
+    """``profile=True`` where every step is compiled (two bottlenecks, a plane mean, a
+    Flatten that is a view): the bound run's steps timed one by one in its arena, the
+    per-step loop never called; every layer listed in order, each compiled step's time
+    above 0 and the view's 0; onnxruntime's result."""
+    _compiled_or_skip()
+    nodes, x, inits, out = _bottlenecks(gap=True)
+    nodes = nodes + [helper.make_node("Flatten", [out], ["f"])]
+    data = make_model(nodes, {"x": x}, ["f"], inits).SerializeToString()
+    ref = ort_session(data).run(None, {"x": x})[0]
+    prog = load(data).cpu()
+    prog.run({"x": x}, threads=threads)
+    (bound,) = [b for b in prog._bound_runs.values() if b]
+    assert bound.native_only and bound.view_steps == 1
+
+    def per_step(*args):
+        raise AssertionError("the per-step loop ran")
+    monkeypatch.setattr(type(prog), "_steps", per_step)
+    (y,), prof = prog.run({"x": x}, threads=threads, profile=True)
+    assert rel_l2(y, ref) <= 1e-5
+    assert [p[0] for p in prof] == [st.node.name for st in prog.steps]
+    timed = {i for i, _, _ in bound.step_rows}
+    assert len(timed) == len(prog.steps) - 1
+    for i, (_, op, seconds, _) in enumerate(prof):
+        assert (seconds > 0) if i in timed else (seconds == 0.0 and op == "Flatten")
 
 
 def _bottlenecks(gap=False, stem=True):

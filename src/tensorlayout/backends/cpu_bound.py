@@ -26,6 +26,7 @@ thread is inside it, and the program then takes its per-step path).
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -224,6 +225,8 @@ class BoundRun:
         self.feeds = [n for n in self.views if n not in made_by]
         # the compiled steps' calls, and the segments they form
         rows, keep, self.segments, want = [], [], [], []
+        #: each compiled step's rows of ``table``: (step, first row, past its last)
+        self.step_rows = []
         for i, st in enumerate(steps):
             if bound[i] is None:
                 continue
@@ -239,6 +242,7 @@ class BoundRun:
             for fn, ctx, nt, _ in calls:
                 rows.append((fn, ctx.ctypes.data, nt))
                 want.append(nt)
+            self.step_rows.append((i, first, len(rows)))
             if self.segments and self.segments[-1][0] == "native":
                 self.segments[-1] = ("native", self.segments[-1][1], len(rows))
             else:
@@ -267,6 +271,30 @@ class BoundRun:
         finally:
             self._lock.release()
         return True
+
+    def try_profile(self, values):
+        """A run of a bound run with no Python step (``native_only``) into ``values``, as
+        :meth:`try_run`, each compiled step's calls handed to the workers on their own and
+        timed: ``{step: seconds}``; None, having done nothing, while another thread is inside
+        this bound run."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            for n in self.feeds:
+                np.copyto(self.views[n], values[n])
+            pool, mod = native.pool(), native.module()
+            run, base, pending = pool.run_address, pool.base, pool.pending
+            times = {}
+            for i, r0, r1 in self.step_rows:
+                t0 = time.perf_counter()
+                with pool.lock:
+                    mod.run_table(self.table, r0, r1, run, base, pending, SPIN_TICKS)
+                times[i] = time.perf_counter() - t0
+            for n in self.copy_out:
+                values[n] = self.views[n].copy()
+        finally:
+            self._lock.release()
+        return times
 
     def _run(self, values, run_python):
         steps, views = self.program.steps, self.views

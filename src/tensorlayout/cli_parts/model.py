@@ -90,7 +90,8 @@ def register(sub) -> None:
                    help="--runtime npu: every node a layer group of its own, each activation to "
                         "system memory and back (what the layer groups are measured against)")
     r.add_argument("--profile", action="store_true",
-                   help="time each layer and each op type (after one warm-up run; on OpenCL, "
+                   help="time each layer and each op type (after one warm-up run; on the "
+                        "CPU inside the bound run where every layer is compiled; on OpenCL, "
                         "device time from profiling events)")
     r.add_argument("--check", action="store_true",
                    help="compare with onnxruntime on the same input (same threads)")
