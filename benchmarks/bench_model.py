@@ -69,8 +69,6 @@ NETS = ("resnet18", "resnet50", "vgg11", "mobilenet_v2", "mobilenet_v3_small", "
 #: How onnxruntime's worker threads wait between its calls, a key of
 #: ``_peers.ORT_SPIN_CONFIG`` (set by main)
 ORT_SPIN = ["on"]
-#: The third runtime called in each round ("torch") or none (set by main)
-BESIDE = ["none"]
 
 
 def _sessions(name, size, threads, which=("ours", "ort")):
@@ -162,7 +160,6 @@ def main() -> int:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ORT_SPIN[0] = args.ort_spin
-    BESIDE[0] = args.beside
     if args.beside != "none" and args.alone:
         print("--beside: not with --alone (it shares the process)")
         return 2
@@ -205,6 +202,7 @@ def _table(args, ort, available_cpus) -> int:
     for size in (int(s) for s in args.sizes.split(",")):
         ratios = []
         for name in args.nets.split(","):
+            t_third = []                # PyTorch's times, --beside torch
             if args.alone:
                 a, b = _child(name, size, args.threads, args.rounds, "ours"), \
                     _child(name, size, args.threads, args.rounds, "ort")
@@ -218,7 +216,7 @@ def _table(args, ort, available_cpus) -> int:
                 third = fns.get("torch")
                 turn = [ours, theirs] + ([third] if third else [])
                 y, r = _warm(*turn)[:2]
-                t_ours, t_ort, t_third = [], [], []
+                t_ours, t_ort = [], []
                 for k in range(args.rounds):
                     # the runtimes take turns: two alternate which goes first; three
                     # rotate, every other cycle reversed, so each follows each other
@@ -240,7 +238,7 @@ def _table(args, ort, available_cpus) -> int:
                   f"{np.median(t_ours):8.2f} {t_ours.min():6.2f}-{t_ours.max():<6.2f} "
                   f"{np.median(ratio):6.2f} {ratio.min():6.2f}-{ratio.max():<6.2f} {err:8.1e} "
                   f"{'same' if same else 'DIFF':>6s}{'' if good else '  FAIL'}"
-                  f"{f'  {np.median(t_third) * 1e3:8.2f}' if not args.alone and t_third else ''}",
+                  f"{f'  {np.median(t_third) * 1e3:8.2f}' if t_third else ''}",
                   flush=True)
         geo = float(np.exp(np.mean(np.log(ratios))))
         print(f"{'geometric mean':19s} {size:4d} {'':60s} {geo:6.2f}  (lowest {min(ratios):.2f})",

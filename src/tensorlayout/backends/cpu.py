@@ -181,8 +181,8 @@ class CpuProgram:
         """The outputs (a list, in the graph's order) for checked ``feeds``; with ``profile``,
         also ``[(layer, op, seconds, algorithm)]`` (else None): where every step is compiled,
         each step's native calls timed on their own inside the bound run (its arena and
-        threads; a view step 0), else each step run and timed on its own outside it.  ``tap(step, outputs)``, if
-        given, sees each step (its node, the nodes fused into it, the tensors it writes:
+        threads; a view step 0), else each step run and timed on its own outside it.
+        ``tap(step, outputs)``, if given, sees each step (its node, the nodes fused into it, the tensors it writes:
         ``step.outputs``) with its outputs as soon as they are computed, before a later step
         writes over them or drops them (it must copy what it keeps)."""
         graph = self.graph
@@ -190,21 +190,19 @@ class CpuProgram:
         values.update(feeds)
         prof = [] if profile else None
         numba = _backend.numba()
-        if profile and tap is None and numba is not None:
-            # a run bound whole is profiled inside its arena, step by step
-            got = self._bound_profile(values, threads, numba)
-            if got is not None:
-                return [values[n] for n in graph.outputs], got
-        if not profile and tap is None and numba is not None:
+        if tap is None and numba is not None:
             # a run bound whole (no Python step) touches neither numba's threads nor BLAS:
-            # it takes its threads without setting either
+            # it takes its threads without setting either; a profile times its steps in it
             base = min(_wanted(threads), numba.config.NUMBA_NUM_THREADS)
             bound = self._bound(base)
             if bound is not None and bound.native_only:
+                times = {} if profile else None
                 kernels.set_threads(base)
                 try:
-                    if bound.try_run(values, None):
-                        return [values[n] for n in graph.outputs], None
+                    if bound.try_run(values, None, times):
+                        return [values[n] for n in graph.outputs], None if times is None else [
+                            (st.node.name, st.node.op, times.get(i, 0.0),
+                             st.info.get("algorithm")) for i, st in enumerate(self.steps)]
                 finally:
                     kernels.set_threads(0)
         with threads_limit(threads), np.errstate(over="ignore", invalid="ignore",
@@ -219,24 +217,6 @@ class CpuProgram:
             finally:
                 kernels.set_threads(0)
         return [values[n] for n in graph.outputs], prof
-
-    def _bound_profile(self, values, threads, numba):
-        """``[(layer, op, seconds, algorithm)]`` of every step, the bound run's compiled
-        steps timed one by one inside it (a view step 0), with the outputs in ``values``;
-        None where the run is not bound whole (or another thread is inside it)."""
-        base = min(_wanted(threads), numba.config.NUMBA_NUM_THREADS)
-        bound = self._bound(base)
-        if bound is None or not bound.native_only:
-            return None
-        kernels.set_threads(base)
-        try:
-            times = bound.try_profile(values)
-        finally:
-            kernels.set_threads(0)
-        if times is None:
-            return None
-        return [(st.node.name, st.node.op, times.get(i, 0.0), st.info.get("algorithm"))
-                for i, st in enumerate(self.steps)]
 
     def _bound(self, base):
         """The :class:`~.cpu_bound.BoundRun` for ``base`` threads (built on first use), or

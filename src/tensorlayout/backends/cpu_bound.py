@@ -260,43 +260,21 @@ class BoundRun:
                          and n in made_by and bound[made_by[n]] is not False]
         self._lock = threading.Lock()
 
-    def try_run(self, values, run_python) -> bool:
+    def try_run(self, values, run_python, times=None) -> bool:
         """Run into ``values`` (constants and feeds in, every graph output out); False, having
         done nothing, while another thread is inside this bound run.  ``run_python(i, ins)``
-        runs step i in Python and returns its outputs, checked."""
+        runs step i in Python and returns its outputs, checked.  ``times``, a dict, if given:
+        each step's seconds into it by step, a compiled step's calls handed to the workers
+        by themselves (a profile; a view step has none)."""
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            self._run(values, run_python)
+            self._run(values, run_python, times)
         finally:
             self._lock.release()
         return True
 
-    def try_profile(self, values):
-        """A run of a bound run with no Python step (``native_only``) into ``values``, as
-        :meth:`try_run`, each compiled step's calls handed to the workers on their own and
-        timed: ``{step: seconds}``; None, having done nothing, while another thread is inside
-        this bound run."""
-        if not self._lock.acquire(blocking=False):
-            return None
-        try:
-            for n in self.feeds:
-                np.copyto(self.views[n], values[n])
-            pool, mod = native.pool(), native.module()
-            run, base, pending = pool.run_address, pool.base, pool.pending
-            times = {}
-            for i, r0, r1 in self.step_rows:
-                t0 = time.perf_counter()
-                with pool.lock:
-                    mod.run_table(self.table, r0, r1, run, base, pending, SPIN_TICKS)
-                times[i] = time.perf_counter() - t0
-            for n in self.copy_out:
-                values[n] = self.views[n].copy()
-        finally:
-            self._lock.release()
-        return times
-
-    def _run(self, values, run_python):
+    def _run(self, values, run_python, times):
         steps, views = self.program.steps, self.views
         for n in self.feeds:
             np.copyto(views[n], values[n])
@@ -304,14 +282,23 @@ class BoundRun:
         run, base, pending = pool.run_address, pool.base, pool.pending
         for seg in self.segments:
             if seg[0] == "native":
-                with pool.lock:
-                    mod.run_table(self.table, seg[1], seg[2], run, base, pending,
-                                  SPIN_TICKS)
+                # the segment's rows in one call, or (timed) each step's rows in its own
+                parts = [(None, seg[1], seg[2])] if times is None else [
+                    p for p in self.step_rows if seg[1] <= p[1] < seg[2]]
+                for i, r0, r1 in parts:
+                    t0 = time.perf_counter() if times is not None else 0.0
+                    with pool.lock:
+                        mod.run_table(self.table, r0, r1, run, base, pending, SPIN_TICKS)
+                    if times is not None:
+                        times[i] = time.perf_counter() - t0
                 continue
             i = seg[1]
+            t0 = time.perf_counter() if times is not None else 0.0
             st = steps[i]
             ins = [None if not n else (views[n] if n in views else values[n]) for n in st.inputs]
             outs = run_python(i, ins)
+            if times is not None:
+                times[i] = time.perf_counter() - t0
             for n, v in zip(st.outputs, outs):
                 if not n:
                     continue

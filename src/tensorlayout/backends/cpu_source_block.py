@@ -130,6 +130,8 @@ def block_entry(ctx, tid, nt, work):
     PH = a[21]
     PW = a[22]
     B = (C + 15) // 16
+    # the thread's bordered plane and output plane, allocated only where used: pad for an
+    # NCHW input (tl_dw_direct reads a blocked one in place), ybuf for an NCHW output
     pad = carray(ptr_f32(a[20] + tid * PH * PW * 64), (PH, PW * 16))
     ybuf = carray(ptr_f32(a[23] + tid * OH * OW * 64), (OH * OW * 16,))
     x = carray(ptr_f32(a[0]), (N, C, H, W))
