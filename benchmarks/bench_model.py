@@ -26,7 +26,14 @@ the call returns (``session.force_spinning_stop`` 1, onnxruntime's own setting f
 process that runs other work between its calls).
 
 ``--alone`` times each runtime in a process of its own (no other library's thread pool
-beside it), one network after the other, and compares those medians instead.
+beside it).  Both processes load and warm the network, then take turns as above, round by
+round (the parent asks one, then the other, for a best of three; which goes first
+alternates).  Each turn starts after a pause of ``ALONE_PAUSE_S``, so that the other
+process's threads have stopped spinning and parked, and calls its network untimed for
+``ALONE_WARM_S`` before the timed calls (its cores have idled through the pause): neither
+process runs while the other is timed,
+and a slow spell of the machine falls on both runtimes' rounds alike instead of on one
+runtime's whole run.
 
 ``--beside torch`` also calls the same network in PyTorch (the module the ONNX file was
 exported from, eager, ``torch.set_num_threads(--threads)``, under ``torch.inference_mode``)
@@ -105,11 +112,12 @@ def _sessions(name, size, threads, which=("ours", "ort")):
 WARM_S = 0.5
 
 
-def _warm(*fns):
-    """Call ``fns`` in turns, three times and until WARM_S seconds have passed; the last
-    outputs."""
+def _warm(*fns, seconds=None):
+    """Call ``fns`` in turns, three times and until ``seconds`` (WARM_S) have passed; the
+    last outputs."""
     t0, n, out = time.perf_counter(), 0, None
-    while n < 3 or time.perf_counter() - t0 < WARM_S:
+    seconds = WARM_S if seconds is None else seconds
+    while n < 3 or time.perf_counter() - t0 < seconds:
         out = [fn() for fn in fns]
         n += 1
     return out
@@ -124,21 +132,68 @@ def _best_of(fn, k=3):
     return best
 
 
-def _alone(name, size, threads, rounds, which):
-    """Median ms of one runtime in this process alone (the --alone child)."""
-    fns = _sessions(name, size, threads, (which,))
-    fn = fns[which]
+#: Seconds each --alone turn waits before it starts (the other process's threads park),
+#: and the seconds of untimed calls it then makes (at least three) before it is timed.
+ALONE_PAUSE_S = 0.1
+ALONE_WARM_S = 0.2
+
+
+def _alone(name, size, threads, which):
+    """The --alone child: one runtime in this process, warmed, then a best-of-three time
+    (ms, a JSON line) for each line ``time`` on stdin, and the output for ``out``."""
+    fn = _sessions(name, size, threads, (which,))[which]
     (y,) = _warm(fn)
-    times = [_best_of(fn) * 1e3 for _ in range(rounds)]
-    return {"median": float(np.median(times)), "low": float(min(times)), "high": float(max(times)),
-            "out": np.asarray(y).ravel().tolist()}
+    print(json.dumps("ready"), flush=True)
+    while True:
+        line = sys.stdin.readline()
+        if line.strip() == "time":
+            _warm(fn, seconds=ALONE_WARM_S)     # its cores have idled through the pause
+            print(json.dumps(_best_of(fn) * 1e3), flush=True)
+        else:
+            print(json.dumps(np.asarray(y).ravel().tolist()), flush=True)
+            return
 
 
-def _child(name, size, threads, rounds, which):
-    cmd = [sys.executable, __file__, "--child", f"{name},{size},{which}", "--threads", str(threads),
-           "--rounds", str(rounds), "--ort-spin", ORT_SPIN[0]]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+class _Child:
+    """A --alone child process, asked for its times over a pipe."""
+
+    def __init__(self, name, size, threads, which):
+        cmd = [sys.executable, __file__, "--child", f"{name},{size},{which}",
+               "--threads", str(threads), "--ort-spin", ORT_SPIN[0]]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self.ask(None)                      # loaded and warmed
+
+    def ask(self, what):
+        if what is not None:
+            self.proc.stdin.write(what + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"--alone child {self.proc.args[3]} ended: see its error above")
+        return json.loads(line)
+
+    def close(self):
+        out = self.ask("out")
+        self.proc.wait()
+        return out
+
+
+def _alone_rounds(name, size, threads, rounds):
+    """Both runtimes in processes of their own, timed in turns: (ours, ort) outputs and times."""
+    kids = {w: _Child(name, size, threads, w) for w in ("ours", "ort")}
+    try:
+        times = {w: [] for w in kids}
+        for k in range(rounds):
+            for w in ("ours", "ort") if k % 2 == 0 else ("ort", "ours"):
+                time.sleep(ALONE_PAUSE_S)
+                times[w].append(kids[w].ask("time"))
+        outs = {w: kids[w].close() for w in kids}
+    finally:
+        for c in kids.values():
+            if c.proc.poll() is None:
+                c.proc.kill()
+    return outs["ours"], outs["ort"], np.array(times["ours"]), np.array(times["ort"])
 
 
 def main() -> int:
@@ -165,7 +220,7 @@ def main() -> int:
         return 2
     if args.child:
         name, size, which = args.child.split(",")
-        print(json.dumps(_alone(name, int(size), args.threads, args.rounds, which)))
+        _alone(name, int(size), args.threads, which)
         return 0
 
     import onnxruntime as ort
@@ -189,7 +244,7 @@ _SPIN_NOTE = {"on": "", "off": ", onnxruntime threads not spinning",
 def _table(args, ort, available_cpus) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs usable, "
           f"threads: {args.threads}, onnxruntime {ort.__version__}, numpy {np.__version__}, "
-          f"{args.rounds} rounds, {'each runtime alone in its process' if args.alone else 'interleaved in one process'}"
+          f"{args.rounds} rounds, {'each runtime alone in its process, in turns' if args.alone else 'interleaved in one process'}"
           f"{_SPIN_NOTE[args.ort_spin]}"
           f"{f', {args.busy} other busy processes' if args.busy else ''}"
           f"{', PyTorch eager called in each round too' if args.beside == 'torch' else ''}")
@@ -204,12 +259,8 @@ def _table(args, ort, available_cpus) -> int:
         for name in args.nets.split(","):
             t_third = []                # PyTorch's times, --beside torch
             if args.alone:
-                a, b = _child(name, size, args.threads, args.rounds, "ours"), \
-                    _child(name, size, args.threads, args.rounds, "ort")
-                y, r = np.array(a["out"]), np.array(b["out"])
-                t_ours = np.array([a["low"], a["median"], a["high"]])
-                t_ort = np.array([b["low"], b["median"], b["high"]])
-                ratio = np.array([b["median"] / a["median"]] * 3)
+                y, r, t_ours, t_ort = _alone_rounds(name, size, args.threads, args.rounds)
+                ratio = t_ort / t_ours
             else:
                 fns = _sessions(name, size, args.threads, ("ours", "ort", args.beside))
                 ours, theirs = fns["ours"], fns["ort"]
