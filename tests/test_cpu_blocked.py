@@ -434,6 +434,75 @@ def test_squeeze_excite_convolutions_on_one_position_stay_nchw():
     compare(nodes, {"x": x}, [out], inits)
 
 
+@pytest.mark.parametrize("C", [16, 24])
+@pytest.mark.parametrize("tail", [False, True])
+def test_a_plane_scaling_reads_blocks_only_where_it_writes_them(C, tail):
+    """A squeeze-and-excite block's Mul writes the layout it reads: where its output stays
+    NCHW (a graph output), its input does too, though the 1 x 1 layer that writes it and
+    the plane mean that also reads it could take blocks.  (It read blocks into the NCHW
+    output: a wrong answer at 16 channels, and past the output's end at 24.)  With a 1 x 1
+    layer after it, its input and output are blocked.  onnxruntime's results, on 1 and 3
+    threads."""
+    from tensorlayout.graph import load_graph
+
+    _compiled_or_skip()
+    rng = np.random.default_rng(C)
+    inits = {"w": rng.standard_normal((C, 8, 1, 1)).astype(np.float32) * 0.3,
+             "w1": rng.standard_normal((4, C, 1, 1)).astype(np.float32) * 0.3,
+             "w2": rng.standard_normal((C, 4, 1, 1)).astype(np.float32) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"], ["h"]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["h2"]),
+             helper.make_node("Sigmoid", ["h2"], ["s"]),
+             helper.make_node("Mul", ["c", "s"], ["m"])]
+    out = "m"
+    if tail:
+        nodes.append(helper.make_node("Conv", ["m", "wt"], ["y"]))
+        inits["wt"] = rng.standard_normal((8, C, 1, 1)).astype(np.float32) * 0.3
+        out = "y"
+    x = rng.standard_normal((2, 8, 15, 21)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, [out], inits).SerializeToString()
+    s = schedule_cpu(load_graph(data))
+    assert s.blocked == ({"c", "m"} if tail else set())
+    ref = ort_session(data).run(None, {"x": x})[0]
+    model = load(data)
+    for nt in (1, 3):
+        assert rel_l2(model.run(x, threads=nt), ref) <= 1e-5
+
+
+def test_a_layer_the_rule_keeps_direct_without_blocks_is_scheduled():
+    """A strided 5 x 5 layer of one input channel after a plane scaling (so not the graph's
+    input) is the backend's direct convolution by the engine's rule, with NCHW planes of
+    one lane, and its output is not blocked: the schedule asks the rule again once
+    (FIRST_DIRECT) and keeps its answer.  (It asked again for ever.)  onnxruntime's
+    results."""
+    import threading
+
+    from tensorlayout.graph import load_graph
+
+    rng = np.random.default_rng(3)
+    inits = {"w1": rng.standard_normal((1, 1, 1, 1)).astype(np.float32),
+             "w": rng.standard_normal((20, 1, 5, 5)).astype(np.float32) * 0.3}
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"], ["h"]),
+             helper.make_node("Sigmoid", ["h"], ["s"]),
+             helper.make_node("Mul", ["x", "s"], ["m"]),
+             helper.make_node("Conv", ["m", "w"], ["c"], strides=[2, 2], pads=[2, 2, 2, 2]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    x = rng.standard_normal((2, 1, 9, 10)).astype(np.float32)
+    data = make_model(nodes, {"x": x}, ["y"], inits).SerializeToString()
+    got = []
+    t = threading.Thread(target=lambda: got.append(schedule_cpu(load_graph(data))), daemon=True)
+    t.start()
+    t.join(60)
+    assert got, "the schedule did not finish in 60 s"
+    conv = [st for st in got[0].steps if st.node.op == "Conv" and st.node.inputs[0] == "m"][0]
+    assert conv.algorithm == "direct" and "c" not in got[0].blocked
+    compare(nodes, {"x": x}, ["y"], inits)
+
+
 def test_a_depthwise_step_writes_blocks_only_from_blocks():
     """A depthwise convolution of the graph's input would have to transpose: its output
     stays NCHW, and so the projection reads NCHW."""

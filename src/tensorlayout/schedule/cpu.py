@@ -170,9 +170,9 @@ def blocked_tensors(graph, steps) -> frozenset:
     reader reads it as its data input, never as a residual), it is 4-D float32 of static
     shape with more than one position (a squeeze-and-excite block's 1 x 1 maps take the
     matrix-vector product) and no graph output, and a depthwise or scaling step's output only
-    where its
-    input is blocked too (a 1 x 1 step converts between the layouts in its GEMM's reads
-    and store; the others would have to transpose).  A step's fused residual is blocked
+    where its input is blocked too, a scaling step's input only where its output is (a 1 x 1
+    step converts between the layouts in its GEMM's reads and store, a depthwise step in
+    its own; a scaling step would have to transpose).  A step's fused residual is blocked
     exactly where the step's output is: a tensor read as a residual is blocked only where
     every step reading it so writes a blocked output (and can read it so,
     :func:`_residual_blockable`), and a step whose residual stays in NCHW writes NCHW.  A
@@ -203,6 +203,9 @@ def blocked_tensors(graph, steps) -> frozenset:
         for t in sorted(got):
             st = made[t]
             if ((st.kind in ("depthwise", "scale") and _data_input(graph, st) not in got)
+                    # a plane scaling writes the layout it reads
+                    or any(r.kind == "scale" and _data_input(graph, r) == t
+                           and r.output not in got for r in readers_of[t])
                     or (st.residual and st.residual not in got)
                     or any(r.residual == t and r.output not in got for r in readers_of[t])
                     # a Concat blocked with all its inputs, or none
@@ -402,11 +405,13 @@ def schedule_cpu(graph) -> CpuSchedule:
                              tuple(n.name for n in (add, *acts) if n is not None), output,
                              in_place, free))
     blocked = blocked_tensors(graph, steps)
+    asked = set()   # each step asked once: the rule may give "direct" again (one channel)
     while True:     # a first layer's direct convolution only where its output is blocked
-        back = [k for k, st in enumerate(steps) if st.algorithm == "direct"
+        back = [k for k, st in enumerate(steps) if st.algorithm == "direct" and k not in asked
                 and direct_lanes(graph, st.node) == 1 and st.output not in blocked]
         if not back:
             return CpuSchedule(graph, steps, live, blocked)
+        asked.update(back)
         for k in back:
             algorithm, tile, reason = cpu_conv(graph, steps[k].node, first_direct=False)
             steps[k] = replace(steps[k], algorithm=algorithm, tile=tile, reason=reason)
