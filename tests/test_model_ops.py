@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _model_util import compare, helper, numpy_helper, TensorProto
+from _model_util import compare, helper, make_model, numpy_helper, TensorProto
 
 R = np.random.default_rng(7)
 
@@ -256,6 +256,43 @@ def test_pad_axes_opset18():
 ])
 def test_pool(op, attrs, xs):
     compare([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": rnd(*xs)}, ["y"], opset=19)
+
+
+@pytest.mark.parametrize("opset", [17, 22])
+@pytest.mark.parametrize("op, attrs, xs", [
+    ("MaxPool", dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1]), (1, 8, 7, 22)),
+    ("MaxPool", dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1]), (2, 4, 8, 9)),
+    ("AveragePool", dict(kernel_shape=[2, 2], strides=[3, 3], pads=[1, 1, 1, 1],
+                         count_include_pad=1), (1, 8, 8, 22)),
+    ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 0, 1, 0]), (1, 3, 7, 8)),
+    ("MaxPool", dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2], pads=[1] * 6), (1, 2, 5, 7, 6)),
+    ("MaxPool", dict(kernel_shape=[2], strides=[2], pads=[1, 1]), (1, 3, 9)),
+    ("LpPool", dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1]), (1, 2, 7, 9)),
+])
+def test_ceil_mode_drops_a_window_that_would_start_in_the_end_padding(opset, op, attrs, xs):
+    """In ceil mode, a last window that would start inside the end padding is dropped (as
+    onnxruntime and PyTorch compute, and ONNX from opset 22), at every opset; onnx's shape
+    inference keeps it before opset 22, and the tensors after the pooling (a Relu and a
+    reshape to one row per image) take the dropped size too.  onnxruntime's results."""
+    from tensorlayout.graph import load_graph
+    from tensorlayout.graph.ops import pool_output_side
+
+    x = rnd(*xs)
+    d = len(xs) - 2
+    p = attrs["pads"]
+    opset = max(opset, 18) if op == "LpPool" else opset     # its ceil_mode came in 18
+    out = [pool_output_side(n, k, s, 1, b, e, True) for n, k, s, b, e in
+           zip(xs[2:], attrs["kernel_shape"], attrs["strides"], p[:d], p[d:])]
+    assert any(o < -(-(n + b + e - k) // s) + 1 for o, n, k, s, b, e in
+               zip(out, xs[2:], attrs["kernel_shape"], attrs["strides"], p[:d], p[d:]))
+    nodes = [helper.make_node(op, ["x"], ["p"], ceil_mode=1, **attrs),
+             helper.make_node("Relu", ["p"], ["r"]),
+             helper.make_node("Reshape", ["r", "s"], ["y"])]
+    inits = {"s": i64(xs[0], -1)}
+    g = load_graph(make_model(nodes, {"x": x}, ["y"], inits, opset=opset).SerializeToString())
+    assert g.shapes["p"] == (*xs[:2], *out) and g.shapes["r"] == g.shapes["p"]
+    assert g.shapes["y"] == (xs[0], xs[1] * int(np.prod(out)))
+    compare(nodes, {"x": x}, ["y"], inits, opset=opset)
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])

@@ -340,15 +340,70 @@ def _with_declared(shapes, g):
 
 
 class _Inference:
-    """onnx's shape inference over the nodes left, with the constants known so far."""
+    """onnx's shape inference over the nodes left, with the constants known so far.
+
+    A pooling in ceil mode whose last window would start inside the end padding has that
+    window dropped (:func:`~tensorlayout.graph.ops.pool_output_side`: what onnxruntime and
+    PyTorch compute, and ONNX from opset 22); onnx's inference for the earlier opsets keeps
+    it.  Such a node is given to the inference as its stand-in (:func:`_ceil_stand_in`), and
+    the inference runs again, so that the tensors after it get their true shapes too."""
 
     def __init__(self, opsets, ir_version, inputs, consts, outputs):
         self.opsets, self.ir, self.inputs = opsets, ir_version, inputs
         self.consts, self.outputs = consts, outputs
 
     def __call__(self, raws):
-        return _onnx.infer([r.proto for r in raws], self.inputs, self.consts, self.outputs,
-                           self.opsets, self.ir, [r.name for r in raws])
+        stand_in = {}
+        while True:
+            shapes = _onnx.infer([stand_in.get(i, r.proto) for i, r in enumerate(raws)],
+                                 self.inputs, self.consts, self.outputs, self.opsets, self.ir,
+                                 [r.name for r in raws])
+            more = {i: p for i, r in enumerate(raws) if i not in stand_in
+                    for p in [_ceil_stand_in(r, shapes)] if p is not None}
+            if not more:
+                return shapes
+            stand_in.update(more)
+
+
+def _ceil_stand_in(raw, shapes):
+    """For a MaxPool, AveragePool or LpPool in ceil mode with explicit pads whose last window
+    along some axis would start inside the end padding (given its input's inferred shape):
+    the same node in floor mode with end pads that give the same output size, that window
+    dropped (every axis's size from :func:`~tensorlayout.graph.ops.pool_output_side`);
+    else None.  Only onnx's shape inference sees it."""
+    from .ops import pool_output_side
+
+    a = raw.attrs
+    if (raw.op not in ("MaxPool", "AveragePool", "LpPool") or not a.get("ceil_mode")
+            or a.get("auto_pad", "NOTSET") != "NOTSET" or not raw.inputs):
+        return None
+    x = shapes.get(raw.inputs[0], (0, None))[1]
+    kernel = a.get("kernel_shape")
+    if not _static(x) or kernel is None or len(x) != len(kernel) + 2:
+        return None
+    d = len(kernel)
+    strides = list(a.get("strides") or [1] * d)
+    dil = list(a.get("dilations") or [1] * d)
+    pads = list(a.get("pads") or [0] * (2 * d))
+    if len(strides) != d or len(dil) != d or len(pads) != 2 * d or min(strides) < 1:
+        return None
+    ends, dropped = [], False
+    for size, k, s, dd, b, e in zip(x[2:], kernel, strides, dil, pads[:d], pads[d:]):
+        span = (k - 1) * dd + 1
+        out = pool_output_side(size, k, s, dd, b, e, True)
+        if out < 1:
+            return None                     # the node's own parse names the fault
+        dropped |= out != -(-(size + b + e - span) // s) + 1
+        ends.append(max(0, (out - 1) * s + span - size - b))   # floor((.. + end') / s) + 1
+    if not dropped:
+        return None
+    helper = _onnx.onnx_module().helper
+    p = type(raw.proto)()
+    p.CopyFrom(raw.proto)
+    keep = [t for t in p.attribute if t.name not in ("ceil_mode", "pads")]
+    del p.attribute[:]
+    p.attribute.extend(keep + [helper.make_attribute("pads", pads[:d] + ends)])
+    return p
 
 
 def _shape_of(raw, name, shapes, consts, output=False, dynamic=False):
