@@ -136,6 +136,16 @@ def test_not_onnx(tmp_path, capsys):
         load(str(p))
 
 
+def test_a_graph_of_no_nodes_is_refused_by_what_it_lacks(tmp_path, capsys):
+    m = make_model([], {"x": np.zeros((1, 2, 3, 3), np.float32)}, ["x"])
+    p = tmp_path / "empty_graph.onnx"
+    p.write_bytes(m.SerializeToString())
+    line = _err(capsys, ["run", str(p)])
+    assert "has no nodes" in line and "'x'" in line and "not an ONNX model" not in line
+    with pytest.raises(ModelError, match="has no nodes"):
+        load(m.SerializeToString())
+
+
 def test_truncated(tiny, tmp_path, capsys):
     data = open(tiny, "rb").read()
     for cut in (len(data) // 2, len(data) - 7, 40):

@@ -75,6 +75,10 @@ def read(source):
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and others
         raise ModelError(f"{label} is not an ONNX model: the protobuf does not parse "
                          f"({first_line(exc)}); truncated or another format?") from None
+    if not proto.graph.node and proto.opset_import and proto.graph.output:
+        raise ModelError(f"{label} has no nodes: its graph computes nothing (its outputs "
+                         f"{', '.join(repr(o.name) for o in proto.graph.output)} are given "
+                         "as they are); a network needs at least one node")
     if not proto.graph.node or not proto.opset_import:
         raise ModelError(f"{label} is not an ONNX model: it parses but has no graph nodes or no "
                          "opset (truncated or another format?)")
