@@ -185,6 +185,17 @@ def test_moves_concat_placement_copies_shuffle_and_slices():
     assert g0.kind == "group"
 
 
+@pytest.mark.parametrize("inner", [["s", "x"], ["s", "t"]])
+def test_a_concat_written_in_place_is_stored_as_a_part_of_a_concat_in_system_memory(inner):
+    """A Concat whose parts are written in place (its output a family of buffers) that is
+    itself a part of a Concat assembled in system memory (the graph's output): its channels
+    are stored into the outer output's.  (They were never stored: the outer output held
+    whatever its memory held there.)  onnxruntime's results."""
+    nodes = [_node("Sigmoid", ["x"], "s"), _node("Tanh", ["x"], "t"), _node("Relu", ["x"], "r"),
+             _node("Concat", inner, "c", axis=1), _node("Concat", ["c", "r"], "y", axis=1)]
+    _run(_model(nodes, {}, [1, 32, 20, 18]))
+
+
 def test_a_convolution_too_big_for_any_group_goes_through_the_layer_planner():
     """1024 -> 1024 channels, 3 x 3: its 2IC weights alone take 590 KB of each NPU, more than
     one holds, so no group takes it; the layer planner cuts its output channels."""

@@ -296,7 +296,7 @@ class Group(Emitter):
                         ev.append(("concat_copy", p, t, off))
                         use_act(t, len(ev) - 1)
                         use_act(out, len(ev) - 1)
-                if out in self.live_out:
+                if out in self.live_out or self._sys_part(out):    # (a part of a "sys" concat)
                     ev.append(("store", out))
                     use_act(out, len(ev) - 1)
                 continue
