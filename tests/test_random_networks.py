@@ -12,7 +12,9 @@ constant; every activation the schedule fuses; sometimes a classifier head, some
 second graph output taken from the middle.  The CPU runtime runs each twice on 1, 2 and 3
 threads (the bound run and the scheduling of the blocked layout), and must give
 onnxruntime's result (relative L2 at most 1e-4, the same shape) or refuse the network by
-a ModelError.  The first networks also run on the OpenCL runtime, where PoCL is present.
+a ModelError.  The first networks also run on the OpenCL runtime, where PoCL is present,
+and on Sophgo's BM1684 simulator (relative L2 at most 1e-3), seed 77 among them: a Concat
+written in place inside a Concat assembled in system memory.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 
 from _model_util import make_model, ort_session, rel_l2
+from _simulator import needs_sim
 
 from onnx import helper  # noqa: E402  (after _model_util, which skips without onnx)
 
@@ -268,3 +271,9 @@ def test_random_network_agrees_with_onnxruntime_on_opencl(seed):
 
     opencl_context()
     _check(seed, [dict(runtime="opencl")])
+
+
+@needs_sim
+@pytest.mark.parametrize("seed", [*range(8), 77])
+def test_random_network_agrees_with_onnxruntime_on_the_npu_simulator(seed):
+    _check(seed, [dict(runtime="npu")])
