@@ -255,7 +255,10 @@ def _check(seed, runs):
             assert len(got) == len(want)
             for g, w in zip(got, want):
                 assert g.shape == w.shape, kw
-                assert rel_l2(g, w) <= (1e-4 if "threads" in kw else 1e-3), kw
+                # (or within 1e-6 of it: a tensor of zeros has no relative error; the
+                # simulator's tanh(0) is 1.8e-7)
+                assert (rel_l2(g, w) <= (1e-4 if "threads" in kw else 1e-3)
+                        or np.abs(g - w).max() <= 1e-6), kw
     except ModelError as exc:         # a clear refusal, never a wrong answer
         assert "not supported" in str(exc) or "runs on the CPU runtime only" in str(exc)
 
