@@ -12,7 +12,8 @@ constant; every activation the schedule fuses; sometimes a classifier head, some
 second graph output taken from the middle.  The CPU runtime runs each twice on 1, 2 and 3
 threads (the bound run and the scheduling of the blocked layout), and must give
 onnxruntime's result (relative L2 at most 1e-4, the same shape) or refuse the network by
-a ModelError.  The first networks also run on the OpenCL runtime, where PoCL is present,
+a ModelError.  The first networks also run with the kernels' NumPy twins (as while numba
+compiles), on the OpenCL runtime, where PoCL is present,
 and on Sophgo's BM1684 simulator (relative L2 at most 1e-3), seed 77 among them: a Concat
 written in place inside a Concat assembled in system memory.
 """
@@ -266,6 +267,16 @@ def _check(seed, runs):
 @pytest.mark.parametrize("seed", range(160))
 def test_random_network_agrees_with_onnxruntime_on_the_cpu(seed):
     _check(seed, [dict(threads=t) for t in (1, 1, 2, 2, 3, 3)])
+
+
+@pytest.mark.parametrize("seed", range(32))
+def test_random_network_agrees_with_onnxruntime_before_the_kernels_compile(seed, monkeypatch):
+    """The kernels' NumPy twins, which serve in a fresh process while numba compiles (the
+    compiled kernels reported not ready), on the same networks and layouts."""
+    from tensorlayout.backends import cpu_kernels
+
+    monkeypatch.setattr(cpu_kernels, "ready", lambda: False)
+    _check(seed, [dict(threads=2)])
 
 
 @pytest.mark.parametrize("seed", range(32))
