@@ -31,9 +31,8 @@ round (the parent asks one, then the other, for a best of three; which goes firs
 alternates).  Each turn starts after a pause of ``ALONE_PAUSE_S``, so that the other
 process's threads have stopped spinning and parked, and calls its network untimed for
 ``ALONE_WARM_S`` before the timed calls (its cores have idled through the pause): neither
-process runs while the other is timed,
-and a slow spell of the machine falls on both runtimes' rounds alike instead of on one
-runtime's whole run.
+process runs while the other is timed, and a slow spell of the machine falls on both
+runtimes' rounds alike instead of on one runtime's whole run.
 
 ``--beside torch`` also calls the same network in PyTorch (the module the ONNX file was
 exported from, eager, ``torch.set_num_threads(--threads)``, under ``torch.inference_mode``)
@@ -123,6 +122,13 @@ def _warm(*fns, seconds=None):
     return out
 
 
+def _turns(items, k):
+    """The order ``items`` take their turns in round ``k``: two alternate which goes first;
+    three rotate, every other cycle reversed, so that each follows each other."""
+    order = list(items[k % len(items):]) + list(items[:k % len(items)])
+    return order[::-1] if len(items) > 2 and k // len(items) % 2 else order
+
+
 def _best_of(fn, k=3):
     best = float("inf")
     for _ in range(k):
@@ -185,7 +191,7 @@ def _alone_rounds(name, size, threads, rounds):
     try:
         times = {w: [] for w in kids}
         for k in range(rounds):
-            for w in ("ours", "ort") if k % 2 == 0 else ("ort", "ours"):
+            for w in _turns(("ours", "ort"), k):
                 time.sleep(ALONE_PAUSE_S)
                 times[w].append(kids[w].ask("time"))
         outs = {w: kids[w].close() for w in kids}
@@ -269,12 +275,7 @@ def _table(args, ort, available_cpus) -> int:
                 y, r = _warm(*turn)[:2]
                 t_ours, t_ort = [], []
                 for k in range(args.rounds):
-                    # the runtimes take turns: two alternate which goes first; three
-                    # rotate, every other cycle reversed, so each follows each other
-                    order = turn[k % len(turn):] + turn[:k % len(turn)]
-                    if len(turn) > 2 and k // len(turn) % 2:
-                        order = order[::-1]
-                    for fn in order:
+                    for fn in _turns(turn, k):
                         got = _best_of(fn)
                         (t_ours if fn is ours else t_ort if fn is theirs else t_third).append(got)
                 t_ours, t_ort = np.array(t_ours) * 1e3, np.array(t_ort) * 1e3

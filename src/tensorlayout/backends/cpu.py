@@ -182,9 +182,10 @@ class CpuProgram:
         also ``[(layer, op, seconds, algorithm)]`` (else None): where every step is compiled,
         each step's native calls timed on their own inside the bound run (its arena and
         threads; a view step 0), else each step run and timed on its own outside it.
-        ``tap(step, outputs)``, if given, sees each step (its node, the nodes fused into it, the tensors it writes:
-        ``step.outputs``) with its outputs as soon as they are computed, before a later step
-        writes over them or drops them (it must copy what it keeps)."""
+        ``tap(step, outputs)``, if given, sees each step (its node, the nodes fused into it,
+        the tensors it writes: ``step.outputs``) with its outputs as soon as they are
+        computed, before a later step writes over them or drops them (it must copy what it
+        keeps)."""
         graph = self.graph
         values = dict(graph.consts)
         values.update(feeds)

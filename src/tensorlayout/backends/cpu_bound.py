@@ -281,19 +281,20 @@ class BoundRun:
         pool, mod = native.pool(), native.module()
         run, base, pending = pool.run_address, pool.base, pool.pending
         for seg in self.segments:
-            if seg[0] == "native":
-                # the segment's rows in one call, or (timed) each step's rows in its own
-                parts = [(None, seg[1], seg[2])] if times is None else [
-                    p for p in self.step_rows if seg[1] <= p[1] < seg[2]]
-                for i, r0, r1 in parts:
-                    t0 = time.perf_counter() if times is not None else 0.0
-                    with pool.lock:
-                        mod.run_table(self.table, r0, r1, run, base, pending, SPIN_TICKS)
-                    if times is not None:
+            if seg[0] == "native" and times is None:
+                with pool.lock:
+                    mod.run_table(self.table, seg[1], seg[2], run, base, pending, SPIN_TICKS)
+                continue
+            if seg[0] == "native":          # a profile: each step's rows in a call of its own
+                for i, r0, r1 in self.step_rows:
+                    if seg[1] <= r0 < seg[2]:
+                        t0 = time.perf_counter()
+                        with pool.lock:
+                            mod.run_table(self.table, r0, r1, run, base, pending, SPIN_TICKS)
                         times[i] = time.perf_counter() - t0
                 continue
             i = seg[1]
-            t0 = time.perf_counter() if times is not None else 0.0
+            t0 = time.perf_counter()
             st = steps[i]
             ins = [None if not n else (views[n] if n in views else values[n]) for n in st.inputs]
             outs = run_python(i, ins)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import LayoutError, ModelError, check_nonneg_int
 from . import _onnx
-from .ops import OPS, OP_TYPES, Ctx
+from .ops import OPS, OP_TYPES, Ctx, pool_output_side
 from .ops._base import storage_only
 
 __all__ = ["Graph", "Node", "load_graph", "OPSET_RANGE"]
@@ -366,20 +366,20 @@ class _Inference:
 
 
 def _ceil_stand_in(raw, shapes):
-    """For a MaxPool, AveragePool or LpPool in ceil mode with explicit pads whose last window
-    along some axis would start inside the end padding (given its input's inferred shape):
-    the same node in floor mode with end pads that give the same output size, that window
-    dropped (every axis's size from :func:`~tensorlayout.graph.ops.pool_output_side`);
-    else None.  Only onnx's shape inference sees it."""
-    from .ops import pool_output_side
-
+    """For a MaxPool, AveragePool or LpPool in ceil mode with explicit pads whose output onnx
+    inferred with a last window that would start inside the end padding (its sizes not
+    :func:`~tensorlayout.graph.ops.pool_output_side`'s, given its input's inferred shape):
+    the same node in floor mode with end pads that give pool_output_side's sizes; else
+    None.  Only onnx's shape inference sees it."""
     a = raw.attrs
     if (raw.op not in ("MaxPool", "AveragePool", "LpPool") or not a.get("ceil_mode")
-            or a.get("auto_pad", "NOTSET") != "NOTSET" or not raw.inputs):
+            or a.get("auto_pad", "NOTSET") != "NOTSET" or not raw.inputs or not raw.outputs):
         return None
     x = shapes.get(raw.inputs[0], (0, None))[1]
+    y = shapes.get(raw.outputs[0], (0, None))[1]
     kernel = a.get("kernel_shape")
-    if not _static(x) or kernel is None or len(x) != len(kernel) + 2:
+    if (not _static(x) or not _static(y) or kernel is None
+            or not len(x) == len(y) == len(kernel) + 2):
         return None
     d = len(kernel)
     strides = list(a.get("strides") or [1] * d)
@@ -387,16 +387,13 @@ def _ceil_stand_in(raw, shapes):
     pads = list(a.get("pads") or [0] * (2 * d))
     if len(strides) != d or len(dil) != d or len(pads) != 2 * d or min(strides) < 1:
         return None
-    ends, dropped = [], False
-    for size, k, s, dd, b, e in zip(x[2:], kernel, strides, dil, pads[:d], pads[d:]):
-        span = (k - 1) * dd + 1
-        out = pool_output_side(size, k, s, dd, b, e, True)
-        if out < 1:
-            return None                     # the node's own parse names the fault
-        dropped |= out != -(-(size + b + e - span) // s) + 1
-        ends.append(max(0, (out - 1) * s + span - size - b))   # floor((.. + end') / s) + 1
-    if not dropped:
-        return None
+    outs = [pool_output_side(size, k, s, dd, b, e, True)
+            for size, k, s, dd, b, e in zip(x[2:], kernel, strides, dil, pads[:d], pads[d:])]
+    if min(outs) < 1 or tuple(y[2:]) == tuple(outs):
+        return None                         # (too small: the node's own parse names it)
+    # end pads for which floor((size + begin + end - span) / s) + 1 is the output's size
+    ends = [max(0, (o - 1) * s + (k - 1) * dd + 1 - size - b)
+            for o, size, k, s, dd, b in zip(outs, x[2:], kernel, strides, dil, pads[:d])]
     helper = _onnx.onnx_module().helper
     p = type(raw.proto)()
     p.CopyFrom(raw.proto)

@@ -97,6 +97,10 @@ class Group(Emitter):
         self.family = {}
         for p in reversed([p for p in self.plans if p.local == "concat"]):
             self.concat_mode[p.node.name] = self._concat_mode(p)
+        # what is stored right after it is produced: what is read outside the group, and the
+        # parts of a concat assembled in system memory (into their channels of its output)
+        self.stored = self.live_out | {t for p in self.plans if p.local == "concat"
+                                       and self.concat_mode[p.node.name] == "sys" for t in p.ins}
 
     def _root(self, t):
         return self.root.get(t, (t, 0))
@@ -296,13 +300,13 @@ class Group(Emitter):
                         ev.append(("concat_copy", p, t, off))
                         use_act(t, len(ev) - 1)
                         use_act(out, len(ev) - 1)
-                if out in self.live_out or self._sys_part(out):    # (a part of a "sys" concat)
+                if out in self.stored:
                     ev.append(("store", out))
                     use_act(out, len(ev) - 1)
                 continue
             if p.local:
                 for t in outs:
-                    if t in self.live_out or self._sys_part(t):
+                    if t in self.stored:
                         ensure(p.ins[0])
                         ev.append(("store", t))
                         use_act(t, len(ev) - 1)
@@ -337,7 +341,7 @@ class Group(Emitter):
                 use(f"temp:{p.node.name}:{k}", "temp", q_out, self._out_span(outs[0], q_out), at)
             for t in outs:
                 use_act(t, at)
-                if t in self.live_out or self._sys_part(t):
+                if t in self.stored:
                     ev.append(("store", t))
                     use_act(t, len(ev) - 1)
         self.events = ev
@@ -355,11 +359,6 @@ class Group(Emitter):
             return span_of(self.chip, "matrix", (1, shape[1]), cpc=self._form(base)[1])
         return max(span_of(self.chip, "aligned", (1, shape[1], r[base][1] - r[base][0], shape[3]), q)
                    for r in self.rng if base in r)
-
-    def _sys_part(self, t):
-        """A part of a concat assembled in system memory: stored into the output's channels."""
-        return any(p.local == "concat" and self.concat_mode[p.node.name] == "sys" and t in p.ins
-                   for p in self.plans)
 
     def _param_span(self, prm, q):
         if prm.layout == "matrix":

@@ -163,6 +163,44 @@ def _positions(L, tag: str, n: int, mode: str = "pad") -> None:
     _store_positions(L, t, n)
 
 
+def _output_rows(L, came: str, hrow: list, runs) -> None:
+    """The loop over output rows ``%h`` (entered from label ``came``) to the function's end:
+    ``hrow``, the lines that set ``%hrow`` (the first input row of the window's), and
+    ``%yrow``; then the row's positions (:func:`_row_runs`, the last run going on to label
+    ``row.end``)."""
+    L += ["  br label %oh",
+          "oh:",
+          f"  %h = phi i64 [0, {came}], [%h.n, %row.end]",
+          "  %hc = icmp slt i64 %h, %OH",
+          "  br i1 %hc, label %ohb, label %exit",
+          "ohb:", *hrow,
+          "  %yrow = mul i64 %h, %OW",
+          f"  br label %{runs[0][0]}"]
+    _row_runs(L, runs)
+    L += ["row.end:",
+          "  %h.n = add i64 %h, 1",
+          "  br label %oh",
+          "exit:",
+          "  ret void",
+          "}"]
+
+
+def _row_runs(L, runs) -> None:
+    """An output row's positions in runs, one after another: each ``(tag, first, came, bound,
+    n, mode, then)`` runs ``%o{tag}`` from ``first`` (entered from label ``came``) while it is
+    below ``bound``, ``n`` positions at a time (:func:`_positions` in ``mode``), then goes to
+    label ``then``."""
+    for t, first, came, bound, n, mode, then in runs:
+        L += [f"{t}:",
+              f"  %o{t} = phi i64 [{first}, {came}], [%o{t}.n, %{t}.done]",
+              f"  %{t}c = icmp slt i64 %o{t}, {bound}",
+              f"  br i1 %{t}c, label %{t}.go, label %{then}"]
+        _positions(L, t, n, mode)
+        L += [f"{t}.done:",
+              f"  %o{t}.n = add i64 %o{t}, {n}",
+              f"  br label %{t}"]
+
+
 def _store_positions(L, tag: str, n: int) -> None:
     """The activation of the sums ``%a{tag}{p}`` of the ``n`` positions from ``%o{tag}`` in
     output row ``%yrow``, stored there; then to label ``{tag}.done``."""
@@ -223,37 +261,10 @@ def _body() -> list:
          "  %sw2 = shl i64 %sw, 1",
          "  %sw3 = add i64 %sw2, %sw"]
     act_prologue(L, BLOCK)
-    L += ["  br label %oh",
-          "oh:",
-          "  %h = phi i64 [0, %start], [%h.n, %q4.end]",
-          "  %hc = icmp slt i64 %h, %OH",
-          "  br i1 %hc, label %ohb, label %exit",
-          "ohb:",
-          "  %hrow = mul i64 %h, %sh",
-          "  %yrow = mul i64 %h, %OW",
-          "  br label %q4",
-          "q4:",
-          "  %oq4 = phi i64 [0, %ohb], [%oq4.n, %q4.done]",
-          "  %qc = icmp slt i64 %oq4, %ow4",
-          "  br i1 %qc, label %q4.go, label %q1"]
-    _positions(L, "q4", 4)
-    L += ["q4.done:",
-          "  %oq4.n = add i64 %oq4, 4",
-          "  br label %q4",
-          "q1:",
-          "  %oq1 = phi i64 [%oq4, %q4], [%oq1.n, %q1.done]",
-          "  %qc1 = icmp slt i64 %oq1, %OW",
-          "  br i1 %qc1, label %q1.go, label %q4.end"]
-    _positions(L, "q1", 1)
-    L += ["q1.done:",
-          "  %oq1.n = add i64 %oq1, 1",
-          "  br label %q1",
-          "q4.end:",
-          "  %h.n = add i64 %h, 1",
-          "  br label %oh",
-          "exit:",
-          "  ret void",
-          "}"]
+    # the row's positions four at a time, then one
+    _output_rows(L, "%start", ["  %hrow = mul i64 %h, %sh"],
+                 (("q4", "0", "%ohb", "%ow4", 4, "pad", "q1"),
+                  ("q1", "%oq4", "%q4", "%OW", 1, "pad", "row.end")))
     return L
 
 
@@ -332,37 +343,13 @@ def _direct_body() -> list:
          "  %n4 = and i64 %n4a, -4",
          "  %q4e = add i64 %qL, %n4"]
     act_prologue(L, BLOCK)
-    L += ["  br label %oh",
-          "oh:",
-          "  %h = phi i64 [0, %entry], [%h.n, %ec.end]",
-          "  %hc = icmp slt i64 %h, %OH",
-          "  br i1 %hc, label %ohb, label %exit",
-          "ohb:",
-          "  %hs = mul i64 %h, %sh",
-          "  %hrow = sub i64 %hs, %ph",
-          "  %yrow = mul i64 %h, %OW",
-          "  br label %el"]
     # the row's positions: its left end, checked; four at a time, then one, unchecked; its
-    # right end, checked.  (tag, first position, where from, bound, step, checked, then)
-    for t, first, came, bound, n, checked, then in (
-            ("el", "0", "%ohb", "%qL", 1, True, "d4"),
-            ("d4", "%qL", "%el", "%q4e", 4, False, "d1"),
-            ("d1", "%q4e", "%d4", "%qR", 1, False, "ec"),
-            ("ec", "%qR", "%d1", "%OW", 1, True, "ec.end")):
-        L += [f"{t}:",
-              f"  %o{t} = phi i64 [{first}, {came}], [%o{t}.n, %{t}.done]",
-              f"  %{t}c = icmp slt i64 %o{t}, {bound}",
-              f"  br i1 %{t}c, label %{t}.go, label %{then}"]
-        _positions(L, t, n, "checked" if checked else "direct")
-        L += [f"{t}.done:",
-              f"  %o{t}.n = add i64 %o{t}, {n}",
-              f"  br label %{t}"]
-    L += ["ec.end:",
-          "  %h.n = add i64 %h, 1",
-          "  br label %oh",
-          "exit:",
-          "  ret void",
-          "}"]
+    # right end, checked
+    _output_rows(L, "%entry", ["  %hs = mul i64 %h, %sh", "  %hrow = sub i64 %hs, %ph"],
+                 (("el", "0", "%ohb", "%qL", 1, "checked", "d4"),
+                  ("d4", "%qL", "%el", "%q4e", 4, "direct", "d1"),
+                  ("d1", "%q4e", "%d4", "%qR", 1, "direct", "ec"),
+                  ("ec", "%qR", "%d1", "%OW", 1, "checked", "row.end")))
     return L
 
 
